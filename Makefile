@@ -1,0 +1,40 @@
+# ct_controllers: `make setup`, `make sim`, `make test`. Every target sets up the environment
+# first (idempotent) and keeps DDS on loopback.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-stamp
+SETUP_INPUTS := requirements.txt setup.py setup.cfg package.xml tools/setup_env.sh \
+	$(wildcard ct_interfaces/*.txt ct_interfaces/*.xml ct_interfaces/*/*)
+
+export RMW_IMPLEMENTATION := rmw_fastrtps_cpp
+export ROS_AUTOMATIC_DISCOVERY_RANGE := SYSTEM_DEFAULT
+export FASTRTPS_DEFAULT_PROFILES_FILE := $(CURDIR)/ct_controllers/ros/fastdds_loopback.xml
+export FASTDDS_DEFAULT_PROFILES_FILE := $(CURDIR)/ct_controllers/ros/fastdds_loopback.xml
+
+.PHONY: setup sim test lint typecheck unit clean
+
+setup: $(STAMP)
+
+$(STAMP): $(SETUP_INPUTS)
+	bash tools/setup_env.sh
+	touch $@
+
+sim: setup
+	$(BIN)/ct-sim
+
+lint: setup
+	$(BIN)/ruff check ct_controllers test launch
+	$(BIN)/ruff format --check ct_controllers test launch
+	$(BIN)/lint-imports
+
+typecheck: setup
+	$(BIN)/mypy ct_controllers
+
+unit: setup
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) build

@@ -1,0 +1,164 @@
+"""The stack configuration: ``config/controllers.yaml`` read into one validated, frozen object.
+
+The YAML is a ROS 2 parameters file (``/ct/controller_manager: ros__parameters: ...``), so the
+same file feeds ``ros2 launch`` and the ROS-free tools. Nested keys become dotted parameter
+names (``joint_impedance.stiffness``), as rclpy flattens them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ct_controllers.model.description import share_directory
+
+NODE_KEYS = ("/ct/controller_manager", "ct/controller_manager", "controller_manager", "/**")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or invalid; the message names the parameter."""
+
+
+def default_config_path() -> Path:
+    return share_directory() / "config" / "controllers.yaml"
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}"""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def load_parameters(path: str | Path | None = None) -> dict[str, Any]:
+    """The controller manager's parameters from a ROS 2 parameters file, flattened."""
+    file = Path(path) if path is not None else default_config_path()
+    try:
+        document = yaml.safe_load(file.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {file}") from None
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"{file}: expected a mapping at the top level")
+    for key in NODE_KEYS:
+        if key in document:
+            section = document[key]
+            if not isinstance(section, Mapping) or "ros__parameters" not in section:
+                raise ConfigError(f"{file}: '{key}' has no 'ros__parameters'")
+            return flatten(section["ros__parameters"])
+    raise ConfigError(f"{file}: no section for the controller manager (one of {NODE_KEYS})")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Validated configuration. Vectors are in ``joint_names`` (arm then gripper) order."""
+
+    update_rate: float  # [Hz]
+    robot_description: str  # path, "" = bundled
+    backend: str
+    base_frame: str
+    tcp_frame: str
+    arm_joints: tuple[str, ...]
+    gripper_joints: tuple[str, ...]
+    home_positions: tuple[float, ...]  # [rad | m]
+    default_controller: str
+    controllers: Mapping[str, Mapping[str, Any]]  # name -> {"type": ..., gains ...}
+    effort_rate_limit: float  # [N·m/s]
+    safe_hold_damping: tuple[float, ...]  # [N·m·s/rad | N·s/m]
+    mujoco_mode: str
+    mujoco_timestep: float  # [s]
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return self.arm_joints + self.gripper_joints
+
+    @property
+    def period(self) -> float:
+        return 1.0 / self.update_rate
+
+    @staticmethod
+    def from_parameters(params: Mapping[str, Any]) -> StackConfig:
+        def get(name: str, kind: type | tuple[type, ...]) -> Any:
+            if name not in params:
+                raise ConfigError(f"parameter '{name}' is missing")
+            value = params[name]
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                raise ConfigError(f"parameter '{name}': expected {kind}, got {value!r}")
+            return value
+
+        def names(name: str) -> tuple[str, ...]:
+            value = tuple(get(name, list))
+            if not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(f"parameter '{name}': expected a list of non-empty names")
+            return value
+
+        def numbers(name: str, size: int) -> tuple[float, ...]:
+            value = get(name, list)
+            if len(value) != size:
+                raise ConfigError(f"parameter '{name}': expected {size} values, got {len(value)}")
+            if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
+                raise ConfigError(f"parameter '{name}': expected finite numbers, got {value}")
+            return tuple(float(v) for v in value)
+
+        arm, gripper = names("arm_joints"), names("gripper_joints")
+        joints = arm + gripper
+        duplicates = sorted({n for n in joints if joints.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"joint(s) listed twice in arm_joints/gripper_joints: {duplicates}")
+        rate = float(get("update_rate", (int, float)))
+        if not (math.isfinite(rate) and 1.0 <= rate <= 10000.0):
+            raise ConfigError(f"parameter 'update_rate': must be in [1, 10000] Hz, got {rate}")
+        controller_names = names("controllers")
+        controllers: dict[str, dict[str, Any]] = {}
+        for controller in controller_names:
+            prefix = f"{controller}."
+            entries = {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
+            if "type" not in entries:
+                raise ConfigError(f"controller '{controller}' has no 'type' parameter")
+            controllers[controller] = entries
+        default = get("default_controller", str)
+        if default not in controllers:
+            raise ConfigError(
+                f"default_controller '{default}' is not among the controllers {controller_names}"
+            )
+        mode = get("mujoco.mode", str)
+        timestep = float(get("mujoco.timestep", (int, float)))
+        rate_limit = float(get("limiter.effort_rate_limit", (int, float)))
+        if not (math.isfinite(rate_limit) and rate_limit > 0):
+            raise ConfigError(
+                f"parameter 'limiter.effort_rate_limit' must be > 0, got {rate_limit}"
+            )
+        return StackConfig(
+            update_rate=rate,
+            robot_description=get("robot_description", str),
+            backend=get("backend", str),
+            base_frame=get("base_frame", str),
+            tcp_frame=get("tcp_frame", str),
+            arm_joints=arm,
+            gripper_joints=gripper,
+            home_positions=numbers("home_positions", len(joints)),
+            default_controller=default,
+            controllers=controllers,
+            effort_rate_limit=rate_limit,
+            safe_hold_damping=numbers("safe_hold.damping", len(joints)),
+            mujoco_mode=mode,
+            mujoco_timestep=timestep,
+        )
+
+
+def load_config(
+    path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> StackConfig:
+    """Read and validate a configuration file; ``overrides`` replace single parameters."""
+    params = load_parameters(path)
+    params.update(overrides or {})
+    return StackConfig.from_parameters(params)

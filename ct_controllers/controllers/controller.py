@@ -1,0 +1,98 @@
+"""Base of every controller, and the values they exchange with the control loop.
+
+A controller is plain Python: it gets the measured state, a reference and the period, and returns
+efforts. All vectors are in the model's joint order (``RobotModel.joint_names``). Gains are
+*staged* from any thread and applied together at the next tick boundary, never half-applied.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class JointState:
+    """Measured state in model order: q [rad | m], v [rad/s | m/s], stamp [s]."""
+
+    stamp: float
+    q: FloatArray
+    v: FloatArray
+
+
+@dataclass(frozen=True)
+class JointReference:
+    """Desired position [rad | m], velocity [rad/s | m/s] and acceleration [rad/s² | m/s²],
+    model order."""
+
+    q: FloatArray
+    v: FloatArray
+    a: FloatArray
+
+    @staticmethod
+    def hold(q: FloatArray) -> JointReference:
+        """Stand still at q."""
+        zeros = np.zeros_like(q)
+        return JointReference(q=np.array(q, dtype=np.float64), v=zeros, a=zeros.copy())
+
+
+class GainError(ValueError):
+    """A gain set was rejected; the message names the parameter and the problem."""
+
+
+def per_joint_gain(name: str, value: object, size: int, maximum: float = np.inf) -> FloatArray:
+    """Validate a per-joint gain vector: ``size`` finite values in [0, maximum]."""
+    array = np.array(value, dtype=np.float64).reshape(-1)
+    if array.size != size:
+        raise GainError(f"{name}: expected {size} values, got {array.size}")
+    if not np.all(np.isfinite(array)):
+        raise GainError(f"{name}: non-finite value in {array.tolist()}")
+    if np.any(array < 0) or np.any(array > maximum):
+        raise GainError(f"{name}: values must be in [0, {maximum}], got {array.tolist()}")
+    return array
+
+
+class Controller(ABC):
+    """Subclasses implement :meth:`compute` and :meth:`validate_gains`."""
+
+    def __init__(self) -> None:
+        self._staged: dict[str, FloatArray] | None = None
+        self._staged_lock = threading.Lock()
+
+    def stage_gains(self, gains: Mapping[str, object]) -> None:
+        """Validate a gain set as a whole (raises :class:`GainError`, nothing staged) and stage it
+        for the next tick. Safe to call from any thread."""
+        validated = self.validate_gains(gains)
+        with self._staged_lock:
+            pending = dict(self._staged or {})
+            pending.update(validated)
+            self._staged = pending
+
+    def update(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        """One control tick: apply staged gains, then compute efforts [N·m | N]."""
+        if self._staged is not None:
+            with self._staged_lock:
+                staged, self._staged = self._staged, None
+            if staged:
+                self.apply_gains(staged)
+        return self.compute(state, reference, dt)
+
+    @abstractmethod
+    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
+        """Check a (partial) gain set; return validated copies or raise :class:`GainError`."""
+
+    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
+        """Install validated gains (called on the control thread at a tick boundary)."""
+        for name, value in gains.items():
+            setattr(self, name, value.copy())
+
+    @abstractmethod
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        """Efforts in model order [N·m | N]."""

@@ -1,0 +1,199 @@
+"""MuJoCo simulation backend (plugin ``ct_controllers/MujocoSystem``).
+
+Two modes:
+- ``lockstep``: each ``write()`` advances physics by exactly one control period. The control loop
+  runs as fast as it can, deterministically and faster than real time; state at tick k is the
+  state at sim time k·T.
+- ``paced``: physics follows the wall clock. Each ``read()`` first steps physics until sim time
+  catches up with the wall time elapsed since activation, as a real robot keeps moving whether or
+  not the controller is on time. Commands hold until replaced.
+
+The clock of this backend is sim time (``data.time``) [s]; the ROS node publishes it on /clock.
+Measured effort is the generalized actuator force on the joint (``qfrc_actuator``), what a joint
+torque sensor would read without friction.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import mujoco
+import numpy as np
+
+from ct_controllers.hardware.interface import (
+    EFFORT,
+    ActuationReport,
+    FloatArray,
+    JointCommand,
+    LifecycleState,
+    StateSample,
+    SystemInterface,
+)
+from ct_controllers.hardware.mujoco_scene import ServoGains, build_scene
+from ct_controllers.model.description import RobotDescription
+
+if TYPE_CHECKING:
+    from ct_controllers.config import StackConfig
+
+LOCKSTEP = "lockstep"
+PACED = "paced"
+
+
+@dataclass(frozen=True)
+class MujocoConfig:
+    """timestep [s] physics step; control_period [s], a whole multiple of the timestep;
+    initial_positions [rad | m] by joint name (others start at 0);
+    command_interfaces: joint name -> "effort" (default) | "position"."""
+
+    timestep: float = 0.001
+    control_period: float = 0.001
+    mode: str = LOCKSTEP
+    initial_positions: Mapping[str, float] = field(default_factory=dict)
+    command_interfaces: Mapping[str, str] = field(default_factory=dict)
+    servo_gains: ServoGains = field(default_factory=ServoGains)
+    with_objects: bool = True
+    max_catch_up_steps: int = 200  # paced mode: physics steps per read at most
+
+    def __post_init__(self) -> None:
+        if self.mode not in (LOCKSTEP, PACED):
+            raise ValueError(f"unknown MuJoCo mode '{self.mode}' (known: {LOCKSTEP}, {PACED})")
+        if not (self.timestep > 0 and self.control_period > 0):
+            raise ValueError("timestep and control_period must be positive")
+        ratio = self.control_period / self.timestep
+        if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
+            raise ValueError(
+                f"control_period {self.control_period} s is not a whole multiple of the "
+                f"physics timestep {self.timestep} s"
+            )
+
+
+class MujocoSystem(SystemInterface):
+    """The simulated arm: scene built from the URDF, one actuator per claimed joint."""
+
+    def __init__(
+        self, urdf: str, joint_names: tuple[str, ...], config: MujocoConfig = MujocoConfig()
+    ):
+        interfaces = tuple(config.command_interfaces.get(n, EFFORT) for n in joint_names)
+        super().__init__(joint_names=tuple(joint_names), command_interfaces=interfaces)
+        unknown = sorted(set(config.command_interfaces) - set(joint_names))
+        if unknown:
+            raise ValueError(f"command interface configured for unknown joint(s): {unknown}")
+        self.urdf = urdf
+        self.config = config
+        self.lock = threading.Lock()  # guards model/data against a viewer or test reading them
+        self.model: mujoco.MjModel | None = None
+        self.data: mujoco.MjData | None = None
+        self._steps_per_period = round(config.control_period / config.timestep)
+        self._wall_start = 0.0
+        self._sim_start = 0.0
+
+    @classmethod
+    def from_config(cls, description: RobotDescription, config: StackConfig) -> MujocoSystem:
+        """The plugin constructor: joints from the ``<ros2_control>`` block, the rest from
+        controllers.yaml (``mujoco.*``, ``home_positions``, ``update_rate``)."""
+        home = dict(zip(config.joint_names, config.home_positions, strict=True))
+        return cls(
+            description.urdf,
+            description.hardware.joint_names,
+            MujocoConfig(
+                timestep=config.mujoco_timestep,
+                control_period=config.period,
+                mode=config.mujoco_mode,
+                initial_positions=home,
+            ),
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def _on_configure(self) -> None:
+        spec = build_scene(
+            self.urdf,
+            timestep=self.config.timestep,
+            command_interfaces=self.config.command_interfaces,
+            servo_gains=self.config.servo_gains,
+            with_objects=self.config.with_objects,
+        )
+        model = spec.compile()
+        self.model, self.data = model, mujoco.MjData(model)
+        # Name maps, built once: joint -> qpos address, dof address, actuator (ctrl) address.
+        self._qpos_adr = np.array([model.joint(n).qposadr[0] for n in self.joint_names])
+        self._dof_adr = np.array([model.joint(n).dofadr[0] for n in self.joint_names])
+        self._ctrl_adr = np.array([model.actuator(n).id for n in self.joint_names])
+        self._ctrl_low = model.actuator_ctrlrange[self._ctrl_adr, 0].copy()
+        self._ctrl_high = model.actuator_ctrlrange[self._ctrl_adr, 1].copy()
+        unknown = sorted(set(self.config.initial_positions) - set(self.joint_names))
+        if unknown:
+            raise ValueError(f"initial position given for unknown joint(s): {unknown}")
+        self.reset()
+
+    def _on_activate(self) -> None:
+        assert self.data is not None
+        self._wall_start = time.monotonic()
+        self._sim_start = float(self.data.time)
+
+    def _on_cleanup(self) -> None:
+        self.model = self.data = None
+
+    def reset(self) -> None:
+        """Explicit reset: the initial positions at rest, the objects at their start, t = 0.
+        The only place outside physics that writes simulator state."""
+        assert self.model is not None and self.data is not None
+        with self.lock:
+            mujoco.mj_resetData(self.model, self.data)
+            for name, value in self.config.initial_positions.items():
+                self.data.qpos[self.model.joint(name).qposadr[0]] = value
+            # Servos start at their joint's position, motors at zero effort.
+            for i, interface in enumerate(self.command_interfaces):
+                self.data.ctrl[self._ctrl_adr[i]] = (
+                    0.0 if interface == EFFORT else self.data.qpos[self._qpos_adr[i]]
+                )
+            mujoco.mj_forward(self.model, self.data)
+
+    # --- cyclic ----------------------------------------------------------------------------
+    def now(self) -> float:
+        assert self.data is not None
+        return float(self.data.time)
+
+    def _read(self) -> StateSample:
+        assert self.model is not None and self.data is not None
+        with self.lock:
+            if self.config.mode == PACED and self.state is LifecycleState.ACTIVE:
+                target = self._sim_start + (time.monotonic() - self._wall_start)
+                steps = 0
+                while self.data.time + 0.5 * self.config.timestep < target and (
+                    steps < self.config.max_catch_up_steps
+                ):
+                    mujoco.mj_step(self.model, self.data)
+                    steps += 1
+            return StateSample(
+                stamp=float(self.data.time),
+                joint_names=self.joint_names,
+                position=self.data.qpos[self._qpos_adr].copy(),
+                velocity=self.data.qvel[self._dof_adr].copy(),
+                effort=self.data.qfrc_actuator[self._dof_adr].copy(),
+            )
+
+    def _write(self, command: JointCommand, values: FloatArray) -> None:
+        assert self.model is not None and self.data is not None
+        with self.lock:
+            self.data.ctrl[self._ctrl_adr] = values
+            if self.config.mode == LOCKSTEP:
+                for _ in range(self._steps_per_period):
+                    mujoco.mj_step(self.model, self.data)
+
+    def actuation_report(self) -> ActuationReport:
+        """The four different things seed 000 §7 separates: request, clamped input,
+        actuator output, generalized force on the joint."""
+        assert self.model is not None and self.data is not None
+        with self.lock:
+            requested = self.data.ctrl[self._ctrl_adr].copy()
+            return ActuationReport(
+                joint_names=self.joint_names,
+                requested=requested,
+                effective=np.clip(requested, self._ctrl_low, self._ctrl_high),
+                actuator_force=self.data.actuator_force[self._ctrl_adr].copy(),
+                joint_force=self.data.qfrc_actuator[self._dof_adr].copy(),
+            )

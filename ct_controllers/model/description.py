@@ -1,0 +1,126 @@
+"""The robot description: the URDF (from xacro) and its ``<ros2_control>`` block.
+
+One URDF is the single source of truth for the Pinocchio model, the MuJoCo scene and the
+hardware configuration; this module expands it and reads the parts everybody needs.
+"""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import xacro
+
+
+class DescriptionError(ValueError):
+    """The robot description is malformed or does not contain what the configuration names."""
+
+
+@dataclass(frozen=True)
+class JointInterfaces:
+    """The ros2_control interfaces one joint offers."""
+
+    name: str
+    command_interfaces: tuple[str, ...]
+    state_interfaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HardwareDescription:
+    """The ``<ros2_control>`` block: the hardware plugin and the joints it drives, in file order."""
+
+    name: str
+    plugin: str
+    joints: tuple[JointInterfaces, ...]
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(j.name for j in self.joints)
+
+
+@dataclass(frozen=True)
+class RobotDescription:
+    """An expanded URDF (XML text) and the hardware block parsed from it."""
+
+    urdf: str
+    hardware: HardwareDescription
+    source: str  # where it came from, for messages
+
+
+def share_directory() -> Path:
+    """The share folder: the source tree (editable install) or ``share/ct_controllers``."""
+    source_tree = Path(__file__).resolve().parents[2]
+    if (source_tree / "package.xml").is_file():
+        return source_tree
+    return Path(sys.prefix) / "share" / "ct_controllers"
+
+
+def default_description_path() -> Path:
+    """The bundled arm, ``urdf/ct_arm.urdf.xacro``."""
+    return share_directory() / "urdf" / "ct_arm.urdf.xacro"
+
+
+def load_description(
+    path: str | Path | None = None, mappings: dict[str, str] | None = None
+) -> RobotDescription:
+    """Expand a URDF or xacro file and parse its ``<ros2_control>`` block.
+
+    ``mappings`` are xacro arguments, e.g. ``{"backend": "mujoco"}``.
+    """
+    file = Path(path) if path is not None else default_description_path()
+    if not file.is_file():
+        raise DescriptionError(f"robot description not found: {file}")
+    if file.suffix == ".xacro":
+        urdf = xacro.process_file(str(file), mappings=dict(mappings or {})).toxml()
+    else:
+        urdf = file.read_text()
+    return parse_description(urdf, source=str(file))
+
+
+def parse_description(urdf: str, source: str = "<string>") -> RobotDescription:
+    """Parse an expanded URDF: check every ``<ros2_control>`` joint exists as a movable joint."""
+    try:
+        root = ET.fromstring(urdf)
+    except ET.ParseError as exc:
+        raise DescriptionError(f"{source}: not valid XML: {exc}") from exc
+    movable = {
+        j.get("name", ""): j.get("type", "")
+        for j in root.findall("joint")
+        if j.get("type") in ("revolute", "prismatic", "continuous")
+    }
+    blocks = root.findall("ros2_control")
+    if len(blocks) != 1:
+        raise DescriptionError(
+            f"{source}: expected exactly one <ros2_control> block, found {len(blocks)}"
+        )
+    block = blocks[0]
+    plugin = block.findtext("hardware/plugin", default="").strip()
+    if not plugin:
+        raise DescriptionError(f"{source}: <ros2_control><hardware><plugin> is missing or empty")
+    joints: list[JointInterfaces] = []
+    for element in block.findall("joint"):
+        name = element.get("name", "")
+        if name not in movable:
+            raise DescriptionError(
+                f"{source}: <ros2_control> names joint '{name}', which is not a movable joint of "
+                f"the URDF (movable joints: {', '.join(sorted(movable))})"
+            )
+        if any(j.name == name for j in joints):
+            raise DescriptionError(f"{source}: <ros2_control> lists joint '{name}' twice")
+        joints.append(
+            JointInterfaces(
+                name=name,
+                command_interfaces=tuple(
+                    c.get("name", "") for c in element.findall("command_interface")
+                ),
+                state_interfaces=tuple(
+                    s.get("name", "") for s in element.findall("state_interface")
+                ),
+            )
+        )
+    if not joints:
+        raise DescriptionError(f"{source}: <ros2_control> lists no joints")
+    hardware = HardwareDescription(name=block.get("name", ""), plugin=plugin, joints=tuple(joints))
+    return RobotDescription(urdf=urdf, hardware=hardware, source=source)

@@ -1,0 +1,98 @@
+"""Assemble the stack from its configuration: description → model → hardware → controller →
+limiter → control loop. Used by the ROS node, ``ct-sim`` and the tests alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ct_controllers.config import ConfigError, StackConfig
+from ct_controllers.controllers.controller import Controller
+from ct_controllers.controllers.limiter import CommandLimiter
+from ct_controllers.hardware.interface import LifecycleState, SystemInterface
+from ct_controllers.model.description import RobotDescription, load_description
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
+from ct_controllers.runtime.control_loop import ControlLoop
+
+
+@dataclass
+class Stack:
+    config: StackConfig
+    description: RobotDescription
+    model: RobotModel
+    hardware: SystemInterface
+    controller: Controller
+    loop: ControlLoop
+
+    def start(self) -> None:
+        """Configure and activate the hardware, then start the loop thread."""
+        self.bring_up()
+        self.loop.start()
+
+    def bring_up(self) -> None:
+        """Configure and activate the hardware (no loop thread: drive ``loop.run_ticks``)."""
+        self.hardware.configure()
+        self.hardware.activate()
+
+    def shut_down(self) -> None:
+        self.loop.stop()
+        if self.hardware.state is LifecycleState.ACTIVE:
+            self.hardware.deactivate()
+
+
+def to_model_order(
+    model: RobotModel, names: tuple[str, ...], values: object, what: str
+) -> np.ndarray:
+    """A per-joint vector given in ``names`` order, re-ordered to model order."""
+    array = np.array(values, dtype=np.float64).reshape(-1)
+    if array.size != len(names):
+        raise ConfigError(f"{what}: expected {len(names)} values, got {array.size}")
+    out = np.empty(model.nv)
+    out[model.indices(names)] = array
+    return out
+
+
+def build_stack(config: StackConfig, description: RobotDescription | None = None) -> Stack:
+    if description is None:
+        description = load_description(
+            config.robot_description or None, mappings={"backend": config.backend}
+        )
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+    for group, names in (
+        ("arm_joints/gripper_joints", config.joint_names),
+        ("<ros2_control>", description.hardware.joint_names),
+    ):
+        unknown = sorted(set(names) - set(model.joint_names))
+        if unknown:
+            raise ConfigError(
+                f"{group} name(s) {unknown} are not joints of the URDF "
+                f"({', '.join(model.joint_names)})"
+            )
+        missing = sorted(set(model.joint_names) - set(names))
+        if missing:
+            raise ConfigError(f"{group} does not list the URDF joint(s) {missing}")
+    hardware_type = load_plugin(HARDWARE, description.hardware.plugin)
+    hardware = hardware_type.from_config(description, config)
+    controller_params = config.controllers[config.default_controller]
+    controller_type = load_plugin(CONTROLLERS, str(controller_params["type"]))
+    # The controller owns its model (it may differ from the plant's, and it is not shared
+    # across threads).
+    controller_model = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
+    controller = controller_type.from_parameters(
+        controller_model, config.joint_names, controller_params
+    )
+    limiter = CommandLimiter(model.limits.effort, config.effort_rate_limit)
+    loop = ControlLoop(
+        hardware,
+        model,
+        controller,
+        limiter,
+        period=config.period,
+        paced=config.mujoco_mode == "paced" if config.backend == "mujoco" else True,
+        hold_damping=to_model_order(
+            model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
+        ),
+    )
+    return Stack(config, description, model, hardware, controller, loop)

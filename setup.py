@@ -1,0 +1,43 @@
+"""ament_python package ``ct_controllers`` (pip- and colcon-installable)."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "ct_controllers"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    package_data={PACKAGE: ["ros/*.xml"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/urdf", glob("urdf/*.xacro")),
+    ],
+    python_requires=">=3.11",
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="ct_controllers maintainers",
+    maintainer_email="maintainers@ct-controllers.org",
+    description="Python ROS 2 control stack for torque-controlled arms with a gripper",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "ct_control_node = ct_controllers.ros.control_node:main",
+            "ct-bringup = ct_controllers.cli:bringup_main",
+            "ct-sim = ct_controllers.cli:sim_main",
+        ],
+        # Plugins, as pluginlib does for ros2_control: names used in the URDF and controllers.yaml.
+        "ct_controllers.hardware": [
+            "ct_controllers/MujocoSystem = ct_controllers.hardware.mujoco_system:MujocoSystem",
+        ],
+        "ct_controllers.controllers": [
+            "ct_controllers/JointImpedance = "
+            "ct_controllers.controllers.joint_impedance:JointImpedanceController",
+        ],
+    },
+)
