@@ -1,0 +1,48 @@
+"""Parameter declarations for the controller manager node: every entry of controllers.yaml is
+declared with a descriptor (description with units, read-only for structural ones), defaults taken
+from the bundled file, so a ``--params-file`` overrides them as ROS users expect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rcl_interfaces.msg import ParameterDescriptor
+
+from ct_controllers.config import load_parameters
+
+DESCRIPTIONS = {
+    "update_rate": "Control loop rate [Hz]",
+    "robot_description": "URDF or xacro file; empty = the bundled ct_arm",
+    "backend": "Hardware backend (xacro argument): mujoco | ros2_control_bridge | canopen",
+    "base_frame": "Frame every goal pose must be expressed in",
+    "tcp_frame": "Tool centre point frame",
+    "arm_joints": "Arm joint names",
+    "gripper_joints": "Gripper joint names",
+    "home_positions": "Start pose of the simulator [rad | m], arm_joints then gripper_joints",
+    "default_controller": "Controller used when a goal names none",
+    "controllers": "Controllers to load",
+    "limiter.effort_rate_limit": "Effort-rate limit per joint [N·m/s]",
+    "safe_hold.damping": "Safe-hold joint damping [N·m·s/rad | N·s/m], per joint",
+    "joint_impedance.type": "Controller plugin type",
+    "joint_impedance.stiffness": "Joint stiffness K [N·m/rad | N/m], per joint, arm then gripper",
+    "joint_impedance.damping": "Joint damping D [N·m·s/rad | N·s/m], per joint, arm then gripper",
+    "joint_impedance.gravity_compensation": "Add g(q) from the controller's model",
+    "mujoco.mode": "paced (sim time follows the wall clock) | lockstep (as fast as possible)",
+    "mujoco.timestep": "Physics step [s]; the control period must be a whole multiple",
+}
+
+# Everything that shapes the stack is fixed once it runs; gains and tolerances are live.
+LIVE = {"joint_impedance.stiffness", "joint_impedance.damping"}
+
+
+def declare_all(node: Any) -> dict[str, Any]:
+    """Declare every parameter of the bundled configuration; return their (overridden) values."""
+    values: dict[str, Any] = {}
+    for name, default in load_parameters().items():
+        descriptor = ParameterDescriptor(
+            name=name,
+            description=DESCRIPTIONS.get(name, name),
+            read_only=name not in LIVE,
+        )
+        values[name] = node.declare_parameter(name, default, descriptor).value
+    return values

@@ -1,0 +1,12 @@
+"""`ros2 launch ct_controllers sim.launch.py`: the stack on the MuJoCo backend (sim time on /clock).
+Without launch_ros, `ct-bringup sim` starts the same node with the same configuration."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import generate
+
+
+def generate_launch_description():
+    return generate(backend="mujoco", use_sim_time=True)
