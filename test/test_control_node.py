@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 import rclpy
 from ct_interfaces.action import MoveJoints
+from rcl_interfaces.msg import Parameter as ParameterMsg
+from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.action import ActionClient
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -56,6 +59,21 @@ class Client:
         future = handle.get_result_async()
         assert self.spin_until(future.done, timeout), "no result"
         return future.result().result
+
+    def set_parameters(self, *parameters: Parameter) -> list:  # type: ignore[type-arg]
+        client = self.node.create_client(SetParameters, "/ct/controller_manager/set_parameters")
+        assert client.wait_for_service(timeout_sec=5.0)
+        request = SetParameters.Request(parameters=[p.to_parameter_msg() for p in parameters])
+        future = client.call_async(request)
+        assert self.spin_until(future.done, 5.0)
+        return list(future.result().results)
+
+    def get_parameter(self, name: str) -> ParameterMsg:
+        client = self.node.create_client(GetParameters, "/ct/controller_manager/get_parameters")
+        assert client.wait_for_service(timeout_sec=5.0)
+        future = client.call_async(GetParameters.Request(names=[name]))
+        assert self.spin_until(future.done, 5.0)
+        return future.result().values[0]
 
     def latest_arm_positions(self) -> np.ndarray:
         message = self.joint_states[-1]
@@ -145,7 +163,9 @@ def test_invalid_move_joints_goal_is_aborted_with_a_reason_and_moves_nothing(
 ) -> None:
     """A bad goal is accepted then aborted at once with INVALID_GOAL and a message naming the
     problem; the arm does not move."""
-    client.spin_until(lambda: False, 0.2)
+    assert client.spin_until(
+        lambda: np.max(np.abs(client.joint_states[-1].velocity)) < 1e-3, 10.0
+    ), "the arm did not come to rest"
     before = client.latest_arm_positions()
     handle = client.send(goal(names, positions, duration))
     result = client.result(handle, timeout=5.0)
@@ -212,6 +232,25 @@ def test_dds_sockets_are_bound_to_loopback_only(
     addresses = _udp_local_addresses(node_process.pid)
     assert addresses, "the node holds no UDP sockets: is DDS running?"
     assert all(a.split(":")[0] == "0100007F" for a in addresses), addresses
+
+
+def test_gain_parameters_are_validated_as_a_whole(client: Client) -> None:
+    """A stiffness of the wrong length is rejected with a reason and the old value stays; a
+    valid one is accepted; a structural parameter (arm_joints) is read-only."""
+    name = "joint_impedance.stiffness"
+    old = list(client.get_parameter(name).double_array_value)
+    (result,) = client.set_parameters(Parameter(name, value=[1.0, 2.0]))
+    assert not result.successful and "expected 9 values" in result.reason
+    assert list(client.get_parameter(name).double_array_value) == old
+    (result,) = client.set_parameters(Parameter(name, value=[-1.0, *old[1:]]))
+    assert not result.successful and "[0, inf]" in result.reason
+    new = [value * 1.1 for value in old]
+    (result,) = client.set_parameters(Parameter(name, value=new))
+    assert result.successful, result.reason
+    assert list(client.get_parameter(name).double_array_value) == pytest.approx(new)
+    (result,) = client.set_parameters(Parameter("arm_joints", value=["a"]))
+    assert not result.successful
+    client.set_parameters(Parameter(name, value=old))
 
 
 def test_node_shuts_down_cleanly_on_sigint(client: Client, node_process: subprocess.Popen) -> None:

@@ -44,6 +44,11 @@ class JointImpedanceController(Controller):
     ) -> JointImpedanceController:
         """Build from controllers.yaml entries; per-joint vectors are in ``joint_names`` order."""
         index = model.indices(joint_names)
+        # Every model joint needs a gain: the vectors below start as np.empty, so a joint left
+        # out would otherwise get whatever that memory held.
+        missing = [n for n in model.joint_names if n not in set(joint_names)]
+        if missing:
+            raise GainError(f"joint_impedance: no gains for joint(s) {', '.join(missing)}")
         gains = {}
         for name in cls.GAIN_NAMES:
             if name not in params:

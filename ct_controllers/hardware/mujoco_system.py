@@ -6,7 +6,11 @@ Two modes:
   state at sim time k·T.
 - ``paced``: physics follows the wall clock. Each ``read()`` first steps physics until sim time
   catches up with the wall time elapsed since activation, as a real robot keeps moving whether or
-  not the controller is on time. Commands hold until replaced.
+  not the controller is on time; commands hold until replaced. The catch-up per read is bounded
+  (``max_catch_up_periods``, default 2 control periods): a stalled controller then makes sim time
+  fall behind wall time (real-time factor < 1, counted in ``lagged_reads``) instead of letting the
+  plant run open-loop on a stale command for a long stretch. Stale commands on real drives are the
+  watchdog's job; in sim they would only make the simulation meaningless.
 
 The clock of this backend is sim time (``data.time``) [s]; the ROS node publishes it on /clock.
 Measured effort is the generalized actuator force on the joint (``qfrc_actuator``), what a joint
@@ -56,7 +60,7 @@ class MujocoConfig:
     command_interfaces: Mapping[str, str] = field(default_factory=dict)
     servo_gains: ServoGains = field(default_factory=ServoGains)
     with_objects: bool = True
-    max_catch_up_steps: int = 200  # paced mode: physics steps per read at most
+    max_catch_up_periods: int = 2  # paced mode: control periods of physics per read at most
 
     def __post_init__(self) -> None:
         if self.mode not in (LOCKSTEP, PACED):
@@ -90,6 +94,8 @@ class MujocoSystem(SystemInterface):
         self._steps_per_period = round(config.control_period / config.timestep)
         self._wall_start = 0.0
         self._sim_start = 0.0
+        self._max_catch_up_steps = config.max_catch_up_periods * self._steps_per_period
+        self.lagged_reads = 0  # paced mode: reads that hit the catch-up bound
 
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> MujocoSystem:
@@ -163,9 +169,12 @@ class MujocoSystem(SystemInterface):
             if self.config.mode == PACED and self.state is LifecycleState.ACTIVE:
                 target = self._sim_start + (time.monotonic() - self._wall_start)
                 steps = 0
-                while self.data.time + 0.5 * self.config.timestep < target and (
-                    steps < self.config.max_catch_up_steps
-                ):
+                while self.data.time + 0.5 * self.config.timestep < target:
+                    if steps == self._max_catch_up_steps:
+                        # Too far behind: give up the lost time rather than run open loop.
+                        self.lagged_reads += 1
+                        self._sim_start -= target - self.data.time
+                        break
                     mujoco.mj_step(self.model, self.data)
                     steps += 1
             return StateSample(

@@ -23,6 +23,7 @@ ensure_loopback_dds()  # before rclpy creates any participant
 
 import numpy as np  # noqa: E402
 import rclpy  # noqa: E402
+import rclpy.clock  # noqa: E402
 from ct_interfaces.action import MoveJoints  # noqa: E402
 from rcl_interfaces.msg import SetParametersResult  # noqa: E402
 from rclpy.action import ActionServer, CancelResponse, GoalResponse  # noqa: E402
@@ -89,8 +90,13 @@ class ControlNode(Node):
         )
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.stack.start()
+        # A steady clock: with use_sim_time the node's own clock follows the /clock this timer
+        # publishes, and would never start.
         self.publish_timer = self.create_timer(
-            1.0 / publish_rate, self._publish, callback_group=group
+            1.0 / publish_rate,
+            self._publish,
+            callback_group=group,
+            clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME),
         )
 
     # --- publishing ------------------------------------------------------------------------
@@ -324,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         extra += ["-p", "backend:=ros2_control_bridge", "-p", "use_sim_time:=false"]
     if extra:
         ros_args = ros_args + (["--ros-args"] if "--ros-args" not in ros_args else []) + extra
+    # The control thread shares the GIL with the executor threads; the default 5 ms switch
+    # interval lets one of them hold it for five control periods.
+    sys.setswitchinterval(0.0005)
     rclpy.init(args=["ct_control_node", *ros_args])
     node = None
     try:

@@ -25,7 +25,7 @@ from ct_controllers.controllers.controller import Controller, FloatArray, JointR
 from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.controllers.safe_hold import safe_hold_effort
 from ct_controllers.hardware.interface import EFFORT, POSITION, JointCommand, SystemInterface
-from ct_controllers.model.robot import RobotModel
+from ct_controllers.model.robot import RobotModel, UnknownNameError
 from ct_controllers.references.joint_trajectory import QuinticTrajectory, minimum_duration
 from ct_controllers.runtime.timing import TimingRecorder, TimingSummary
 
@@ -33,6 +33,8 @@ RUNNING = "running"
 SUCCEEDED = "succeeded"
 PREEMPTED = "preempted"
 CANCELED = "canceled"
+
+MOTION_HISTORY = 64  # motions whose latest status stays queryable by id (motion_status)
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,10 @@ class ControlLoop:
         self._trajectory: QuinticTrajectory | None = None
         self._reference: JointReference | None = None
         self._motion: MotionStatus | None = None
+        # Latest status of recent motions by id, so that one replaced by a newer request can
+        # still be seen as PREEMPTED (the snapshot only shows the current motion).
+        self._motion_history: dict[int, MotionStatus] = {}
+        self._history_lock = threading.Lock()
         self._pending: _MotionRequest | None = None
         self._hold_requested = False
         self._request_lock = threading.Lock()
@@ -150,7 +156,10 @@ class ControlLoop:
         values = np.array(positions, dtype=np.float64).reshape(-1)
         if len(names) != values.size:
             raise ValueError(f"{len(names)} joint names but {values.size} positions")
-        indices = self.model.indices(names)  # unknown / duplicate names raise here
+        try:
+            indices = self.model.indices(names)  # unknown / duplicate names raise here
+        except UnknownNameError as exc:  # a KeyError; this method promises ValueError
+            raise ValueError(str(exc)) from None
         if not np.all(np.isfinite(values)):
             raise ValueError(f"non-finite position in {values.tolist()}")
         if not (np.isfinite(duration) and duration >= 0):
@@ -174,6 +183,12 @@ class ControlLoop:
         with self._request_lock:
             self._pending = None
             self._hold_requested = True
+
+    def motion_status(self, motion_id: int) -> MotionStatus | None:
+        """The latest status of a motion the loop has started (running, succeeded, preempted
+        or canceled); None if it has not started yet or is long forgotten. Any thread."""
+        with self._history_lock:
+            return self._motion_history.get(motion_id)
 
     # --- the tick --------------------------------------------------------------------------
     def tick(self) -> None:
@@ -226,12 +241,12 @@ class ControlLoop:
             self._reference = JointReference.hold(state.q)
         if hold:
             if self._motion is not None and self._motion.state == RUNNING:
-                self._motion = self._status(self._motion, CANCELED, state.stamp)
+                self._set_motion(self._status(self._motion, CANCELED, state.stamp))
             self._trajectory = None
             self._reference = JointReference.hold(state.q)
         if pending is not None:
             if self._motion is not None and self._motion.state == RUNNING:
-                self._motion = self._status(self._motion, PREEMPTED, state.stamp)
+                self._set_motion(self._status(self._motion, PREEMPTED, state.stamp))
             goal = self._reference.q.copy()
             goal[pending.indices] = pending.positions
             duration = pending.duration or minimum_duration(
@@ -240,7 +255,7 @@ class ControlLoop:
             self._trajectory = QuinticTrajectory.between(
                 state.stamp, state.q, state.v, goal, duration
             )
-            self._motion = MotionStatus(pending.motion_id, RUNNING, state.stamp, duration, 0.0)
+            self._set_motion(MotionStatus(pending.motion_id, RUNNING, state.stamp, duration, 0.0))
 
     def _current_reference(self, state: JointState) -> JointReference:
         if self._trajectory is None:
@@ -250,11 +265,20 @@ class ControlLoop:
         assert self._motion is not None
         progress = self._trajectory.progress(state.stamp)
         finished = progress >= 1.0
-        self._motion = self._status(self._motion, SUCCEEDED if finished else RUNNING, state.stamp)
+        self._set_motion(
+            self._status(self._motion, SUCCEEDED if finished else RUNNING, state.stamp)
+        )
         if finished:
             self._reference = JointReference.hold(self._trajectory.goal)
             self._trajectory = None
         return reference
+
+    def _set_motion(self, status: MotionStatus) -> None:
+        self._motion = status
+        with self._history_lock:
+            self._motion_history[status.motion_id] = status
+            while len(self._motion_history) > MOTION_HISTORY:
+                del self._motion_history[next(iter(self._motion_history))]  # the oldest
 
     def _status(self, motion: MotionStatus, new_state: str, now: float) -> MotionStatus:
         progress = min(1.0, max(0.0, (now - motion.start_time) / motion.duration))
