@@ -40,7 +40,6 @@ from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.ros.conversions import to_time_msg  # noqa: E402
 from ct_controllers.ros.parameters import LIVE, declare_all  # noqa: E402
 from ct_controllers.runtime.control_loop import (  # noqa: E402
-    CANCELED,
     PREEMPTED,
     RUNNING,
     SUCCEEDED,
@@ -191,96 +190,54 @@ class ControlNode(Node):
     def _follow_motion(
         self, goal_handle: ServerGoalHandle, motion_id: int, indices: np.ndarray, target: np.ndarray
     ) -> Any:
+        def finish(code: int, message: str, snapshot: LoopSnapshot | None) -> Any:
+            return self._finish(goal_handle, code, message, snapshot, indices, target)
+
         settle_deadline: float | None = None
         last_tick = -1
         while rclpy.ok():
             snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
             if snapshot is None or snapshot.tick == last_tick:
-                return self._finish(
-                    goal_handle,
-                    Result.FAULT,
-                    "no state from the control loop",
-                    snapshot,
-                    indices,
-                    target,
-                )
+                self.loop.hold()
+                return finish(Result.FAULT, "no state from the control loop", snapshot)
             last_tick = snapshot.tick
-            error = target - snapshot.position[indices]
             if snapshot.fault:
                 self.loop.hold()
-                return self._finish(
-                    goal_handle, Result.FAULT, snapshot.fault, snapshot, indices, target
-                )
-            motion = snapshot.motion
-            if motion is not None and motion.motion_id > motion_id:
-                return self._finish(
-                    goal_handle,
-                    Result.PREEMPTED,
-                    "preempted by a newer goal",
-                    snapshot,
-                    indices,
-                    target,
-                )
+                return finish(Result.FAULT, snapshot.fault, snapshot)
+            status = self.loop.motion_status(motion_id)
+            newer_started = snapshot.motion is not None and snapshot.motion.motion_id > motion_id
+            if (status is not None and status.state == PREEMPTED) or (
+                status is None and newer_started
+            ):
+                return finish(Result.PREEMPTED, "preempted by a newer goal", snapshot)
             if goal_handle.is_cancel_requested:
                 self.loop.hold()
-                snapshot = self._wait_motion_state(motion_id, CANCELED) or snapshot
-                return self._finish(
-                    goal_handle,
-                    Result.CANCELED,
-                    "canceled; holding the measured position",
-                    snapshot,
-                    indices,
-                    target,
-                )
-            if motion is None or motion.motion_id < motion_id:
+                deadline = time.monotonic() + 1.0
+                while time.monotonic() < deadline:
+                    status = self.loop.motion_status(motion_id)
+                    if status is None or status.state != RUNNING:
+                        break
+                    snapshot = self.loop.wait_for_snapshot(snapshot.tick, 0.2) or snapshot
+                return finish(Result.CANCELED, "canceled; holding the measured position", snapshot)
+            if status is None:
                 continue  # the loop has not picked the request up yet
-            if motion.state == PREEMPTED:
-                return self._finish(
-                    goal_handle,
-                    Result.PREEMPTED,
-                    "preempted by a newer goal",
-                    snapshot,
-                    indices,
-                    target,
-                )
+            error = target - snapshot.position[indices]
             goal_handle.publish_feedback(
-                MoveJoints.Feedback(error=error.tolist(), progress=motion.progress)
+                MoveJoints.Feedback(error=error.tolist(), progress=status.progress)
             )
-            if motion.state == SUCCEEDED:
+            if status.state == SUCCEEDED:
                 if np.all(np.abs(error) <= GOAL_TOLERANCE):
-                    return self._finish(
-                        goal_handle, Result.SUCCESS, "reached the goal", snapshot, indices, target
-                    )
+                    return finish(Result.SUCCESS, "reached the goal", snapshot)
                 settle_deadline = settle_deadline or snapshot.stamp + SETTLE_TIMEOUT
                 if snapshot.stamp > settle_deadline:
-                    return self._finish(
-                        goal_handle,
+                    return finish(
                         Result.TIMEOUT,
                         f"trajectory ended but the error {np.abs(error).max():.4f} rad stayed "
                         f"above {GOAL_TOLERANCE} rad for {SETTLE_TIMEOUT} s",
                         snapshot,
-                        indices,
-                        target,
                     )
             time.sleep(FEEDBACK_PERIOD)
-        return self._finish(
-            goal_handle, Result.FAULT, "node shutting down", self.loop.snapshot(), indices, target
-        )
-
-    def _wait_motion_state(self, motion_id: int, state: str) -> LoopSnapshot | None:
-        deadline = time.monotonic() + 1.0
-        snapshot = self.loop.snapshot()
-        while time.monotonic() < deadline:
-            snapshot = self.loop.wait_for_snapshot(snapshot.tick if snapshot else -1, 0.2)
-            if (
-                snapshot
-                and snapshot.motion
-                and (snapshot.motion.motion_id != motion_id or snapshot.motion.state != RUNNING)
-            ):
-                if snapshot.motion.state == state:
-                    return snapshot
-                break
-        return snapshot
+        return finish(Result.FAULT, "node shutting down", self.loop.snapshot())
 
     def _finish(
         self,

@@ -1,0 +1,226 @@
+"""ct_controllers.config and ct_controllers.plugins: the controllers.yaml parameters, validated
+into a StackConfig, and plugins resolved by name."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from ct_controllers.config import (
+    ConfigError,
+    StackConfig,
+    default_config_path,
+    load_config,
+    load_parameters,
+)
+from ct_controllers.controllers.joint_impedance import JointImpedanceController
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.plugins import (
+    CONTROLLERS,
+    HARDWARE,
+    UnknownPluginError,
+    known_plugins,
+    load_plugin,
+)
+from ct_controllers.runtime.stack import build_stack
+
+ARM = ["joint1", "joint2", "joint3", "joint4", "joint5", "joint6", "joint7"]
+
+
+def test_bundled_config_loads():
+    """config/controllers.yaml loads into a StackConfig with the documented values."""
+    assert default_config_path().is_file()
+    config = load_config()
+    assert config.update_rate == 1000.0 and config.period == pytest.approx(1e-3)
+    assert config.arm_joints == tuple(ARM)
+    assert config.gripper_joints == ("left_finger_joint", "right_finger_joint")
+    assert config.joint_names == (*ARM, "left_finger_joint", "right_finger_joint")
+    assert config.home_positions == (0.0, 0.4, 0.0, -1.6, 0.0, 1.2, 0.0, 0.02, 0.02)
+    assert config.default_controller == "joint_impedance"
+    impedance = config.controllers["joint_impedance"]
+    assert impedance["type"] == "ct_controllers/JointImpedance"
+    assert impedance["stiffness"][0] == 600.0 and impedance["gravity_compensation"] is True
+    assert config.effort_rate_limit == 1000.0
+    assert len(config.safe_hold_damping) == 9
+    assert config.mujoco_mode in ("paced", "lockstep")
+    assert config.mujoco_timestep == 0.001
+    assert config.backend == "mujoco" and config.tcp_frame == "tcp"
+
+
+def test_parameters_are_flattened_with_dots():
+    """Nested YAML keys become dotted parameter names, as rclpy flattens them."""
+    params = load_parameters()
+    assert params["joint_impedance.type"] == "ct_controllers/JointImpedance"
+    assert params["mujoco.timestep"] == 0.001
+    assert params["limiter.effort_rate_limit"] == 1000.0
+
+
+def test_overrides_replace_single_parameters():
+    """load_config(overrides=...) replaces exactly the named parameters."""
+    config = load_config(overrides={"mujoco.mode": "lockstep", "update_rate": 500})
+    assert config.mujoco_mode == "lockstep"
+    assert config.period == pytest.approx(2e-3)
+    assert config.home_positions == load_config().home_positions
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "update_rate",
+        "tcp_frame",
+        "arm_joints",
+        "home_positions",
+        "default_controller",
+        "mujoco.timestep",
+        "safe_hold.damping",
+        "limiter.effort_rate_limit",
+    ],
+)
+def test_missing_parameter_is_named(name):
+    """A missing parameter raises ConfigError naming it."""
+    params = load_parameters()
+    del params[name]
+    with pytest.raises(ConfigError, match=re.escape(f"'{name}' is missing")):
+        StackConfig.from_parameters(params)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"gripper_joints": ["left_finger_joint", "joint3"]}, "joint3"),
+        ({"arm_joints": [*ARM[:6], "joint1"]}, "joint1"),
+    ],
+    ids=["across-groups", "within-arm"],
+)
+def test_joint_listed_twice_is_named(overrides, named):
+    """A joint in arm_joints/gripper_joints twice raises ConfigError naming it."""
+    with pytest.raises(ConfigError, match=rf"listed twice.*'{named}'"):
+        load_config(overrides=overrides)
+
+
+def test_default_controller_must_be_loaded():
+    """default_controller must be among controllers; the error names both."""
+    with pytest.raises(ConfigError, match=r"default_controller 'cartesian_impedance'.*"):
+        load_config(overrides={"default_controller": "cartesian_impedance"})
+
+
+def test_controller_without_type_is_named():
+    """A controller listed in 'controllers' needs a '<name>.type' parameter."""
+    with pytest.raises(ConfigError, match="'gravity_only'"):
+        load_config(overrides={"controllers": ["joint_impedance", "gravity_only"]})
+
+
+@pytest.mark.parametrize("size", [8, 10])
+def test_home_positions_of_wrong_length_are_named(size):
+    """home_positions must have one value per joint; the error names the parameter."""
+    with pytest.raises(ConfigError, match=rf"'home_positions': expected 9 values, got {size}"):
+        load_config(overrides={"home_positions": [0.0] * size})
+
+
+def test_non_finite_home_position_is_named():
+    """home_positions must be finite numbers."""
+    with pytest.raises(ConfigError, match="'home_positions'"):
+        load_config(overrides={"home_positions": [0.0] * 8 + [float("nan")]})
+
+
+@pytest.mark.parametrize("rate", [0, 0.5, 10001, 1e6, float("nan"), float("inf"), -1000])
+def test_update_rate_out_of_range_is_named(rate):
+    """update_rate outside [1, 10000] Hz (or not finite) raises ConfigError naming it."""
+    with pytest.raises(ConfigError, match="'update_rate'"):
+        load_config(overrides={"update_rate": rate})
+
+
+@pytest.mark.parametrize("rate", [1, 10000, 250.0])
+def test_update_rate_bounds_are_inclusive(rate):
+    """The update-rate range includes its ends."""
+    assert load_config(overrides={"update_rate": rate}).update_rate == rate
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("update_rate", "1000"), ("update_rate", True), ("tcp_frame", 3), ("arm_joints", "joint1")],
+)
+def test_wrong_type_is_named(name, value):
+    """A parameter of the wrong type (a bool is not a number) raises ConfigError naming it."""
+    with pytest.raises(ConfigError, match=re.escape(f"'{name}'")):
+        load_config(overrides={name: value})
+
+
+def test_non_positive_rate_limit_is_named():
+    """limiter.effort_rate_limit must be positive."""
+    with pytest.raises(ConfigError, match=re.escape("'limiter.effort_rate_limit'")):
+        load_config(overrides={"limiter.effort_rate_limit": 0.0})
+
+
+def test_config_file_errors(tmp_path):
+    """A missing file, a non-mapping document and a file without the node's section raise
+    ConfigError naming the file; any of the accepted node keys works."""
+    with pytest.raises(ConfigError, match="not found"):
+        load_parameters(tmp_path / "missing.yaml")
+    not_mapping = tmp_path / "list.yaml"
+    not_mapping.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match=re.escape("list.yaml")):
+        load_parameters(not_mapping)
+    other_node = tmp_path / "other.yaml"
+    other_node.write_text(yaml.safe_dump({"/some_other_node": {"ros__parameters": {}}}))
+    with pytest.raises(ConfigError, match="no section"):
+        load_parameters(other_node)
+    wildcard = tmp_path / "wildcard.yaml"
+    section = yaml.safe_load(default_config_path().read_text())["/ct/controller_manager"]
+    wildcard.write_text(yaml.safe_dump({"/**": section}))
+    assert load_config(wildcard) == load_config()
+
+
+def test_build_stack_rejects_an_unknown_joint_by_name():
+    """A configuration naming a joint the URDF lacks fails in build_stack, naming it."""
+    config = load_config(
+        overrides={
+            "mujoco.mode": "lockstep",
+            "arm_joints": [*ARM, "joint8"],
+            "home_positions": [0.0] * 10,
+            "safe_hold.damping": [1.0] * 10,
+            "joint_impedance.stiffness": [1.0] * 10,
+            "joint_impedance.damping": [1.0] * 10,
+        }
+    )
+    with pytest.raises(ConfigError, match="'joint8'"):
+        build_stack(config)
+
+
+def test_build_stack_rejects_a_config_missing_a_urdf_joint():
+    """A configuration that leaves out a URDF joint fails in build_stack, naming it."""
+    config = load_config(
+        overrides={
+            "gripper_joints": ["left_finger_joint"],
+            "home_positions": [0.0] * 8,
+            "safe_hold.damping": [1.0] * 8,
+        }
+    )
+    with pytest.raises(ConfigError, match="'right_finger_joint'"):
+        build_stack(config)
+
+
+def test_plugins_resolve_by_name():
+    """The registered plugin names load the classes the stack uses."""
+    assert load_plugin(HARDWARE, "ct_controllers/MujocoSystem") is MujocoSystem
+    assert load_plugin(CONTROLLERS, "ct_controllers/JointImpedance") is JointImpedanceController
+    assert "ct_controllers/MujocoSystem" in known_plugins(HARDWARE)
+
+
+def test_unknown_hardware_plugin_lists_the_known_ones():
+    """An unknown plugin name raises UnknownPluginError naming it and listing the known."""
+    with pytest.raises(UnknownPluginError) as info:
+        load_plugin(HARDWARE, "ct_controllers/FakeRobot")
+    message = str(info.value)
+    assert "'ct_controllers/FakeRobot'" in message
+    assert "known: " in message and "ct_controllers/MujocoSystem" in message
+    assert isinstance(info.value, LookupError)
+
+
+def test_unknown_controller_type_lists_the_known_ones():
+    """An unknown controller type in the config fails in build_stack with the known types."""
+    config = load_config(overrides={"joint_impedance.type": "ct_controllers/Cartesian"})
+    with pytest.raises(UnknownPluginError, match="ct_controllers/JointImpedance"):
+        build_stack(config)

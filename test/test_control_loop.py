@@ -1,0 +1,345 @@
+"""ct_controllers.runtime.control_loop on the real stack (build_stack(load_config(...)): MuJoCo,
+Pinocchio, joint impedance, limiter), driven tick by tick with run_ticks().
+
+The bundled controllers.yaml runs MuJoCo paced (wall clock, for the ROS node); these tests
+override ``mujoco.mode`` to lockstep so that runs are deterministic and fast."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from helpers import bundled_description, lockstep_config, new_robot_model
+
+from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
+from ct_controllers.controllers.joint_impedance import JointImpedanceController
+from ct_controllers.controllers.limiter import CommandLimiter
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.joint_trajectory import MIN_DURATION
+from ct_controllers.runtime.control_loop import (
+    CANCELED,
+    PREEMPTED,
+    RUNNING,
+    SUCCEEDED,
+    ControlLoop,
+    LoopSnapshot,
+)
+from ct_controllers.runtime.stack import Stack, build_stack
+
+CONFIG = lockstep_config()
+ARM = CONFIG.arm_joints
+# Reachable arm targets [rad], arm_joints order; away from home and from the table.
+TARGET_A = (0.5, 0.6, 0.2, -1.3, 0.2, 1.0, 0.3)
+TARGET_B = (-0.4, 0.3, -0.2, -1.8, -0.2, 1.3, -0.3)
+
+
+def new_stack() -> Stack:
+    stack = build_stack(CONFIG, bundled_description())
+    stack.bring_up()
+    return stack
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    stack = new_stack()
+    try:
+        yield stack
+    finally:
+        stack.shut_down()
+
+
+@pytest.fixture(scope="module")
+def reference_model() -> RobotModel:
+    """An independent model for expected values (not the loop's or the controller's)."""
+    return new_robot_model()
+
+
+def model_order(stack: Stack, names, values) -> np.ndarray:
+    out = np.full(stack.model.nv, np.nan)
+    out[stack.model.indices(names)] = values
+    return out
+
+
+def home(stack: Stack) -> np.ndarray:
+    return model_order(stack, CONFIG.joint_names, CONFIG.home_positions)
+
+
+def latest(stack: Stack) -> LoopSnapshot:
+    snapshot = stack.loop.snapshot()
+    assert snapshot is not None
+    return snapshot
+
+
+def run_seconds(stack: Stack, seconds: float) -> list[LoopSnapshot]:
+    """Run whole snapshot periods for ``seconds`` of sim time; return every snapshot."""
+    loop = stack.loop
+    snapshots = []
+    for _ in range(round(seconds / CONFIG.period / loop.snapshot_decimation)):
+        loop.run_ticks(loop.snapshot_decimation)
+        snapshots.append(latest(stack))
+    return snapshots
+
+
+# --- holding and moving ----------------------------------------------------------------------
+def test_holding_home_keeps_the_arm_still(stack):
+    """With no motion requested, the arm stays within 1e-4 rad of home for 1 s."""
+    start = home(stack)
+    snapshots = run_seconds(stack, 1.0)
+    assert snapshots[-1].stamp == pytest.approx(1.0 - 10 * CONFIG.period, abs=1e-9)
+    for snapshot in snapshots:
+        assert np.max(np.abs(snapshot.position - start)) < 1e-4, snapshot.tick
+        np.testing.assert_array_equal(snapshot.reference_position, start)
+        assert snapshot.motion is None and snapshot.fault is None
+
+
+def test_motion_reaches_its_target_and_succeeds(stack):
+    """A requested motion runs, reports 'running' then 'succeeded' (once, in that order) and
+    ends within 1e-3 rad of the target 0.5 s after its duration."""
+    names = (*ARM, "left_finger_joint")
+    goal = (*TARGET_A, 0.035)
+    motion_id = stack.loop.request_motion(names, goal, 1.0)
+    states = [s.motion.state for s in run_seconds(stack, 1.5) if s.motion is not None]
+    assert states[0] == RUNNING
+    first_success = states.index(SUCCEEDED)
+    assert set(states[:first_success]) == {RUNNING}
+    assert set(states[first_success:]) == {SUCCEEDED}
+    final = latest(stack)
+    assert final.motion is not None and final.motion.motion_id == motion_id
+    assert final.motion.progress == 1.0 and final.motion.duration == 1.0
+    target = model_order(stack, names, goal)
+    target[stack.model.q_index("right_finger_joint")] = home(stack)[8]  # not named: held
+    assert np.max(np.abs(final.position - target)) < 1e-3
+    np.testing.assert_allclose(final.reference_position, target, atol=1e-12)
+
+
+def test_default_duration_respects_the_reference_limits(stack):
+    """duration=0 picks a duration from the velocity/acceleration limits; the motion is slow
+    enough that no joint's reference velocity exceeds half its URDF limit."""
+    loop = stack.loop
+    loop.snapshot_decimation = 1
+    loop.request_motion(ARM, TARGET_B)
+    loop.run_ticks(1)
+    motion = latest(stack).motion
+    assert motion is not None and motion.duration > MIN_DURATION
+    positions = [latest(stack).reference_position]
+    for _ in range(round(motion.duration / CONFIG.period) + 1):
+        loop.run_ticks(1)
+        positions.append(latest(stack).reference_position)
+    velocity = np.diff(positions, axis=0) / CONFIG.period
+    acceleration = np.diff(velocity, axis=0) / CONFIG.period
+    peak_v = np.abs(velocity).max(axis=0) / (0.5 * stack.model.limits.velocity)
+    peak_a = np.abs(acceleration).max(axis=0) / 3.0  # the loop's default bound [rad/s²]
+    assert np.all(peak_v <= 1 + 1e-3) and np.all(peak_a <= 1 + 1e-2)
+    assert max(peak_v.max(), peak_a.max()) > 0.95  # and it is the shortest such duration
+
+
+def test_second_request_preempts_the_running_motion(stack):
+    """A request while a motion runs marks that motion PREEMPTED; the new one runs to success."""
+    loop = stack.loop
+    first = loop.request_motion(ARM, TARGET_A, 2.0)
+    run_seconds(stack, 0.3)
+    assert loop.motion_status(first).state == RUNNING
+    second = loop.request_motion(ARM, TARGET_B, 1.0)
+    assert second != first
+    run_seconds(stack, 0.05)
+    preempted = loop.motion_status(first)
+    assert preempted is not None and preempted.state == PREEMPTED
+    assert 0.1 < preempted.progress < 0.2  # ended ~0.3 s into its 2 s
+    current = latest(stack).motion
+    assert current is not None and current.motion_id == second and current.state == RUNNING
+    run_seconds(stack, 1.5)
+    assert loop.motion_status(second).state == SUCCEEDED
+    assert loop.motion_status(first).state == PREEMPTED
+    target = model_order(stack, ARM, TARGET_B)
+    arm = stack.model.indices(ARM)
+    assert np.max(np.abs(latest(stack).position - target)[arm]) < 1e-3
+
+
+def test_hold_cancels_the_motion_and_holds_the_measured_position(stack):
+    """hold() marks the running motion CANCELED; the reference becomes the position measured at
+    that tick and stays there."""
+    loop = stack.loop
+    motion_id = loop.request_motion(ARM, TARGET_A, 2.0)
+    run_seconds(stack, 0.8)
+    loop.snapshot_decimation = 1
+    loop.hold()
+    loop.run_ticks(1)
+    snapshot = latest(stack)
+    assert snapshot.motion is not None
+    assert snapshot.motion.motion_id == motion_id and snapshot.motion.state == CANCELED
+    assert loop.motion_status(motion_id).state == CANCELED
+    held = snapshot.position
+    np.testing.assert_array_equal(snapshot.reference_position, held)
+    assert np.max(np.abs(held - home(stack))) > 0.05  # it was really moving ...
+    assert np.max(np.abs(snapshot.velocity)) > 0.1  # ... and still is at the hold tick
+    loop.run_ticks(500)
+    later = latest(stack)
+    np.testing.assert_array_equal(later.reference_position, held)
+    assert later.motion is not None and later.motion.state == CANCELED
+    assert np.max(np.abs(later.position - held)) < 2e-3  # it stopped near there
+
+
+def test_hold_without_motion_holds_where_the_arm_is(stack):
+    """hold() with nothing running changes no status and keeps holding the measured pose."""
+    stack.loop.run_ticks(10)
+    stack.loop.hold()
+    run_seconds(stack, 0.1)
+    snapshot = latest(stack)
+    assert snapshot.motion is None
+    assert np.max(np.abs(snapshot.reference_position - home(stack))) < 1e-4
+
+
+# --- rejected requests -----------------------------------------------------------------------
+BAD_REQUESTS = [
+    ("unknown joint", (["joint1", "elbow_ghost"], [0.1, 0.2], 1.0), "elbow_ghost"),
+    ("duplicate joint", (["joint2", "joint3", "joint2"], [0.1, 0.2, 0.3], 1.0), "joint2"),
+    ("length mismatch", (["joint1", "joint2"], [0.1], 1.0), "2 joint names but 1"),
+    ("NaN", (["joint3"], [np.nan], 1.0), "non-finite"),
+    ("out of limits", (["joint1", "joint4"], [0.1, -2.5], 1.0), "joint4"),
+    ("finger out of limits", (["right_finger_joint"], [0.05], 1.0), "right_finger_joint"),
+    ("negative duration", (["joint1"], [0.1], -1.0), "duration"),
+    ("NaN duration", (["joint1"], [0.1], np.nan), "duration"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "arguments", "named"), BAD_REQUESTS, ids=[c[0] for c in BAD_REQUESTS]
+)
+def test_bad_request_raises_value_error_and_changes_nothing(stack, case, arguments, named):
+    """An invalid request raises ValueError naming the problem; the running motion and its
+    reference continue exactly as in a twin run without the bad request (lockstep), and no
+    motion id is used up."""
+    twin = new_stack()
+    try:
+        ids = [s.loop.request_motion(ARM, TARGET_A, 1.0) for s in (stack, twin)]
+        assert ids[0] == ids[1]
+        for s in (stack, twin):
+            s.loop.run_ticks(200)
+        with pytest.raises(ValueError, match=named):
+            stack.loop.request_motion(*arguments)
+        for s in (stack, twin):
+            s.loop.run_ticks(300)
+        mine, theirs = latest(stack), latest(twin)
+        assert mine.tick == theirs.tick
+        np.testing.assert_array_equal(mine.reference_position, theirs.reference_position)
+        np.testing.assert_array_equal(mine.position, theirs.position)
+        assert mine.motion == theirs.motion
+        assert mine.motion is not None and mine.motion.state == RUNNING
+        assert stack.loop.request_motion(ARM, TARGET_B) == twin.loop.request_motion(ARM, TARGET_B)
+    finally:
+        twin.shut_down()
+
+
+def test_bad_request_while_holding_keeps_the_hold_reference(stack):
+    """A rejected request while holding leaves the hold reference exactly as it was."""
+    run_seconds(stack, 0.05)
+    before = latest(stack).reference_position
+    with pytest.raises(ValueError, match="joint4"):
+        stack.loop.request_motion(["joint4"], [3.0])
+    run_seconds(stack, 0.05)
+    np.testing.assert_array_equal(latest(stack).reference_position, before)
+    assert latest(stack).motion is None
+
+
+# --- faults ----------------------------------------------------------------------------------
+class NaNImpedance(JointImpedanceController):
+    """A broken controller: every output is NaN."""
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        return np.full(self.model.nv, np.nan)
+
+
+class RaisingImpedance(JointImpedanceController):
+    """A broken controller: compute raises."""
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        raise ZeroDivisionError("gain scheduling divided by zero")
+
+
+def _check_safe_hold_is_written(stack: Stack, reference_model: RobotModel, ticks: int):
+    damping = model_order(stack, CONFIG.joint_names, CONFIG.safe_hold_damping)
+    zero = np.zeros(stack.model.nv)
+    names = stack.hardware.joint_names
+    for _ in range(ticks):
+        stack.loop.run_ticks(1)
+        snapshot = latest(stack)
+        q, v = snapshot.position, snapshot.velocity
+        expected = reference_model.inverse_dynamics(q, zero, zero) - damping * v  # g(q) − D v
+        assert np.all(np.isfinite(snapshot.commanded_effort))
+        np.testing.assert_allclose(snapshot.commanded_effort, expected, rtol=0, atol=1e-9)
+        assert snapshot.saturated.all()  # every joint flagged (non-finite request)
+        report = stack.hardware.actuation_report()
+        assert report is not None and np.all(np.isfinite(report.requested))
+        for name, requested in zip(names, report.requested, strict=True):
+            assert requested == snapshot.commanded_effort[stack.model.q_index(name)], name
+    assert np.max(np.abs(latest(stack).position - home(stack))) < 1e-3
+
+
+def _swap_controller(stack: Stack, kind: type[JointImpedanceController]) -> None:
+    current = stack.controller
+    assert isinstance(current, JointImpedanceController)
+    stack.loop.controller = kind(current.model, current.stiffness, current.damping)
+    stack.loop.snapshot_decimation = 1
+
+
+def test_nan_controller_output_is_replaced_by_safe_hold(stack, reference_model):
+    """A controller returning NaN gets the safe-hold effort g(q) − D v written instead (in the
+    snapshot and at the hardware), never NaN; the arm stays put."""
+    _swap_controller(stack, NaNImpedance)
+    _check_safe_hold_is_written(stack, reference_model, 300)
+    assert stack.loop.fault is None
+
+
+def test_raising_controller_records_a_fault_and_holds(stack, reference_model):
+    """A controller that raises is reported as a fault and safe hold is written."""
+    _swap_controller(stack, RaisingImpedance)
+    _check_safe_hold_is_written(stack, reference_model, 100)
+    fault = latest(stack).fault
+    assert fault is not None and "ZeroDivisionError" in fault
+
+
+# --- timing ----------------------------------------------------------------------------------
+class SlowOnceImpedance(JointImpedanceController):
+    """Sleeps 3 ms in its first compute, then behaves."""
+
+    slept = False
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        if not self.slept:
+            self.slept = True
+            time.sleep(0.003)
+        return super().compute(state, reference, dt)
+
+
+def test_timing_recorder_counts_an_injected_overrun(stack):
+    """In a paced 1 kHz loop, one 3 ms compute is counted as an overrun and shows in the
+    compute-time maximum."""
+    current = stack.controller
+    assert isinstance(current, JointImpedanceController)
+    controller = SlowOnceImpedance(current.model, current.stiffness, current.damping)
+    loop = ControlLoop(
+        stack.hardware,
+        stack.model,
+        controller,
+        CommandLimiter(stack.model.limits.effort, CONFIG.effort_rate_limit),
+        period=CONFIG.period,
+        paced=True,
+    )
+    loop.run_ticks(50)
+    summary = loop.timing_summary()
+    assert controller.slept
+    assert summary.ticks == 50
+    assert loop.timing.overruns >= 1
+    assert summary.overruns == loop.timing.overruns
+    assert summary.compute.max >= 0.003
+    assert summary.period.count == 49
+
+
+def test_loop_rejects_hardware_missing_model_joints(stack):
+    """A loop whose hardware does not drive every model joint is refused, naming the joint."""
+    partial = MujocoSystem(bundled_description().urdf, stack.hardware.joint_names[:-1])
+    with pytest.raises(ValueError, match="right_finger_joint"):
+        ControlLoop(partial, stack.model, stack.controller, stack.loop.limiter)
