@@ -30,6 +30,7 @@ setup(
             "ct_control_node = ct_controllers.ros.control_node:main",
             "ct-bringup = ct_controllers.cli:bringup_main",
             "ct-sim = ct_controllers.cli:sim_main",
+            "ct-bench = ct_controllers.bench.cli:main",
         ],
         # Plugins, as pluginlib does for ros2_control: names used in the URDF and controllers.yaml.
         "ct_controllers.hardware": [
@@ -38,6 +39,8 @@ setup(
         "ct_controllers.controllers": [
             "ct_controllers/JointImpedance = "
             "ct_controllers.controllers.joint_impedance:JointImpedanceController",
+            "ct_controllers/ComputedTorque = "
+            "ct_controllers.controllers.computed_torque:ComputedTorqueController",
         ],
     },
 )

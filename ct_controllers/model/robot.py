@@ -46,8 +46,11 @@ class RobotModel:
     Not thread-safe: each thread (control loop, ROS side) owns its own ``RobotModel``.
     """
 
-    def __init__(self, urdf: str, tcp_frame: str = "tcp", base_frame: str = "base_link"):
-        self.model = pin.buildModelFromXML(urdf)
+    def __init__(
+        self, urdf: str | pin.Model, tcp_frame: str = "tcp", base_frame: str = "base_link"
+    ):
+        """``urdf``: URDF text, or an already built ``pin.Model`` (copied)."""
+        self.model = pin.Model(urdf) if isinstance(urdf, pin.Model) else pin.buildModelFromXML(urdf)
         self.data = self.model.createData()
         # Movable joints only (index 0 is Pinocchio's 'universe').
         self.joint_names: tuple[str, ...] = tuple(self.model.names[1:])
@@ -145,6 +148,22 @@ class RobotModel:
     def inverse_dynamics(self, q: FloatArray, v: FloatArray, a: FloatArray) -> FloatArray:
         """τ = M(q) a + b(q, v) by RNEA [N·m | N]."""
         return np.array(pin.rnea(self.model, self.data, q, v, a))
+
+    def with_mass_scale(self, scale: float) -> RobotModel:
+        """A copy whose every link mass is multiplied by ``scale``, each link's rotational inertia
+        about its own centre of mass unchanged (a model-error experiment, or an honest
+        admission that real link masses are not the catalogue's)."""
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"mass scale must be finite and positive, got {scale}")
+        scaled = pin.Model(self.model)
+        for joint_id in range(1, scaled.njoints):
+            inertia = scaled.inertias[joint_id]
+            scaled.inertias[joint_id] = pin.Inertia(
+                inertia.mass * scale, inertia.lever.copy(), inertia.inertia.copy()
+            )
+        tcp = self.model.frames[self.tcp_frame_id].name
+        base = self.model.frames[self.base_frame_id].name
+        return RobotModel(scaled, tcp_frame=tcp, base_frame=base)
 
     def neutral(self) -> FloatArray:
         """Pinocchio's neutral configuration (all zeros for revolute/prismatic joints)."""
