@@ -1,1 +1,1 @@
-"""Benchmarks behind ``ct-bench``: each prints measured figures beside a baseline from the same run."""
+"""Benchmarks behind ``ct-bench``: measured figures beside a baseline from the same run."""
