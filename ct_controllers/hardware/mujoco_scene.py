@@ -71,7 +71,7 @@ def _origin(element: ET.Element | None) -> tuple[np.ndarray, np.ndarray]:
     return _floats(element.get("xyz"), "0 0 0"), _floats(element.get("rpy"), "0 0 0")
 
 
-def _add_link(spec: mujoco.MjSpec, body: mujoco.MjsBody, link: ET.Element) -> None:
+def _add_link(body: mujoco.MjsBody, link: ET.Element, mass_scale: float) -> None:
     inertial = link.find("inertial")
     if inertial is not None:
         xyz, rpy = _origin(inertial.find("origin"))
@@ -89,7 +89,7 @@ def _add_link(spec: mujoco.MjSpec, body: mujoco.MjsBody, link: ET.Element) -> No
         )
         rotation = _rpy_to_matrix(rpy)
         tensor = rotation @ tensor @ rotation.T  # into the link frame
-        body.mass = float(mass_el.get("value", "0"))
+        body.mass = float(mass_el.get("value", "0")) * mass_scale
         body.ipos = xyz
         body.fullinertia = [
             tensor[0, 0],
@@ -133,9 +133,14 @@ def build_scene(
     servo_gains: ServoGains = ServoGains(),
     tcp_link: str = "tcp",
     with_objects: bool = True,
+    mass_scale: float = 1.0,
 ) -> mujoco.MjSpec:
     """Build the scene spec. ``command_interfaces`` maps joint name to "effort" (default) or
-    "position"; the actuator for joint J is named ``J`` either way."""
+    "position"; the actuator for joint J is named ``J`` either way. ``mass_scale`` multiplies
+    every link mass, rotational inertia about the link COM unchanged (plant model error for
+    experiments; 1 = the URDF)."""
+    if not (np.isfinite(mass_scale) and mass_scale > 0):
+        raise ValueError(f"mass_scale must be finite and positive, got {mass_scale}")
     root = ET.fromstring(urdf)
     links = {link.get("name", ""): link for link in root.findall("link")}
     joints = root.findall("joint")
@@ -164,7 +169,7 @@ def build_scene(
     movable: list[ET.Element] = []
 
     def walk(body: mujoco.MjsBody, link_name: str) -> None:
-        _add_link(spec, body, links[link_name])
+        _add_link(body, links[link_name], mass_scale)
         for joint in children.get(link_name, []):
             child = joint.find("child")
             assert child is not None

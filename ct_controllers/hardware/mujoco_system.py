@@ -50,13 +50,16 @@ PACED = "paced"
 @dataclass(frozen=True)
 class MujocoConfig:
     """timestep [s] physics step; control_period [s], a whole multiple of the timestep;
-    initial_positions [rad | m] by joint name (others start at 0);
+    initial_positions [rad | m] and initial_velocities [rad/s | m/s] by joint name (others 0);
+    mass_scale multiplies every link mass of the simulated robot (plant model error, 1 = URDF);
     command_interfaces: joint name -> "effort" (default) | "position"."""
 
     timestep: float = 0.001
     control_period: float = 0.001
     mode: str = LOCKSTEP
     initial_positions: Mapping[str, float] = field(default_factory=dict)
+    initial_velocities: Mapping[str, float] = field(default_factory=dict)
+    mass_scale: float = 1.0
     command_interfaces: Mapping[str, str] = field(default_factory=dict)
     servo_gains: ServoGains = field(default_factory=ServoGains)
     with_objects: bool = True
@@ -121,6 +124,7 @@ class MujocoSystem(SystemInterface):
             command_interfaces=self.config.command_interfaces,
             servo_gains=self.config.servo_gains,
             with_objects=self.config.with_objects,
+            mass_scale=self.config.mass_scale,
         )
         model = spec.compile()
         self.model, self.data = model, mujoco.MjData(model)
@@ -130,9 +134,10 @@ class MujocoSystem(SystemInterface):
         self._ctrl_adr = np.array([model.actuator(n).id for n in self.joint_names])
         self._ctrl_low = model.actuator_ctrlrange[self._ctrl_adr, 0].copy()
         self._ctrl_high = model.actuator_ctrlrange[self._ctrl_adr, 1].copy()
-        unknown = sorted(set(self.config.initial_positions) - set(self.joint_names))
+        named = set(self.config.initial_positions) | set(self.config.initial_velocities)
+        unknown = sorted(named - set(self.joint_names))
         if unknown:
-            raise ValueError(f"initial position given for unknown joint(s): {unknown}")
+            raise ValueError(f"initial state given for unknown joint(s): {unknown}")
         self.reset()
 
     def _on_activate(self) -> None:
@@ -151,6 +156,8 @@ class MujocoSystem(SystemInterface):
             mujoco.mj_resetData(self.model, self.data)
             for name, value in self.config.initial_positions.items():
                 self.data.qpos[self.model.joint(name).qposadr[0]] = value
+            for name, value in self.config.initial_velocities.items():
+                self.data.qvel[self.model.joint(name).dofadr[0]] = value
             # Servos start at their joint's position, motors at zero effort.
             for i, interface in enumerate(self.command_interfaces):
                 self.data.ctrl[self._ctrl_adr[i]] = (
