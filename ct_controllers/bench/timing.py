@@ -90,7 +90,7 @@ def run(ticks: int) -> dict:
     }
     results: dict[str, dict] = {}
     for name, controller in controllers.items():
-        results[name] = _summary(_measure(lambda s, r, c=controller: c.update(s, r, dt), samples))
+        results[name] = _summary(_measure(_updater(controller, dt), samples))
 
     # Floors: the same laws as bare Pinocchio/numpy calls.
     pin_model = pin.Model(model.model)
