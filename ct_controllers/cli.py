@@ -23,12 +23,17 @@ def sim_main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="ct-sim", description=sim_main.__doc__)
     parser.add_argument("--config", help="controllers.yaml (default: the bundled one)")
+    parser.add_argument(
+        "--controller",
+        help="one of the configured controllers (default: the configuration's default_controller)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    overrides = {"backend": "mujoco", "mujoco.mode": "lockstep"}
+    if args.controller:
+        overrides["default_controller"] = args.controller
     try:
-        config = load_config(
-            args.config, overrides={"backend": "mujoco", "mujoco.mode": "lockstep"}
-        )
+        config = load_config(args.config, overrides=overrides)
         summary = run_scripted_motion(config)
     except (ConfigError, DescriptionError, UnknownPluginError, ValueError) as exc:
         print(f"ct-sim: {exc}", file=sys.stderr)

@@ -72,6 +72,9 @@ class StackConfig:
     home_positions: tuple[float, ...]  # [rad | m]
     default_controller: str
     controllers: Mapping[str, Mapping[str, Any]]  # name -> {"type": ..., gains ...}
+    reference_velocity_fraction: float  # of the URDF velocity limits [-]
+    reference_max_acceleration: tuple[float, ...]  # [rad/s² | m/s²]
+    reference_max_jerk: tuple[float, ...]  # [rad/s³ | m/s³]
     effort_rate_limit: float  # [N·m/s]
     safe_hold_damping: tuple[float, ...]  # [N·m·s/rad | N·s/m]
     mujoco_mode: str
@@ -137,6 +140,16 @@ class StackConfig:
             raise ConfigError(
                 f"parameter 'limiter.effort_rate_limit' must be > 0, got {rate_limit}"
             )
+        fraction = float(get("references.velocity_fraction", (int, float)))
+        if not (math.isfinite(fraction) and 0 < fraction <= 1):
+            raise ConfigError(
+                f"parameter 'references.velocity_fraction' must be in (0, 1], got {fraction}"
+            )
+        acceleration = numbers("references.max_acceleration", len(joints))
+        jerk = numbers("references.max_jerk", len(joints))
+        for name, values in (("max_acceleration", acceleration), ("max_jerk", jerk)):
+            if min(values) <= 0:
+                raise ConfigError(f"parameter 'references.{name}' must be > 0, got {values}")
         return StackConfig(
             update_rate=rate,
             robot_description=get("robot_description", str),
@@ -148,6 +161,9 @@ class StackConfig:
             home_positions=numbers("home_positions", len(joints)),
             default_controller=default,
             controllers=controllers,
+            reference_velocity_fraction=fraction,
+            reference_max_acceleration=acceleration,
+            reference_max_jerk=jerk,
             effort_rate_limit=rate_limit,
             safe_hold_damping=numbers("safe_hold.damping", len(joints)),
             mujoco_mode=mode,

@@ -19,7 +19,7 @@ WAYPOINTS = (
     (-0.6, 0.3, 0.4, -1.9, 0.3, 1.4, -0.3),
     (0.0, 0.9, 0.0, -0.9, 0.0, 0.9, 0.0),
 )
-MOVE_TIME = 1.5  # [s]
+MOVE_TIME = 2.0  # [s]
 SETTLE_TIME = 0.5  # [s]
 FINAL_ERROR_LIMIT = 1e-3  # [rad] at the end of the last settle
 

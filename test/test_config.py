@@ -181,6 +181,8 @@ def test_build_stack_rejects_an_unknown_joint_by_name():
             "arm_joints": [*ARM, "joint8"],
             "home_positions": [0.0] * 10,
             "safe_hold.damping": [1.0] * 10,
+            "references.max_acceleration": [1.0] * 10,
+            "references.max_jerk": [1.0] * 10,
             "joint_impedance.stiffness": [1.0] * 10,
             "joint_impedance.damping": [1.0] * 10,
         }
@@ -196,6 +198,8 @@ def test_build_stack_rejects_a_config_missing_a_urdf_joint():
             "gripper_joints": ["left_finger_joint"],
             "home_positions": [0.0] * 8,
             "safe_hold.damping": [1.0] * 8,
+            "references.max_acceleration": [1.0] * 8,
+            "references.max_jerk": [1.0] * 8,
         }
     )
     with pytest.raises(ConfigError, match="'right_finger_joint'"):
@@ -224,3 +228,19 @@ def test_unknown_controller_type_lists_the_known_ones():
     config = load_config(overrides={"joint_impedance.type": "ct_controllers/Cartesian"})
     with pytest.raises(UnknownPluginError, match="ct_controllers/JointImpedance"):
         build_stack(config)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"references.velocity_fraction": 0.0}, "references.velocity_fraction"),
+        ({"references.velocity_fraction": 1.5}, "references.velocity_fraction"),
+        ({"references.max_jerk": [30.0] * 8 + [-1.0]}, "references.max_jerk"),
+        ({"references.max_acceleration": [3.0] * 8}, "references.max_acceleration"),
+    ],
+    ids=["zero-fraction", "fraction-above-one", "negative-jerk", "short-acceleration"],
+)
+def test_reference_limits_are_validated(overrides, named):
+    """Reference limits out of range or of the wrong length raise ConfigError naming them."""
+    with pytest.raises(ConfigError, match=named):
+        load_config(overrides=overrides)

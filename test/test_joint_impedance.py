@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pinocchio as pin
 import pytest
 from helpers import bundled_config, new_robot_model, random_configuration
 
@@ -251,3 +252,70 @@ def test_from_parameters_requires_every_model_joint(model):
         JointImpedanceController.from_parameters(
             model, names, {"stiffness": [1.0] * 8, "damping": [1.0] * 8}
         )
+
+
+# --- optional model terms (issue 3) -----------------------------------------------------------
+def _model_terms_case(seed: int = 11):  # type: ignore[no-untyped-def]
+    model = new_robot_model()
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(model.limits.lower, model.limits.upper)
+    v = rng.uniform(-1, 1, model.nv)
+    reference = JointReference(
+        q + rng.uniform(-0.1, 0.1, model.nv), v + 0.1, rng.uniform(-1, 1, model.nv)
+    )
+    return model, JointState(0.0, q, v), reference
+
+
+def test_coriolis_term_matches_the_coriolis_matrix() -> None:
+    """coriolis_compensation adds C(q, v) v, checked against Pinocchio's Coriolis matrix (a
+    separate algorithm from the RNEA-based term the controller uses)."""
+    model, state, reference = _model_terms_case()
+    k, d = np.full(model.nv, 3.0), np.full(model.nv, 0.5)
+    plain = JointImpedanceController(model, k, d, gravity_compensation=False)
+    with_coriolis = JointImpedanceController(
+        model, k, d, gravity_compensation=False, coriolis_compensation=True
+    )
+    reference_model = new_robot_model()
+    coriolis = (
+        pin.computeCoriolisMatrix(reference_model.model, reference_model.data, state.q, state.v)
+        @ state.v
+    )
+    np.testing.assert_allclose(
+        with_coriolis.update(state, reference, 0.001) - plain.update(state, reference, 0.001),
+        coriolis,
+        atol=1e-9,
+    )
+
+
+def test_inertia_decoupling_with_all_terms_is_computed_torque() -> None:
+    """inertia_decoupling + gravity + Coriolis gives M(q)(q̈* + K e + D ė) + b(q, v), with M and b
+    formed separately; without the model terms it is M(q)(q̈* + K e + D ė) alone."""
+    model, state, reference = _model_terms_case(12)
+    k, d = np.full(model.nv, 100.0), np.full(model.nv, 20.0)
+    command = reference.a + k * (reference.q - state.q) + d * (reference.v - state.v)
+    reference_model = new_robot_model()
+    mass = reference_model.mass_matrix(state.q)
+    full = JointImpedanceController(
+        model, k, d, gravity_compensation=True, coriolis_compensation=True, inertia_decoupling=True
+    )
+    np.testing.assert_allclose(
+        full.update(state, reference, 0.001),
+        mass @ command + reference_model.bias(state.q, state.v),
+        atol=1e-9,
+    )
+    bare = JointImpedanceController(
+        model, k, d, gravity_compensation=False, inertia_decoupling=True
+    )
+    np.testing.assert_allclose(bare.update(state, reference, 0.001), mass @ command, atol=1e-9)
+
+
+def test_feed_forward_effort_is_added() -> None:
+    """The reference's feed-forward effort τ_ff adds to the impedance output unchanged."""
+    model, state, reference = _model_terms_case(13)
+    controller = JointImpedanceController(model, np.ones(model.nv), np.ones(model.nv))
+    effort = np.linspace(-3, 3, model.nv)
+    with_ff = JointReference(reference.q, reference.v, reference.a, effort)
+    np.testing.assert_allclose(
+        controller.update(state, with_ff, 0.001),
+        controller.update(state, reference, 0.001) + effort,
+    )

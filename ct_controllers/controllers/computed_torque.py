@@ -4,6 +4,8 @@
     pd:               τ = K_p (q_d − q) + K_d (q̇_d − q̇)
     pd_gravity:       τ = K_p (q_d − q) + K_d (q̇_d − q̇) + g(q)
 
+(each plus the reference's feed-forward effort τ_ff when it carries one)
+
 Units: in ``computed_torque`` mode the gains shape the error dynamics ë + K_d ė + K_p e = 0, so
 K_p is in s⁻² and K_d in s⁻¹; in the PD modes K_p is in N·m/rad (N/m) and K_d in N·m·s/rad
 (N·s/m).
@@ -89,7 +91,11 @@ class ComputedTorqueController(Controller):
         feedback = self.kp * (reference.q - state.q) + self.kd * (reference.v - state.v)
         if self.mode == COMPUTED_TORQUE:
             command = reference.a + feedback
-            return np.array(pin.rnea(self._pin_model, self._pin_data, state.q, state.v, command))
-        if self.mode == PD_GRAVITY:
-            return feedback + self.model.gravity(state.q)
-        return feedback
+            tau = np.array(pin.rnea(self._pin_model, self._pin_data, state.q, state.v, command))
+        elif self.mode == PD_GRAVITY:
+            tau = feedback + self.model.gravity(state.q)
+        else:
+            tau = feedback
+        if reference.effort is not None:
+            tau += reference.effort
+        return tau

@@ -30,11 +30,12 @@ class JointState:
 @dataclass(frozen=True)
 class JointReference:
     """Desired position [rad | m], velocity [rad/s | m/s] and acceleration [rad/s² | m/s²],
-    model order."""
+    and an optional feed-forward effort [N·m | N], model order."""
 
     q: FloatArray
     v: FloatArray
     a: FloatArray
+    effort: FloatArray | None = None
 
     @staticmethod
     def hold(q: FloatArray) -> JointReference:

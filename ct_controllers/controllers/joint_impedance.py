@@ -1,7 +1,12 @@
-"""Joint impedance: τ = K (q* − q) + D (v* − v) + g(q).
+"""Joint impedance with optional model terms.
 
-K [N·m/rad | N/m] and D [N·m·s/rad | N·s/m] are per-joint vectors in model order. Gravity
-compensation uses the controller's own model.
+    τ = K e + D ė + τ_ff [+ g(q)] [+ C(q, v) v]                 (default: gravity only)
+    τ = M(q) (q̈* + K e + D ė) + τ_ff [+ g(q)] [+ C(q, v) v]     (inertia_decoupling)
+
+with e = q* − q, ė = v* − v, and τ_ff the reference's feed-forward effort. Without decoupling
+K is in N·m/rad (N/m) and D in N·m·s/rad (N·s/m); with inertia decoupling they shape the error
+dynamics directly, K in s⁻² and D in s⁻¹. All three model terms come from the controller's own
+model; with all of them on, the law is computed torque (evaluated as one RNEA call).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import pinocchio as pin
 
 from ct_controllers.controllers.controller import (
     Controller,
@@ -30,6 +36,8 @@ class JointImpedanceController(Controller):
         stiffness: FloatArray,
         damping: FloatArray,
         gravity_compensation: bool = True,
+        coriolis_compensation: bool = False,
+        inertia_decoupling: bool = False,
     ) -> None:
         super().__init__()
         self.model = model
@@ -37,6 +45,8 @@ class JointImpedanceController(Controller):
         self.stiffness = gains["stiffness"]
         self.damping = gains["damping"]
         self.gravity_compensation = gravity_compensation
+        self.coriolis_compensation = coriolis_compensation
+        self.inertia_decoupling = inertia_decoupling
 
     @classmethod
     def from_parameters(
@@ -56,10 +66,17 @@ class JointImpedanceController(Controller):
             values = per_joint_gain(name, params[name], len(joint_names))
             gains[name] = np.empty(model.nv)
             gains[name][index] = values
-        gravity = params.get("gravity_compensation", True)
-        if not isinstance(gravity, bool):
-            raise GainError(f"gravity_compensation must be true or false, got {gravity!r}")
-        return cls(model, gains["stiffness"], gains["damping"], gravity)
+        flags = {}
+        for flag, default in (
+            ("gravity_compensation", True),
+            ("coriolis_compensation", False),
+            ("inertia_decoupling", False),
+        ):
+            value = params.get(flag, default)
+            if not isinstance(value, bool):
+                raise GainError(f"{flag} must be true or false, got {value!r}")
+            flags[flag] = value
+        return cls(model, gains["stiffness"], gains["damping"], **flags)
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         unknown = sorted(set(gains) - set(self.GAIN_NAMES))
@@ -68,7 +85,27 @@ class JointImpedanceController(Controller):
         return {name: per_joint_gain(name, value, self.model.nv) for name, value in gains.items()}
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        tau = self.stiffness * (reference.q - state.q) + self.damping * (reference.v - state.v)
-        if self.gravity_compensation:
-            tau += self.model.gravity(state.q)
+        feedback = self.stiffness * (reference.q - state.q) + self.damping * (reference.v - state.v)
+        model, data = self.model.model, self.model.data
+        gravity, coriolis = self.gravity_compensation, self.coriolis_compensation
+        if self.inertia_decoupling:
+            command = reference.a + feedback
+            if gravity and coriolis:
+                tau = np.array(pin.rnea(model, data, state.q, state.v, command))
+            else:
+                tau = self.model.mass_matrix(state.q) @ command
+                if gravity:
+                    tau += self.model.gravity(state.q)
+                elif coriolis:
+                    tau += self.model.bias(state.q, state.v) - self.model.gravity(state.q)
+        else:
+            tau = feedback
+            if gravity and coriolis:
+                tau = tau + self.model.bias(state.q, state.v)
+            elif gravity:
+                tau = tau + self.model.gravity(state.q)
+            elif coriolis:
+                tau = tau + self.model.bias(state.q, state.v) - self.model.gravity(state.q)
+        if reference.effort is not None:
+            tau = tau + reference.effort
         return tau

@@ -1,8 +1,9 @@
-"""Point-to-point joint trajectories that start on the measured state.
+"""Jerk-limited point-to-point joint trajectories (Ruckig) that start on the measured state.
 
-Quintic polynomial per joint from (q0, v0, a0 = 0) at t = 0 to (q1, 0, 0) at t = T: smooth in
-position, velocity and acceleration, bounded jerk. With v0 = 0 it is the minimum-jerk profile,
-whose peak velocity is 1.875 |Δq| / T and peak acceleration 5.774 |Δq| / T².
+From the measured (q, v) and zero acceleration (accelerations are not measured) to (q_goal, 0, 0),
+time-synchronized across joints, within per-joint velocity [rad/s | m/s], acceleration
+[rad/s² | m/s²] and jerk [rad/s³ | m/s³] bounds. A requested duration is a minimum: a move the
+bounds cannot do that fast takes longer, and ``duration`` says how long.
 """
 
 from __future__ import annotations
@@ -11,63 +12,79 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from ruckig import InputParameter, Result, Ruckig, Trajectory
 
 from ct_controllers.controllers.controller import JointReference
 
 FloatArray = NDArray[np.float64]
 
-MIN_DURATION = 0.2  # [s]
 
-
-def minimum_duration(
-    q0: FloatArray, q1: FloatArray, max_velocity: FloatArray, max_acceleration: FloatArray
-) -> float:
-    """Shortest T for which a minimum-jerk move q0 → q1 stays within the velocity [rad/s] and
-    acceleration [rad/s²] bounds on every joint."""
-    distance = np.abs(np.asarray(q1) - np.asarray(q0))
-    by_velocity = np.max(1.875 * distance / max_velocity)
-    by_acceleration = np.max(np.sqrt(5.774 * distance / max_acceleration))
-    return float(max(by_velocity, by_acceleration, MIN_DURATION))
+class TrajectoryError(ValueError):
+    """No trajectory within the bounds (e.g. an initial velocity beyond them)."""
 
 
 @dataclass(frozen=True)
-class QuinticTrajectory:
-    """q(t) = Σ c_k t^k on [0, T]; holds q1 after T. Vectors in one fixed joint order."""
+class JointLimits:
+    """Reference limits per joint (the trajectory layer's, not the actuators')."""
 
-    start_time: float  # [s] clock time of t = 0
-    duration: float  # [s]
-    coefficients: FloatArray  # 6 x n
+    velocity: FloatArray  # [rad/s | m/s]
+    acceleration: FloatArray  # [rad/s² | m/s²]
+    jerk: FloatArray  # [rad/s³ | m/s³]
 
-    @staticmethod
-    def between(
-        start_time: float, q0: FloatArray, v0: FloatArray, q1: FloatArray, duration: float
-    ) -> QuinticTrajectory:
-        if not (np.isfinite(duration) and duration > 0):
-            raise ValueError(f"trajectory duration must be positive and finite, got {duration}")
-        q0, v0, q1 = (np.asarray(x, dtype=np.float64) for x in (q0, v0, q1))
-        T = duration
-        # Boundary conditions q(0)=q0, q'(0)=v0, q''(0)=0, q(T)=q1, q'(T)=0, q''(T)=0.
-        c3 = (20 * (q1 - q0) - 12 * v0 * T) / (2 * T**3)
-        c4 = (30 * (q0 - q1) + 16 * v0 * T) / (2 * T**4)
-        c5 = (12 * (q1 - q0) - 6 * v0 * T) / (2 * T**5)
-        coefficients = np.vstack([q0, v0, np.zeros_like(q0), c3, c4, c5])
-        return QuinticTrajectory(start_time=start_time, duration=T, coefficients=coefficients)
+    def __post_init__(self) -> None:
+        for name in ("velocity", "acceleration", "jerk"):
+            value = np.asarray(getattr(self, name))
+            if not (np.all(np.isfinite(value)) and np.all(value > 0)):
+                raise ValueError(f"reference {name} limits must be finite and positive: {value}")
 
-    @property
-    def goal(self) -> FloatArray:
-        return self.sample(self.start_time + self.duration).q
+
+class JerkLimitedTrajectory:
+    """A Ruckig trajectory on the hardware clock: ``sample(t)`` for t in [start, start + T],
+    holding the goal after T."""
+
+    def __init__(
+        self,
+        start_time: float,
+        q0: FloatArray,
+        v0: FloatArray,
+        goal: FloatArray,
+        limits: JointLimits,
+        minimum_duration: float = 0.0,
+    ) -> None:
+        n = len(q0)
+        if not (np.isfinite(minimum_duration) and minimum_duration >= 0):
+            raise TrajectoryError(f"duration must be finite and >= 0, got {minimum_duration}")
+        parameters = InputParameter(n)
+        parameters.current_position = np.asarray(q0, dtype=np.float64).tolist()
+        # Start within the bounds: a measured velocity a hair above them (noise) is clipped.
+        parameters.current_velocity = np.clip(v0, -limits.velocity, limits.velocity).tolist()
+        parameters.current_acceleration = [0.0] * n
+        parameters.target_position = np.asarray(goal, dtype=np.float64).tolist()
+        parameters.target_velocity = [0.0] * n
+        parameters.target_acceleration = [0.0] * n
+        parameters.max_velocity = np.asarray(limits.velocity, dtype=np.float64).tolist()
+        parameters.max_acceleration = np.asarray(limits.acceleration, dtype=np.float64).tolist()
+        parameters.max_jerk = np.asarray(limits.jerk, dtype=np.float64).tolist()
+        if minimum_duration > 0:
+            parameters.minimum_duration = float(minimum_duration)
+        self._trajectory = Trajectory(n)
+        result = Ruckig(n).calculate(parameters, self._trajectory)
+        if result not in (Result.Working, Result.Finished):
+            raise TrajectoryError(f"no jerk-limited trajectory within the limits ({result})")
+        self.start_time = float(start_time)
+        self.duration = float(self._trajectory.duration)
+        self.goal = np.array(goal, dtype=np.float64)
 
     def sample(self, time: float) -> JointReference:
-        t = float(np.clip(time - self.start_time, 0.0, self.duration))
-        c = self.coefficients
-        q = c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * (c[4] + t * c[5]))))
-        v = c[1] + t * (2 * c[2] + t * (3 * c[3] + t * (4 * c[4] + t * 5 * c[5])))
-        a = 2 * c[2] + t * (6 * c[3] + t * (12 * c[4] + t * 20 * c[5]))
-        if time - self.start_time >= self.duration:
-            v = np.zeros_like(v)
-            a = np.zeros_like(a)
-        return JointReference(q=q, v=v, a=a)
+        t = time - self.start_time
+        if t >= self.duration:
+            zeros = np.zeros_like(self.goal)
+            return JointReference(q=self.goal.copy(), v=zeros, a=zeros.copy())
+        position, velocity, acceleration = self._trajectory.at_time(max(0.0, t))
+        return JointReference(q=np.array(position), v=np.array(velocity), a=np.array(acceleration))
 
     def progress(self, time: float) -> float:
         """Fraction of the duration elapsed, 0..1."""
+        if self.duration <= 0:
+            return 1.0
         return float(np.clip((time - self.start_time) / self.duration, 0.0, 1.0))

@@ -40,6 +40,7 @@ from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.ros.conversions import to_time_msg  # noqa: E402
 from ct_controllers.ros.parameters import LIVE, declare_all  # noqa: E402
 from ct_controllers.runtime.control_loop import (  # noqa: E402
+    FAILED,
     PREEMPTED,
     RUNNING,
     SUCCEEDED,
@@ -221,6 +222,10 @@ class ControlNode(Node):
                 return finish(Result.CANCELED, "canceled; holding the measured position", snapshot)
             if status is None:
                 continue  # the loop has not picked the request up yet
+            if status.state == FAILED:
+                return finish(
+                    Result.UNREACHABLE, "no trajectory within the reference limits", snapshot
+                )
             error = target - snapshot.position[indices]
             goal_handle.publish_feedback(
                 MoveJoints.Feedback(error=error.tolist(), progress=status.progress)

@@ -21,18 +21,30 @@ DESCRIPTIONS = {
     "home_positions": "Start pose of the simulator [rad | m], arm_joints then gripper_joints",
     "default_controller": "Controller used when a goal names none",
     "controllers": "Controllers to load",
+    "references.velocity_fraction": "Reference velocity limit, fraction of the URDF limit [-]",
+    "references.max_acceleration": "Reference acceleration limit per joint [rad/s² | m/s²]",
+    "references.max_jerk": "Reference jerk limit per joint [rad/s³ | m/s³]",
     "limiter.effort_rate_limit": "Effort-rate limit per joint [N·m/s]",
     "safe_hold.damping": "Safe-hold joint damping [N·m·s/rad | N·s/m], per joint",
     "joint_impedance.type": "Controller plugin type",
     "joint_impedance.stiffness": "Joint stiffness K [N·m/rad | N/m], per joint, arm then gripper",
     "joint_impedance.damping": "Joint damping D [N·m·s/rad | N·s/m], per joint, arm then gripper",
     "joint_impedance.gravity_compensation": "Add g(q) from the controller's model",
+    "joint_impedance.coriolis_compensation": "Add C(q, v) v from the controller's model",
+    "joint_impedance.inertia_decoupling": "τ = M(q)(q̈* + K e + D ė) + ...; then K [s⁻²], D [s⁻¹]",
+    "computed_torque.type": "Controller plugin type",
+    "computed_torque.mode": "computed_torque | pd | pd_gravity",
+    "computed_torque.kp": "K_p per joint: [s⁻²] in computed_torque mode, [N·m/rad | N/m] in pd",
+    "computed_torque.kd": "K_d per joint: [s⁻¹] in computed_torque mode, [N·m·s/rad | N·s/m] in pd",
+    "computed_torque.model_mass_scale": "Link masses of the controller's model × this [-]",
     "mujoco.mode": "paced (sim time follows the wall clock) | lockstep (as fast as possible)",
     "mujoco.timestep": "Physics step [s]; the control period must be a whole multiple",
 }
 
 # Everything that shapes the stack is fixed once it runs; gains and tolerances are live.
 LIVE = {"joint_impedance.stiffness", "joint_impedance.damping"}
+# Gains of controllers that are loaded but not the running one are validated at configure time
+# only (controller switching comes with the ROS interface issue).
 
 
 def declare_all(node: Any) -> dict[str, Any]:

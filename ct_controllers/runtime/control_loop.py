@@ -26,13 +26,18 @@ from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.controllers.safe_hold import safe_hold_effort
 from ct_controllers.hardware.interface import EFFORT, POSITION, JointCommand, SystemInterface
 from ct_controllers.model.robot import RobotModel, UnknownNameError
-from ct_controllers.references.joint_trajectory import QuinticTrajectory, minimum_duration
+from ct_controllers.references.joint_trajectory import (
+    JerkLimitedTrajectory,
+    JointLimits,
+    TrajectoryError,
+)
 from ct_controllers.runtime.timing import TimingRecorder, TimingSummary
 
 RUNNING = "running"
 SUCCEEDED = "succeeded"
 PREEMPTED = "preempted"
 CANCELED = "canceled"
+FAILED = "failed"  # no trajectory within the reference limits; the arm holds
 
 MOTION_HISTORY = 64  # motions whose latest status stays queryable by id (motion_status)
 
@@ -42,7 +47,7 @@ class MotionStatus:
     """A joint motion's progress as the loop sees it; times [s] on the hardware clock."""
 
     motion_id: int
-    state: str  # running | succeeded | preempted | canceled
+    state: str  # running | succeeded | preempted | canceled | failed
     start_time: float
     duration: float
     progress: float  # 0..1
@@ -83,8 +88,7 @@ class ControlLoop:
         period: float = 0.001,
         paced: bool = False,
         hold_damping: FloatArray | None = None,
-        max_velocity_fraction: float = 0.5,
-        max_acceleration: FloatArray | None = None,
+        reference_limits: JointLimits | None = None,
         snapshot_decimation: int = 10,
         overrun_fraction: float = 0.5,
     ) -> None:
@@ -110,18 +114,18 @@ class ControlLoop:
             if hold_damping is not None
             else np.full(model.nv, 5.0)
         )
-        self.max_velocity = model.limits.velocity * max_velocity_fraction
-        self.max_acceleration = (
-            np.array(max_acceleration, dtype=np.float64)
-            if max_acceleration is not None
-            else np.full(model.nv, 3.0)
+        # Default reference limits: half the URDF velocity, 3 rad/s², 30 rad/s³.
+        self.reference_limits = reference_limits or JointLimits(
+            velocity=model.limits.velocity * 0.5,
+            acceleration=np.full(model.nv, 3.0),
+            jerk=np.full(model.nv, 30.0),
         )
         self.snapshot_decimation = max(1, snapshot_decimation)
         self.overrun_fraction = overrun_fraction
         self.timing = TimingRecorder()
 
         self._sequence = 0
-        self._trajectory: QuinticTrajectory | None = None
+        self._trajectory: JerkLimitedTrajectory | None = None
         self._reference: JointReference | None = None
         self._motion: MotionStatus | None = None
         # Latest status of recent motions by id, so that one replaced by a newer request can
@@ -249,13 +253,20 @@ class ControlLoop:
                 self._set_motion(self._status(self._motion, PREEMPTED, state.stamp))
             goal = self._reference.q.copy()
             goal[pending.indices] = pending.positions
-            duration = pending.duration or minimum_duration(
-                state.q, goal, self.max_velocity, self.max_acceleration
+            try:
+                self._trajectory = JerkLimitedTrajectory(
+                    state.stamp, state.q, state.v, goal, self.reference_limits, pending.duration
+                )
+            except TrajectoryError:
+                self._trajectory = None
+                self._reference = JointReference.hold(state.q)
+                self._set_motion(MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0))
+                return
+            self._set_motion(
+                MotionStatus(
+                    pending.motion_id, RUNNING, state.stamp, self._trajectory.duration, 0.0
+                )
             )
-            self._trajectory = QuinticTrajectory.between(
-                state.stamp, state.q, state.v, goal, duration
-            )
-            self._set_motion(MotionStatus(pending.motion_id, RUNNING, state.stamp, duration, 0.0))
 
     def _current_reference(self, state: JointState) -> JointReference:
         if self._trajectory is None:
@@ -281,7 +292,8 @@ class ControlLoop:
                 del self._motion_history[next(iter(self._motion_history))]  # the oldest
 
     def _status(self, motion: MotionStatus, new_state: str, now: float) -> MotionStatus:
-        progress = min(1.0, max(0.0, (now - motion.start_time) / motion.duration))
+        elapsed = now - motion.start_time
+        progress = 1.0 if motion.duration <= 0 else min(1.0, max(0.0, elapsed / motion.duration))
         return MotionStatus(
             motion.motion_id, new_state, motion.start_time, motion.duration, progress
         )

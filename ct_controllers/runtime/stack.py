@@ -14,6 +14,7 @@ from ct_controllers.hardware.interface import LifecycleState, SystemInterface
 from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
+from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.runtime.control_loop import ControlLoop
 
 
@@ -91,6 +92,18 @@ def build_stack(config: StackConfig, description: RobotDescription | None = None
         limiter,
         period=config.period,
         paced=config.mujoco_mode == "paced" if config.backend == "mujoco" else True,
+        reference_limits=JointLimits(
+            velocity=model.limits.velocity * config.reference_velocity_fraction,
+            acceleration=to_model_order(
+                model,
+                config.joint_names,
+                config.reference_max_acceleration,
+                "references.max_acceleration",
+            ),
+            jerk=to_model_order(
+                model, config.joint_names, config.reference_max_jerk, "references.max_jerk"
+            ),
+        ),
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
         ),
