@@ -134,6 +134,7 @@ class ControlLoop:
         self._history_lock = threading.Lock()
         self._pending: _MotionRequest | None = None
         self._hold_requested = False
+        self._reset_requested = False
         self._request_lock = threading.Lock()
         self._next_motion_id = 1
         self._snapshot: LoopSnapshot | None = None
@@ -208,11 +209,14 @@ class ControlLoop:
         def fallback() -> FloatArray:
             return safe_hold_effort(self.model, q, v, self.hold_damping)
 
-        try:
-            requested = self.controller.update(state, reference, self.period)
-        except Exception as exc:  # a controller bug must not leave the arm uncommanded
-            self.fault = f"controller raised {type(exc).__name__}: {exc}"
-            requested = np.full(self.model.nv, np.nan)
+        if self.fault is None:
+            try:
+                requested = self.controller.update(state, reference, self.period)
+            except Exception as exc:  # a controller bug must not leave the arm uncommanded
+                self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state)
+                requested = fallback()
+        else:
+            requested = fallback()  # latched: safe hold until reset_fault()
         limited = self.limiter.limit(requested, fallback, self.period)
         values = limited.effort[self._model_index]
         if self._position_mask.any():
@@ -237,10 +241,32 @@ class ControlLoop:
                 limited.saturated | limited.rate_limited | limited.non_finite,
             )
 
+    def _latch_fault(self, reason: str, state: JointState) -> None:
+        """Enter safe hold (g(q) − D v from the measured state) until :meth:`reset_fault`; a
+        running motion ends FAILED."""
+        self.fault = reason
+        if self._motion is not None and self._motion.state == RUNNING:
+            self._set_motion(self._status(self._motion, FAILED, state.stamp))
+        self._trajectory = None
+        self._reference = JointReference.hold(state.q)
+
+    def reset_fault(self) -> None:
+        """Leave safe hold at the next tick, holding the position measured then."""
+        with self._request_lock:
+            self._reset_requested = True
+
     def _take_requests(self, state: JointState) -> None:
         with self._request_lock:
             pending, self._pending = self._pending, None
             hold, self._hold_requested = self._hold_requested, False
+            reset, self._reset_requested = self._reset_requested, False
+        if reset and self.fault is not None:
+            self.fault = None
+            hold = True
+        if self.fault is not None:
+            if pending is not None:  # no motion starts from a fault
+                self._set_motion(MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0))
+            return
         if self._reference is None:
             self._reference = JointReference.hold(state.q)
         if hold:
