@@ -165,9 +165,10 @@ def test_second_request_preempts_the_running_motion(stack):
     assert np.max(np.abs(latest(stack).position - target)[arm]) < 1e-3
 
 
-def test_hold_cancels_the_motion_and_holds_the_measured_position(stack):
-    """hold() marks the running motion CANCELED; the reference becomes the position measured at
-    that tick and stays there."""
+def test_hold_cancels_the_motion_and_stops_with_bounded_deceleration(stack):
+    """hold() marks the running motion CANCELED; the reference starts on the measured state,
+    decelerates within the reference acceleration limit (3 rad/s²) to rest, and then holds
+    where the stop ended, where the arm settles."""
     loop = stack.loop
     motion_id = loop.request_motion(ARM, TARGET_A, 2.0)
     run_seconds(stack, 0.8)
@@ -178,15 +179,22 @@ def test_hold_cancels_the_motion_and_holds_the_measured_position(stack):
     assert snapshot.motion is not None
     assert snapshot.motion.motion_id == motion_id and snapshot.motion.state == CANCELED
     assert loop.motion_status(motion_id).state == CANCELED
-    held = snapshot.position
-    np.testing.assert_array_equal(snapshot.reference_position, held)
-    assert np.max(np.abs(held - home(stack))) > 0.05  # it was really moving ...
+    assert np.max(np.abs(snapshot.position - home(stack))) > 0.05  # it was really moving ...
     assert np.max(np.abs(snapshot.velocity)) > 0.1  # ... and still is at the hold tick
-    loop.run_ticks(500)
+    # The stop starts on the measured position (one tick of motion away at most).
+    assert np.max(np.abs(snapshot.reference_position - snapshot.position)) < 5e-3
+    references = [snapshot.reference_position]
+    for _ in range(1500):
+        loop.run_ticks(1)
+        references.append(latest(stack).reference_position)
+    velocity = np.diff(references, axis=0) / CONFIG.period
+    acceleration = np.diff(velocity, axis=0) / CONFIG.period
+    assert np.abs(acceleration[1:]).max() <= 3.0 * 1.02
     later = latest(stack)
-    np.testing.assert_array_equal(later.reference_position, held)
+    np.testing.assert_array_equal(later.reference_position, references[-2])  # holding
+    assert np.max(np.abs(velocity[-100:])) == 0.0
     assert later.motion is not None and later.motion.state == CANCELED
-    assert np.max(np.abs(later.position - held)) < 2e-3  # it stopped near there
+    assert np.max(np.abs(later.position - later.reference_position)) < 2e-3  # settled there
 
 
 def test_hold_without_motion_holds_where_the_arm_is(stack):

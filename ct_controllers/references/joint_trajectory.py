@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from ruckig import InputParameter, Result, Ruckig, Trajectory
+from ruckig import ControlInterface, InputParameter, Result, Ruckig, Trajectory
 
 from ct_controllers.controllers.controller import JointReference
 
@@ -50,7 +50,11 @@ class JerkLimitedTrajectory:
         goal: FloatArray,
         limits: JointLimits,
         minimum_duration: float = 0.0,
+        stop: bool = False,
     ) -> None:
+        """``stop=True`` ignores ``goal`` and brings every joint to rest as fast as the
+        acceleration and jerk limits allow (bounded deceleration); ``goal`` becomes the position
+        where it ends."""
         n = len(q0)
         if not (np.isfinite(minimum_duration) and minimum_duration >= 0):
             raise TrajectoryError(f"duration must be finite and >= 0, got {minimum_duration}")
@@ -59,7 +63,10 @@ class JerkLimitedTrajectory:
         # Start within the bounds: a measured velocity a hair above them (noise) is clipped.
         parameters.current_velocity = np.clip(v0, -limits.velocity, limits.velocity).tolist()
         parameters.current_acceleration = [0.0] * n
-        parameters.target_position = np.asarray(goal, dtype=np.float64).tolist()
+        if stop:
+            parameters.control_interface = ControlInterface.Velocity
+        else:
+            parameters.target_position = np.asarray(goal, dtype=np.float64).tolist()
         parameters.target_velocity = [0.0] * n
         parameters.target_acceleration = [0.0] * n
         parameters.max_velocity = np.asarray(limits.velocity, dtype=np.float64).tolist()
@@ -73,7 +80,15 @@ class JerkLimitedTrajectory:
             raise TrajectoryError(f"no jerk-limited trajectory within the limits ({result})")
         self.start_time = float(start_time)
         self.duration = float(self._trajectory.duration)
-        self.goal = np.array(goal, dtype=np.float64)
+        end = self._trajectory.at_time(self.duration)[0] if stop else goal
+        self.goal = np.array(end, dtype=np.float64)
+
+    @classmethod
+    def stop(
+        cls, start_time: float, q0: FloatArray, v0: FloatArray, limits: JointLimits
+    ) -> JerkLimitedTrajectory:
+        """Come to rest from (q0, v0) with bounded deceleration and jerk."""
+        return cls(start_time, q0, v0, q0, limits, stop=True)
 
     def sample(self, time: float) -> JointReference:
         t = time - self.start_time

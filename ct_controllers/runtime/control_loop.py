@@ -262,7 +262,8 @@ class ControlLoop:
             reset, self._reset_requested = self._reset_requested, False
         if reset and self.fault is not None:
             self.fault = None
-            hold = True
+            self._trajectory = None
+            self._reference = JointReference.hold(state.q)
         if self.fault is not None:
             if pending is not None:  # no motion starts from a fault
                 self._set_motion(MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0))
@@ -272,8 +273,15 @@ class ControlLoop:
         if hold:
             if self._motion is not None and self._motion.state == RUNNING:
                 self._set_motion(self._status(self._motion, CANCELED, state.stamp))
-            self._trajectory = None
-            self._reference = JointReference.hold(state.q)
+            # Come to rest with bounded deceleration, then hold where the stop ends.
+            try:
+                self._trajectory = JerkLimitedTrajectory.stop(
+                    state.stamp, state.q, state.v, self.reference_limits
+                )
+                self._reference = JointReference.hold(self._trajectory.goal)
+            except TrajectoryError:
+                self._trajectory = None
+                self._reference = JointReference.hold(state.q)
         if pending is not None:
             if self._motion is not None and self._motion.state == RUNNING:
                 self._set_motion(self._status(self._motion, PREEMPTED, state.stamp))
@@ -299,12 +307,11 @@ class ControlLoop:
             assert self._reference is not None
             return self._reference
         reference = self._trajectory.sample(state.stamp)
-        assert self._motion is not None
-        progress = self._trajectory.progress(state.stamp)
-        finished = progress >= 1.0
-        self._set_motion(
-            self._status(self._motion, SUCCEEDED if finished else RUNNING, state.stamp)
-        )
+        finished = self._trajectory.progress(state.stamp) >= 1.0
+        if self._motion is not None and self._motion.state == RUNNING:  # not a stop
+            self._set_motion(
+                self._status(self._motion, SUCCEEDED if finished else RUNNING, state.stamp)
+            )
         if finished:
             self._reference = JointReference.hold(self._trajectory.goal)
             self._trajectory = None
