@@ -63,6 +63,10 @@ class MujocoPlant(Plant):
             )
         )
 
+    def unstable(self) -> bool:
+        assert self.hardware is not None
+        return self.hardware.unstable
+
 
 def limiter_for(
     robot: RobotModel, dt: float

@@ -101,6 +101,10 @@ class Plant:
     def step(self, tau: FloatArray) -> None:
         raise NotImplementedError
 
+    def unstable(self) -> bool:
+        """The plant itself reported a numerical failure."""
+        return False
+
 
 class PinocchioPlant(Plant):
     """ABA forward dynamics with semi-implicit Euler (the seed's plant)."""
@@ -145,7 +149,8 @@ def simulate(
         tau_peak = max(tau_peak, float(np.linalg.norm(tau)))
         plant.step(tau)
         q_next, v_next = plant.state()
-        if not (np.all(np.isfinite(q_next)) and np.all(np.isfinite(v_next))):
+        finite = np.all(np.isfinite(q_next)) and np.all(np.isfinite(v_next))
+        if not finite or plant.unstable():
             return TrackingResult(np.inf, np.inf, np.inf, tau_peak, diverged=True)
         desired = reference.q if error_time == "start" else trajectory.at(t + dt).q
         errors[k] = np.linalg.norm((desired - q_next)[trajectory.amplitude > 0])
@@ -254,7 +259,14 @@ def run(
     for scale in MASS_SWEEP:
         pdg, ct = one(PD_GRAVITY, dt, scale), one(COMPUTED_TORQUE, dt, scale)
         mass_sweep.append(
-            {"scale": scale, "pd_gravity_e_rms": pdg.e_rms, "computed_torque_e_rms": ct.e_rms}
+            {
+                "scale": scale,
+                "pd_gravity_e_rms": pdg.e_rms,
+                "computed_torque_e_rms": ct.e_rms,
+                "diverged": [
+                    mode for mode, r in ((PD_GRAVITY, pdg), (COMPUTED_TORQUE, ct)) if r.diverged
+                ],
+            }
         )
     return {
         "robot": robot,
@@ -315,6 +327,7 @@ def print_report(report: dict) -> None:
             f"{row['computed_torque_e_rms']:10.4f}"
             f"{row['pd_gravity_e_rms'] / base['pd_gravity_e_rms']:10.2f}"
             f"{row['computed_torque_e_rms'] / base['computed_torque_e_rms']:9.2f}"
+            + (f"  diverged: {', '.join(row['diverged'])}" if row["diverged"] else "")
         )
 
 

@@ -200,6 +200,13 @@ class MujocoSystem(SystemInterface):
                 for _ in range(self._steps_per_period):
                     mujoco.mj_step(self.model, self.data)
 
+    @property
+    def unstable(self) -> bool:
+        """MuJoCo reported a non-finite or huge acceleration (it then resets the state, so the
+        simulation since is not the one commanded)."""
+        assert self.data is not None
+        return bool(self.data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0)
+
     def actuation_report(self) -> ActuationReport:
         """The four different things seed 000 §7 separates: request, clamped input,
         actuator output, generalized force on the joint."""
