@@ -400,3 +400,24 @@ def test_loop_rejects_hardware_missing_model_joints(stack):
     partial = MujocoSystem(bundled_description().urdf, stack.hardware.joint_names[:-1])
     with pytest.raises(ValueError, match="right_finger_joint"):
         ControlLoop(partial, stack.model, stack.controller, stack.loop.limiter)
+
+
+def test_switch_controller_takes_effect_at_the_next_tick_and_keeps_the_reference(stack):
+    """switch_controller() installs the new controller at the next tick boundary; the running
+    reference is kept and the arm does not jump."""
+    from ct_controllers.controllers.computed_torque import ComputedTorqueController
+
+    loop = stack.loop
+    loop.snapshot_decimation = 1
+    run_seconds(stack, 0.1)
+    before = latest(stack)
+    model = new_robot_model()
+    replacement = ComputedTorqueController(model, np.full(model.nv, 400.0), np.full(model.nv, 40.0))
+    loop.switch_controller(replacement)
+    assert loop.controller is not replacement  # staged, not yet running
+    loop.run_ticks(1)
+    assert loop.controller is replacement
+    run_seconds(stack, 0.5)
+    after = latest(stack)
+    np.testing.assert_array_equal(after.reference_position, before.reference_position)
+    assert np.max(np.abs(after.position - before.position)) < 1e-3

@@ -135,6 +135,7 @@ class ControlLoop:
         self._pending: _MotionRequest | None = None
         self._hold_requested = False
         self._reset_requested = False
+        self._pending_controller: Controller | None = None
         self._request_lock = threading.Lock()
         self._next_motion_id = 1
         self._snapshot: LoopSnapshot | None = None
@@ -188,6 +189,12 @@ class ControlLoop:
         with self._request_lock:
             self._pending = None
             self._hold_requested = True
+
+    def switch_controller(self, controller: Controller) -> None:
+        """Run ``controller`` from the next tick on (bumpless: the reference is kept, and the
+        limiter's rate limit smooths the effort step). Any thread."""
+        with self._request_lock:
+            self._pending_controller = controller
 
     def motion_status(self, motion_id: int) -> MotionStatus | None:
         """The latest status of a motion the loop has started (running, succeeded, preempted
@@ -260,6 +267,9 @@ class ControlLoop:
             pending, self._pending = self._pending, None
             hold, self._hold_requested = self._hold_requested, False
             reset, self._reset_requested = self._reset_requested, False
+            controller, self._pending_controller = self._pending_controller, None
+        if controller is not None:
+            self.controller = controller
         if reset and self.fault is not None:
             self.fault = None
             self._trajectory = None
