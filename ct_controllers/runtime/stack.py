@@ -3,7 +3,7 @@ limiter → control loop. Used by the ROS node, ``ct-sim`` and the tests alike."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,8 +24,9 @@ class Stack:
     description: RobotDescription
     model: RobotModel
     hardware: SystemInterface
-    controller: Controller
+    controller: Controller  # the one running at start (config.default_controller)
     loop: ControlLoop
+    controllers: dict[str, Controller] = field(default_factory=dict)  # all loaded, by name
 
     def start(self) -> None:
         """Configure and activate the hardware, then start the loop thread."""
@@ -76,14 +77,17 @@ def build_stack(config: StackConfig, description: RobotDescription | None = None
             raise ConfigError(f"{group} does not list the URDF joint(s) {missing}")
     hardware_type = load_plugin(HARDWARE, description.hardware.plugin)
     hardware = hardware_type.from_config(description, config)
-    controller_params = config.controllers[config.default_controller]
-    controller_type = load_plugin(CONTROLLERS, str(controller_params["type"]))
-    # The controller owns its model (it may differ from the plant's, and it is not shared
-    # across threads).
-    controller_model = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
-    controller = controller_type.from_parameters(
-        controller_model, config.joint_names, controller_params
-    )
+    # Every configured controller is loaded (configure time: unknown types and bad gains fail
+    # here); the default one runs. Each owns its model: it may differ from the plant's, and it
+    # is not shared across threads.
+    controllers: dict[str, Controller] = {}
+    for name, params in config.controllers.items():
+        controller_type = load_plugin(CONTROLLERS, str(params["type"]))
+        controller_model = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
+        controllers[name] = controller_type.from_parameters(
+            controller_model, config.joint_names, params
+        )
+    controller = controllers[config.default_controller]
     limiter = CommandLimiter(model.limits.effort, config.effort_rate_limit)
     loop = ControlLoop(
         hardware,
@@ -108,4 +112,4 @@ def build_stack(config: StackConfig, description: RobotDescription | None = None
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
         ),
     )
-    return Stack(config, description, model, hardware, controller, loop)
+    return Stack(config, description, model, hardware, controller, loop, controllers)
