@@ -6,110 +6,40 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
-import rclpy
 from ct_interfaces.action import MoveJoints
-from rcl_interfaces.msg import Parameter as ParameterMsg
-from rcl_interfaces.srv import GetParameters, SetParameters
-from rclpy.action import ActionClient
-from rclpy.node import Node
+from ct_interfaces.srv import ListControllers, ResetFault, SwitchController
 from rclpy.parameter import Parameter
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
-
-from ct_controllers.config import load_config
-
-CONFIG = load_config()
-ARM = list(CONFIG.arm_joints)
-HOME = np.array(CONFIG.home_positions[: len(ARM)])
-
-
-class Client:
-    """A test-side node with an action client and subscriptions, spun by hand."""
-
-    def __init__(self) -> None:
-        self.node = Node("ct_test_client")
-        self.move_joints = ActionClient(self.node, MoveJoints, "/ct/move_joints")
-        self.joint_states: list[JointState] = []
-        self.clock: list[Clock] = []
-        self.node.create_subscription(JointState, "/ct/joint_states", self.joint_states.append, 10)
-        self.node.create_subscription(Clock, "/clock", self.clock.append, 10)
-
-    def spin_until(self, condition, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rclpy.spin_once(self.node, timeout_sec=0.02)
-            if condition():
-                return True
-        return False
-
-    def send(self, goal: MoveJoints.Goal, feedback: list | None = None):  # type: ignore[no-untyped-def]
-        future = self.move_joints.send_goal_async(
-            goal, feedback_callback=(feedback.append if feedback is not None else None)
-        )
-        assert self.spin_until(future.done, 5.0), "goal not answered"
-        return future.result()
-
-    def result(self, handle, timeout: float = 15.0):  # type: ignore[no-untyped-def]
-        future = handle.get_result_async()
-        assert self.spin_until(future.done, timeout), "no result"
-        return future.result().result
-
-    def set_parameters(self, *parameters: Parameter) -> list:  # type: ignore[type-arg]
-        client = self.node.create_client(SetParameters, "/ct/controller_manager/set_parameters")
-        assert client.wait_for_service(timeout_sec=5.0)
-        request = SetParameters.Request(parameters=[p.to_parameter_msg() for p in parameters])
-        future = client.call_async(request)
-        assert self.spin_until(future.done, 5.0)
-        return list(future.result().results)
-
-    def get_parameter(self, name: str) -> ParameterMsg:
-        client = self.node.create_client(GetParameters, "/ct/controller_manager/get_parameters")
-        assert client.wait_for_service(timeout_sec=5.0)
-        future = client.call_async(GetParameters.Request(names=[name]))
-        assert self.spin_until(future.done, 5.0)
-        return future.result().values[0]
-
-    def latest_arm_positions(self) -> np.ndarray:
-        message = self.joint_states[-1]
-        index = {n: i for i, n in enumerate(message.name)}
-        return np.array([message.position[index[n]] for n in ARM])
+from ros_helpers import (
+    ARM,
+    CONFIG,
+    HOME,
+    NODE,
+    Client,
+    goal,
+    ros_client,
+    start_node,
+    stop_node,
+)
 
 
 @pytest.fixture(scope="module")
 def node_process() -> Iterator[subprocess.Popen]:
     """The real node, started as `ct-bringup sim` would start it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "sim"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ),
-    )
+    process = start_node()
     yield process
-    if process.poll() is None:
-        process.kill()
-        process.wait(5)
+    stop_node(process)
 
 
 @pytest.fixture(scope="module")
 def client(node_process: subprocess.Popen) -> Iterator[Client]:
-    rclpy.init()
-    client = Client()
-    assert client.move_joints.wait_for_server(timeout_sec=20.0), "action server never appeared"
-    assert client.spin_until(lambda: len(client.joint_states) > 0, 10.0), "no joint states"
-    yield client
-    client.node.destroy_node()
-    rclpy.shutdown()
-
-
-def goal(names: list[str], positions: list[float], duration: float = 1.0) -> MoveJoints.Goal:
-    return MoveJoints.Goal(joint_names=names, positions=positions, duration=duration)
+    with ros_client() as client:
+        yield client
 
 
 def test_joint_states_are_stamped_with_sim_time_and_clock_is_published(client: Client) -> None:
@@ -251,6 +181,161 @@ def test_gain_parameters_are_validated_as_a_whole(client: Client) -> None:
     (result,) = client.set_parameters(Parameter("arm_joints", value=["a"]))
     assert not result.successful
     client.set_parameters(Parameter(name, value=old))
+
+
+def test_list_and_switch_controllers_with_ros2_control_semantics(client: Client) -> None:
+    """ListControllers names both loaded controllers with their plugin types, joint_impedance
+    active; a strict switch naming an unknown controller fails and changes nothing; deactivating
+    the running controller alone is refused; a proper strict switch activates computed_torque,
+    which ControllerState then reports; switching back restores joint_impedance."""
+    listed = client.call(ListControllers, f"{NODE}/list_controllers", ListControllers.Request())
+    assert dict(zip(listed.names, listed.types, strict=True)) == {
+        "joint_impedance": "ct_controllers/JointImpedance",
+        "computed_torque": "ct_controllers/ComputedTorque",
+    }
+    assert dict(zip(listed.names, listed.states, strict=True))["joint_impedance"] == "active"
+
+    def switch(activate: list[str], deactivate: list[str], strict: bool = True) -> Any:
+        request = SwitchController.Request(
+            activate_controllers=activate,
+            deactivate_controllers=deactivate,
+            strictness=SwitchController.Request.STRICT
+            if strict
+            else SwitchController.Request.BEST_EFFORT,
+        )
+        return client.call(SwitchController, f"{NODE}/switch_controller", request)
+
+    refused = switch(["computed_torque", "nope"], ["joint_impedance"])
+    assert not refused.ok and "nope" in refused.message
+    alone = switch([], ["joint_impedance"])
+    assert not alone.ok and "uncommanded" in alone.message
+    listed = client.call(ListControllers, f"{NODE}/list_controllers", ListControllers.Request())
+    assert dict(zip(listed.names, listed.states, strict=True))["joint_impedance"] == "active"
+
+    done = switch(["computed_torque"], ["joint_impedance"])
+    assert done.ok, done.message
+    count = len(client.controller_states)
+    assert client.spin_until(lambda: len(client.controller_states) > count + 5, 5.0)
+    assert list(client.controller_states[-1].active_controllers) == ["computed_torque"]
+    result = client.result(client.send(goal(["joint1"], [HOME[0] + 0.2], 1.0)))
+    assert result.error_code == MoveJoints.Result.SUCCESS, result.message
+    best_effort = switch(["joint_impedance", "ghost"], ["computed_torque"], strict=False)
+    assert best_effort.ok and "ghost" in best_effort.message
+    result = client.result(client.send(goal(["joint1"], [HOME[0]], 1.0)))
+    assert result.error_code == MoveJoints.Result.SUCCESS, result.message
+
+
+def test_a_goal_runs_with_its_controller_and_gives_it_back(client: Client) -> None:
+    """MoveJoints with controller=computed_torque runs with it (ControllerState says so while it
+    moves) and the selected controller is active again after the goal."""
+    handle = client.send(goal(["joint2"], [HOME[1] + 0.2], 1.5, controller="computed_torque"))
+    assert client.spin_until(
+        lambda: (
+            bool(client.controller_states)
+            and list(client.controller_states[-1].active_controllers) == ["computed_torque"]
+        ),
+        3.0,
+    )
+    result = client.result(handle)
+    assert result.error_code == MoveJoints.Result.SUCCESS, result.message
+    count = len(client.controller_states)
+    assert client.spin_until(lambda: len(client.controller_states) > count + 5, 5.0)
+    assert list(client.controller_states[-1].active_controllers) == ["joint_impedance"]
+    client.result(client.send(goal(["joint2"], [HOME[1]], 1.0)))
+
+
+def test_controller_state_and_diagnostics_are_published(client: Client) -> None:
+    """ControllerState carries every joint with desired/actual/error consistent with each other
+    and loop timing; /diagnostics carries the loop's status with its tick count."""
+    assert client.spin_until(lambda: len(client.controller_states) > 3, 5.0)
+    state = client.controller_states[-1]
+    assert set(state.joint_names) == set(CONFIG.joint_names)
+    desired, actual = np.array(state.desired), np.array(state.actual)
+    np.testing.assert_allclose(np.array(state.error), desired - actual)
+    assert len(state.commanded_effort) == len(state.saturated) == len(state.joint_names)
+    assert state.ticks > 0 and state.compute_time_p99 > 0
+    assert client.spin_until(lambda: len(client.diagnostics) > 0, 3.0)
+    statuses = [s for m in client.diagnostics for s in m.status if "control loop" in s.name]
+    assert statuses, "no control-loop status on /diagnostics"
+    values = {kv.key: kv.value for kv in statuses[-1].values}
+    assert int(values["ticks"]) > 0 and values["active_controller"] == "joint_impedance"
+
+
+def test_a_gain_change_changes_the_behaviour_within_a_few_ticks(client: Client) -> None:
+    """While joint1 accelerates (commanded effort well above zero), setting its stiffness and
+    damping to zero takes the commanded effort on joint1 (whose gravity torque is zero: vertical
+    axis) to zero within 50 ms of sim time; restoring the gains makes it track again."""
+    names = list(CONFIG.joint_names)
+    stiffness = list(client.get_parameter("joint_impedance.stiffness").double_array_value)
+    damping = list(client.get_parameter("joint_impedance.damping").double_array_value)
+    index = names.index("joint1")
+
+    def joint1_effort(message: Any) -> float:
+        return float(message.commanded_effort[list(message.joint_names).index("joint1")])
+
+    handle = client.send(goal(["joint1"], [HOME[0] + 0.8], 0.0))  # time-optimal: accelerating
+    assert client.spin_until(
+        lambda: (
+            bool(client.controller_states)
+            and abs(joint1_effort(client.controller_states[-1])) > 0.5
+        ),
+        3.0,
+    ), "joint1 never pushed"
+    zero_k = [0.0 if i == index else k for i, k in enumerate(stiffness)]
+    zero_d = [0.0 if i == index else d for i, d in enumerate(damping)]
+    results = client.set_parameters(
+        Parameter("joint_impedance.stiffness", value=zero_k),
+        Parameter("joint_impedance.damping", value=zero_d),
+    )
+    assert all(r.successful for r in results)
+
+    def seconds(message: Any) -> float:
+        return message.stamp.sec + message.stamp.nanosec * 1e-9
+
+    # The set was answered, so it is staged; it applies at the next tick. Judge the messages
+    # stamped from 50 ms (sim time) after the newest one seen once the answer is in.
+    client.spin_until(lambda: False, 0.05)
+    t0 = seconds(client.controller_states[-1])
+    assert client.spin_until(lambda: seconds(client.controller_states[-1]) > t0 + 0.2, 3.0)
+    late = [m for m in client.controller_states if seconds(m) > t0 + 0.05]
+    assert late and all(abs(joint1_effort(m)) < 1e-6 for m in late)
+    client.set_parameters(
+        Parameter("joint_impedance.stiffness", value=stiffness),
+        Parameter("joint_impedance.damping", value=damping),
+    )
+    client.result(handle)
+    result = client.result(client.send(goal(["joint1"], [HOME[0]], 1.5)))
+    assert result.error_code == MoveJoints.Result.SUCCESS, result.message
+
+
+def test_two_clients_at_once_do_not_corrupt_state(client: Client) -> None:
+    """Two client nodes send goals at the same moment: one ends PREEMPTED, the other SUCCESS, and
+    the arm ends at the winner's goal."""
+    other = Client("ct_second_client")
+    try:
+        assert other.move_joints.wait_for_server(timeout_sec=10.0)
+        first = client.move_joints.send_goal_async(goal(["joint3"], [0.3], 1.0))
+        second = other.move_joints.send_goal_async(goal(["joint3"], [-0.3], 1.0))
+        assert client.spin_until(first.done, 5.0) and other.spin_until(second.done, 5.0)
+        results = {}
+        for name, who, future in (("first", client, first), ("second", other, second)):
+            result_future = future.result().get_result_async()
+            assert who.spin_until(result_future.done, 15.0)
+            results[name] = result_future.result().result
+        codes = sorted(r.error_code for r in results.values())
+        assert codes == [MoveJoints.Result.SUCCESS, MoveJoints.Result.PREEMPTED], results
+        winner = 0.3 if results["first"].error_code == MoveJoints.Result.SUCCESS else -0.3
+        client.spin_until(lambda: False, 0.3)
+        assert abs(client.latest_arm_positions()[2] - winner) < 0.01
+    finally:
+        other.node.destroy_node()
+    client.result(client.send(goal(["joint3"], [HOME[2]], 1.0)))
+
+
+def test_reset_fault_without_a_fault_says_so(client: Client) -> None:
+    """ResetFault with no latched fault succeeds and says there was none."""
+    response = client.call(ResetFault, f"{NODE}/reset_fault", ResetFault.Request())
+    assert response.ok and "no fault" in response.message
 
 
 def test_node_shuts_down_cleanly_on_sigint(client: Client, node_process: subprocess.Popen) -> None:

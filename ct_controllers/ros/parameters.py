@@ -4,6 +4,7 @@ from the bundled file, so a ``--params-file`` overrides them as ROS users expect
 
 from __future__ import annotations
 
+import array
 from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor
@@ -41,10 +42,29 @@ DESCRIPTIONS = {
     "mujoco.timestep": "Physics step [s]; the control period must be a whole multiple",
 }
 
-# Everything that shapes the stack is fixed once it runs; gains and tolerances are live.
-LIVE = {"joint_impedance.stiffness", "joint_impedance.damping"}
-# Gains of controllers that are loaded but not the running one are validated at configure time
-# only (controller switching comes with the ROS interface issue).
+# Everything that shapes the stack is fixed once it runs; gains are live: "<controller>.<gain>"
+# with <gain> one of the controller's GAIN_NAMES (per-joint vectors, arm then gripper order).
+LIVE = {
+    "joint_impedance.stiffness",
+    "joint_impedance.damping",
+    "computed_torque.kp",
+    "computed_torque.kd",
+}
+
+
+def live_gains(parameters: Any, joint_names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Group a parameter set by controller: {"joint_impedance": {"stiffness": [...]}, ...}.
+    Raises ValueError naming a parameter that cannot change at run time or is malformed."""
+    grouped: dict[str, dict[str, Any]] = {}
+    for parameter in parameters:
+        if parameter.name not in LIVE:
+            raise ValueError(f"'{parameter.name}' cannot be changed at run time")
+        controller, gain = parameter.name.split(".", 1)
+        value = parameter.value
+        if not isinstance(value, (list, tuple, array.array)):
+            raise ValueError(f"'{parameter.name}': expected a list of {len(joint_names)} numbers")
+        grouped.setdefault(controller, {})[gain] = [float(v) for v in value]
+    return grouped
 
 
 def declare_all(node: Any) -> dict[str, Any]:

@@ -1,0 +1,68 @@
+"""``/ct/controller_manager/list_controllers``, ``.../switch_controller`` and
+``.../reset_fault`` (ct_interfaces/srv)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ct_interfaces.srv import ListControllers, ResetFault, SwitchController
+
+
+class ControllerServices:
+    def __init__(self, node: Any, stack: Any, manager: Any, callback_group: Any) -> None:
+        self.stack, self.manager = stack, manager
+        prefix = "~/"
+        node.create_service(
+            ListControllers, prefix + "list_controllers", self._list, callback_group=callback_group
+        )
+        node.create_service(
+            SwitchController,
+            prefix + "switch_controller",
+            self._switch,
+            callback_group=callback_group,
+        )
+        node.create_service(
+            ResetFault, prefix + "reset_fault", self._reset, callback_group=callback_group
+        )
+
+    def _list(self, request: Any, response: Any) -> Any:
+        names = list(self.manager.controllers)
+        response.names = names
+        response.types = [self.manager.types[n] for n in names]
+        response.states = ["active" if n == self.manager.active else "inactive" for n in names]
+        return response
+
+    def _switch(self, request: Any, response: Any) -> Any:
+        if request.strictness not in (
+            SwitchController.Request.STRICT,
+            SwitchController.Request.BEST_EFFORT,
+        ):
+            response.ok = False
+            response.message = (
+                f"strictness must be STRICT ({SwitchController.Request.STRICT}) or BEST_EFFORT "
+                f"({SwitchController.Request.BEST_EFFORT}), got {request.strictness}"
+            )
+            return response
+        result = self.manager.switch(
+            list(request.activate_controllers),
+            list(request.deactivate_controllers),
+            strict=request.strictness == SwitchController.Request.STRICT,
+        )
+        response.ok, response.message = result.ok, result.message
+        return response
+
+    def _reset(self, request: Any, response: Any) -> Any:
+        loop = self.stack.loop
+        if loop.fault is None:
+            response.ok, response.message = True, "no fault latched"
+            return response
+        before = loop.snapshot()
+        after = loop.wait_for_snapshot(before.tick if before else -1, timeout=0.5)
+        if after is None or (before is not None and after.tick == before.tick):
+            response.ok = False
+            response.message = f"no fresh state from the hardware; fault stays: {loop.fault}"
+            return response
+        fault = loop.fault
+        loop.reset_fault()
+        response.ok, response.message = True, f"fault cleared: {fault}"
+        return response

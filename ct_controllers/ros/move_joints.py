@@ -1,0 +1,178 @@
+"""``/ct/move_joints`` (ct_interfaces/action/MoveJoints): validate at the boundary, hand the
+motion to the control loop, report feedback at 20 Hz and the measured result.
+
+A rejected goal is accepted and aborted at once with its code and a message (a bare rejection
+carries no reason). Success means the measured error is within ``GOAL_TOLERANCE`` after the
+trajectory, not that the trajectory ended.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from ct_interfaces.action import MoveJoints
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+
+from ct_controllers.runtime.control_loop import (
+    FAILED,
+    PREEMPTED,
+    RUNNING,
+    SUCCEEDED,
+    LoopSnapshot,
+)
+
+Result = MoveJoints.Result
+FEEDBACK_PERIOD = 0.05  # [s] 20 Hz
+GOAL_TOLERANCE = 0.01  # [rad] per joint, for SUCCESS after the trajectory ends
+SETTLE_TIMEOUT = 2.0  # [s] after the trajectory ends, to get within tolerance
+
+
+class MoveJointsServer:
+    def __init__(
+        self, node: Any, stack: Any, manager: Any, arbiter: Any, callback_group: Any
+    ) -> None:
+        self.stack, self.manager, self.arbiter = stack, manager, arbiter
+        self.config = stack.config
+        self.loop = stack.loop
+        self._arm = set(self.config.arm_joints)
+        self.server = ActionServer(
+            node,
+            MoveJoints,
+            "move_joints",
+            execute_callback=self._execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=callback_group,
+        )
+
+    def validate(self, goal: Any) -> str | None:
+        """None, or why the goal is invalid (naming the offending item)."""
+        names = list(goal.joint_names)
+        positions = list(goal.positions)
+        if not names:
+            return "joint_names is empty"
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            return f"joint(s) listed twice: {', '.join(duplicates)}"
+        unknown = [n for n in names if n not in self._arm]
+        if unknown:
+            return (
+                f"unknown arm joint(s): {', '.join(unknown)}; arm joints are "
+                f"{', '.join(self.config.arm_joints)}"
+            )
+        if len(positions) != len(names):
+            return f"{len(names)} joint names but {len(positions)} positions"
+        bad = [f"{n}={p}" for n, p in zip(names, positions, strict=True) if not math.isfinite(p)]
+        if bad:
+            return f"non-finite position(s): {', '.join(bad)}"
+        if not (math.isfinite(goal.duration) and goal.duration >= 0):
+            return f"duration must be finite and >= 0 s, got {goal.duration}"
+        if goal.controller and goal.controller not in self.manager.controllers:
+            return (
+                f"unknown controller '{goal.controller}'; loaded: "
+                f"{', '.join(self.manager.controllers)}"
+            )
+        return None
+
+    def _execute(self, goal_handle: Any) -> Any:
+        goal = goal_handle.request
+        problem = self.validate(goal)
+        motion_id = None
+        token = self.arbiter.start() if problem is None else None
+        if problem is None:
+            self.manager.use(goal.controller)
+            try:
+                motion_id = self.loop.request_motion(
+                    list(goal.joint_names), list(goal.positions), goal.duration
+                )
+            except ValueError as exc:  # e.g. outside the joint limits
+                problem = str(exc)
+        if motion_id is None:
+            if token is not None:
+                self._release(token)
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, message=problem or "invalid goal")
+        assert token is not None
+        indices = self.stack.model.indices(list(goal.joint_names))
+        try:
+            return self._follow(goal_handle, token, motion_id, indices, np.array(goal.positions))
+        finally:
+            self._release(token)
+
+    def _release(self, token: int) -> None:
+        """Give back the controller this goal ran with, unless a newer goal took over."""
+        if self.arbiter.is_current(token):
+            self.manager.release()
+        self.arbiter.finish(token)
+
+    def _follow(
+        self,
+        goal_handle: Any,
+        token: int,
+        motion_id: int,
+        indices: np.ndarray,
+        target: np.ndarray,
+    ) -> Any:
+        def finish(code: int, message: str, snapshot: LoopSnapshot | None) -> Any:
+            final_error = [] if snapshot is None else (target - snapshot.position[indices]).tolist()
+            if code == Result.SUCCESS:
+                goal_handle.succeed()
+            elif code == Result.CANCELED:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
+            return Result(error_code=code, message=message, final_error=final_error)
+
+        settle_deadline: float | None = None
+        last_tick = -1
+        while rclpy.ok():
+            snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
+            if snapshot is None or snapshot.tick == last_tick:
+                self.loop.hold()
+                return finish(Result.FAULT, "no state from the control loop", snapshot)
+            last_tick = snapshot.tick
+            if snapshot.fault:
+                return finish(Result.FAULT, snapshot.fault, snapshot)
+            status = self.loop.motion_status(motion_id)
+            newer_started = snapshot.motion is not None and snapshot.motion.motion_id > motion_id
+            if not self.arbiter.is_current(token) or (
+                (status is not None and status.state == PREEMPTED)
+                or (status is None and newer_started)
+            ):
+                return finish(Result.PREEMPTED, "preempted by a newer goal", snapshot)
+            if goal_handle.is_cancel_requested:
+                self.loop.hold()
+                deadline = time.monotonic() + 1.0
+                while time.monotonic() < deadline:
+                    status = self.loop.motion_status(motion_id)
+                    if status is None or status.state != RUNNING:
+                        break
+                    snapshot = self.loop.wait_for_snapshot(snapshot.tick, 0.2) or snapshot
+                return finish(Result.CANCELED, "canceled; stopping and holding", snapshot)
+            if status is None:
+                continue  # the loop has not picked the request up yet
+            if status.state == FAILED:
+                return finish(
+                    Result.UNREACHABLE, "no trajectory within the reference limits", snapshot
+                )
+            error = target - snapshot.position[indices]
+            goal_handle.publish_feedback(
+                MoveJoints.Feedback(error=error.tolist(), progress=status.progress)
+            )
+            if status.state == SUCCEEDED:
+                if np.all(np.abs(error) <= GOAL_TOLERANCE):
+                    return finish(Result.SUCCESS, "reached the goal", snapshot)
+                settle_deadline = settle_deadline or snapshot.stamp + SETTLE_TIMEOUT
+                if snapshot.stamp > settle_deadline:
+                    return finish(
+                        Result.TIMEOUT,
+                        f"trajectory ended but the error {np.abs(error).max():.4f} rad stayed "
+                        f"above {GOAL_TOLERANCE} rad for {SETTLE_TIMEOUT} s",
+                        snapshot,
+                    )
+            time.sleep(FEEDBACK_PERIOD)
+        return finish(Result.FAULT, "node shutting down", self.loop.snapshot())

@@ -1,0 +1,103 @@
+"""Publishers fed from loop snapshots, on a steady timer (never from the control thread):
+``/ct/joint_states``, ``/clock`` (sim), ``/ct/controller_state``, ``/diagnostics``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rclpy.clock
+from ct_interfaces.msg import ControllerState
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+from ct_controllers.ros.conversions import to_time_msg
+
+STEADY = rclpy.clock.ClockType.STEADY_TIME
+
+
+class StatePublishers:
+    def __init__(
+        self,
+        node: Any,
+        stack: Any,
+        manager: Any,
+        callback_group: Any,
+        state_rate: float = 100.0,  # [Hz] joint states, clock, controller state
+        diagnostics_rate: float = 1.0,  # [Hz]
+    ) -> None:
+        self.node, self.stack, self.manager = node, stack, manager
+        self.config = stack.config
+        self.joint_states = node.create_publisher(JointState, "joint_states", 10)
+        self.clock = (
+            node.create_publisher(Clock, "/clock", 10) if self.config.backend == "mujoco" else None
+        )
+        self.controller_state = node.create_publisher(ControllerState, "controller_state", 10)
+        self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        # Steady clocks: with use_sim_time the node's own clock follows the /clock these timers
+        # publish, and would never start.
+        steady = rclpy.clock.Clock(clock_type=STEADY)
+        node.create_timer(1.0 / state_rate, self.publish_state, callback_group, clock=steady)
+        node.create_timer(
+            1.0 / diagnostics_rate, self.publish_diagnostics, callback_group, clock=steady
+        )
+
+    def publish_state(self) -> None:
+        snapshot = self.stack.loop.snapshot()
+        if snapshot is None:
+            return
+        stamp = to_time_msg(snapshot.stamp)
+        message = JointState()
+        message.header.stamp = stamp
+        message.header.frame_id = self.config.base_frame
+        message.name = list(snapshot.joint_names)
+        message.position = snapshot.position.tolist()
+        message.velocity = snapshot.velocity.tolist()
+        message.effort = snapshot.measured_effort.tolist()
+        self.joint_states.publish(message)
+        if self.clock is not None:
+            self.clock.publish(Clock(clock=stamp))
+        timing = self.stack.loop.timing_summary()
+        state = ControllerState(
+            stamp=stamp,
+            active_controllers=[self.manager.active],
+            joint_names=list(snapshot.joint_names),
+            desired=snapshot.reference_position.tolist(),
+            actual=snapshot.position.tolist(),
+            error=(snapshot.reference_position - snapshot.position).tolist(),
+            commanded_effort=snapshot.commanded_effort.tolist(),
+            saturated=[bool(x) for x in snapshot.saturated],
+            ticks=timing.ticks,
+            overruns=timing.overruns,
+            compute_time_p50=_finite(timing.compute.p50),
+            compute_time_p99=_finite(timing.compute.p99),
+            period_jitter_p99=_finite(timing.jitter.p99),
+        )
+        self.controller_state.publish(state)
+
+    def publish_diagnostics(self) -> None:
+        snapshot = self.stack.loop.snapshot()
+        timing = self.stack.loop.timing_summary()
+        fault = None if snapshot is None else snapshot.fault
+        status = DiagnosticStatus(
+            level=DiagnosticStatus.ERROR if fault else DiagnosticStatus.OK,
+            name="ct/controller_manager: control loop",
+            message=fault or "running",
+            hardware_id=self.stack.description.hardware.plugin,
+            values=[
+                KeyValue(key="active_controller", value=self.manager.active),
+                KeyValue(key="ticks", value=str(timing.ticks)),
+                KeyValue(key="overruns", value=str(timing.overruns)),
+                KeyValue(key="compute_p50_us", value=f"{timing.compute.p50 * 1e6:.1f}"),
+                KeyValue(key="compute_p99_us", value=f"{timing.compute.p99 * 1e6:.1f}"),
+                KeyValue(key="compute_max_us", value=f"{timing.compute.max * 1e6:.1f}"),
+                KeyValue(key="jitter_p99_us", value=f"{timing.jitter.p99 * 1e6:.1f}"),
+            ],
+        )
+        message = DiagnosticArray(status=[status])
+        message.header.stamp = self.node.get_clock().now().to_msg()
+        self.diagnostics.publish(message)
+
+
+def _finite(value: float) -> float:
+    return value if value == value else 0.0  # NaN (no samples yet) → 0

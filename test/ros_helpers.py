@@ -1,0 +1,155 @@
+"""Test-side ROS pieces: the real node started as a separate process, and a client node with
+an action client, subscriptions and service calls, spun by hand (real rclpy, loopback DDS)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import rclpy
+from ct_interfaces.action import MoveJoints
+from ct_interfaces.msg import ControllerState
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import Parameter as ParameterMsg
+from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
+from rclpy.action import ActionClient
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+from ct_controllers.config import load_config
+
+CONFIG = load_config()
+ARM = list(CONFIG.arm_joints)
+HOME = np.array(CONFIG.home_positions[: len(ARM)])
+NODE = "/ct/controller_manager"
+
+
+class Client:
+    """A test-side node with an action client and subscriptions, spun by hand."""
+
+    def __init__(self, name: str = "ct_test_client") -> None:
+        self.node = Node(name)
+        self.move_joints = ActionClient(self.node, MoveJoints, "/ct/move_joints")
+        self.joint_states: list[JointState] = []
+        self.clock: list[Clock] = []
+        self.controller_states: list[ControllerState] = []
+        self.diagnostics: list[DiagnosticArray] = []
+        self.node.create_subscription(JointState, "/ct/joint_states", self.joint_states.append, 10)
+        self.node.create_subscription(Clock, "/clock", self.clock.append, 10)
+        self.node.create_subscription(
+            ControllerState, "/ct/controller_state", self.controller_states.append, 10
+        )
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
+
+    def spin_until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rclpy.spin_once(self.node, timeout_sec=0.02)
+            if condition():
+                return True
+        return False
+
+    def send(self, goal: MoveJoints.Goal, feedback: list | None = None) -> Any:  # type: ignore[type-arg]
+        future = self.move_joints.send_goal_async(
+            goal, feedback_callback=(feedback.append if feedback is not None else None)
+        )
+        assert self.spin_until(future.done, 5.0), "goal not answered"
+        return future.result()
+
+    def result(self, handle: Any, timeout: float = 15.0) -> Any:
+        future = handle.get_result_async()
+        assert self.spin_until(future.done, timeout), "no result"
+        return future.result().result
+
+    def call(self, service_type: Any, name: str, request: Any, timeout: float = 5.0) -> Any:
+        client = self.node.create_client(service_type, name)
+        try:
+            assert client.wait_for_service(timeout_sec=timeout), f"{name} never appeared"
+            future = client.call_async(request)
+            assert self.spin_until(future.done, timeout), f"{name} did not answer"
+            return future.result()
+        finally:
+            self.node.destroy_client(client)
+
+    def set_parameters(self, *parameters: Parameter) -> list:  # type: ignore[type-arg]
+        request = SetParameters.Request(parameters=[p.to_parameter_msg() for p in parameters])
+        return list(self.call(SetParameters, f"{NODE}/set_parameters", request).results)
+
+    def get_parameter(self, name: str) -> ParameterMsg:
+        request = GetParameters.Request(names=[name])
+        return self.call(GetParameters, f"{NODE}/get_parameters", request).values[0]
+
+    def all_parameters(self) -> dict[str, Any]:
+        """Every parameter of the node, name → Python value."""
+        names = list(
+            self.call(
+                ListParameters, f"{NODE}/list_parameters", ListParameters.Request()
+            ).result.names
+        )
+        values = self.call(
+            GetParameters, f"{NODE}/get_parameters", GetParameters.Request(names=names)
+        ).values
+        return {
+            name: Parameter.from_parameter_msg(ParameterMsg(name=name, value=value)).value
+            for name, value in zip(names, values, strict=True)
+        }
+
+    def latest_arm_positions(self) -> np.ndarray:
+        message = self.joint_states[-1]
+        index = {n: i for i, n in enumerate(message.name)}
+        return np.array([message.position[index[n]] for n in ARM])
+
+    def wait_at_rest(self, timeout: float = 10.0) -> None:
+        assert self.spin_until(
+            lambda: (
+                bool(self.joint_states) and np.max(np.abs(self.joint_states[-1].velocity)) < 1e-3
+            ),
+            timeout,
+        ), "the arm did not come to rest"
+
+
+def start_node(*arguments: str) -> subprocess.Popen:  # type: ignore[type-arg]
+    """The real node, started as `ct-bringup sim` starts it (plus ``arguments``)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "sim", *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ),
+    )
+
+
+def stop_node(process: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    if process.poll() is None:
+        process.kill()
+        process.wait(5)
+
+
+@contextmanager
+def ros_client(name: str = "ct_test_client") -> Iterator[Client]:
+    """rclpy initialised in this process, a Client connected to a running node."""
+    rclpy.init()
+    client = Client(name)
+    try:
+        assert client.move_joints.wait_for_server(timeout_sec=20.0), "no action server"
+        assert client.spin_until(lambda: len(client.joint_states) > 0, 10.0), "no joint states"
+        yield client
+    finally:
+        client.node.destroy_node()
+        rclpy.shutdown()
+
+
+def goal(
+    names: list[str], positions: list[float], duration: float = 1.0, controller: str = ""
+) -> MoveJoints.Goal:
+    return MoveJoints.Goal(
+        joint_names=names, positions=positions, duration=duration, controller=controller
+    )
