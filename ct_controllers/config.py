@@ -58,6 +58,44 @@ def load_parameters(path: str | Path | None = None) -> dict[str, Any]:
     raise ConfigError(f"{file}: no section for the controller manager (one of {NODE_KEYS})")
 
 
+FAULT_REACTIONS = ("damp", "hold", "quick_stop", "disable")
+BRIDGE_INTERFACES = ("effort", "position")
+CANOPEN_MODES = ("torque", "position")
+
+
+@dataclass(frozen=True)
+class BridgeParams:
+    """``ros2_control_bridge.*``: topics of a running ros2_control stack and the joint order of
+    its forward_command_controller (``command_joints``)."""
+
+    joint_states_topic: str
+    command_topic: str
+    command_interface: str  # effort | position
+    command_joints: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CanopenParams:
+    """``canopen.*``: the bus and, per joint (``arm_joints + gripper_joints`` order), the drive's
+    node id and unit conversion."""
+
+    interface: str  # python-can interface name
+    channel: str
+    bitrate: int  # [bit/s]
+    mode: str  # torque (CST) | position (CSP)
+    node_ids: tuple[int, ...]
+    encoder_resolution: tuple[int, ...]  # [counts/motor rev]
+    gear_ratio: tuple[float, ...]  # [motor rev / joint rev]
+    position_offset: tuple[float, ...]  # [rad | m] joint position at count 0
+    rated_torque: tuple[float, ...]  # [N·m | N] joint effort at 1000 per-mille
+    screw_lead: float  # [m / joint rev] prismatic joints
+    heartbeat_period: float  # [s] producer heartbeat of each drive (1017h)
+    heartbeat_timeout: float  # [s] consumer heartbeat time (1016h)
+    pdo_timeout: float  # [s], 0 = 3 control periods
+    quick_stop_option: int  # 605Ah
+    enable_timeout: float  # [s]
+
+
 @dataclass(frozen=True)
 class StackConfig:
     """Validated configuration. Vectors are in ``joint_names`` (arm then gripper) order."""
@@ -79,6 +117,26 @@ class StackConfig:
     safe_hold_damping: tuple[float, ...]  # [N·m·s/rad | N·s/m]
     mujoco_mode: str
     mujoco_timestep: float  # [s]
+    armed: bool = False  # hardware.armed: real backends refuse to activate unless true
+    max_state_age: float = 0.01  # [s]
+    future_tolerance: float = 0.001  # [s]
+    frame_id: str = ""  # expected frame id of state messages, "" = not checked
+    watchdog_enabled: bool = True
+    state_timeout: float = 0.0  # [s], 0 = 3 control periods
+    command_timeout: float = 0.0  # [s], 0 = 3 control periods
+    fault_reaction: str = "damp"
+    bridge: BridgeParams | None = None
+    canopen: CanopenParams | None = None
+
+    @property
+    def effective_state_timeout(self) -> float:
+        """[s] ``watchdog.state_timeout``, or 3 control periods when 0."""
+        return self.state_timeout or 3.0 * self.period
+
+    @property
+    def effective_command_timeout(self) -> float:
+        """[s] ``watchdog.command_timeout``, or 3 control periods when 0."""
+        return self.command_timeout or 3.0 * self.period
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -145,6 +203,82 @@ class StackConfig:
             raise ConfigError(
                 f"parameter 'references.velocity_fraction' must be in (0, 1], got {fraction}"
             )
+
+        def seconds(name: str, allow_zero: bool = False) -> float:
+            value = float(get(name, (int, float)))
+            if not (math.isfinite(value) and (value > 0 or (allow_zero and value == 0))):
+                bound = ">= 0" if allow_zero else "> 0"
+                raise ConfigError(f"parameter '{name}' must be finite and {bound} s, got {value}")
+            return value
+
+        def one_of(name: str, choices: tuple[str, ...]) -> str:
+            value = get(name, str)
+            if value not in choices:
+                raise ConfigError(
+                    f"parameter '{name}': '{value}' is not one of {', '.join(choices)}"
+                )
+            return value
+
+        backend = get("backend", str)
+
+        def per_joint(name: str, positive: bool = True) -> tuple[float, ...]:
+            # Sized by the joint lists only when this backend is the one in use: a MuJoCo setup
+            # with other joints need not rewrite the drive tables.
+            size = len(joints) if backend == "canopen" else len(get(name, list))
+            values = numbers(name, size)
+            if positive and min(values) <= 0:
+                raise ConfigError(f"parameter '{name}' must be > 0 for every joint, got {values}")
+            return values
+
+        bridge_joints = names("ros2_control_bridge.command_joints")
+        twice = sorted({n for n in bridge_joints if bridge_joints.count(n) > 1})
+        if twice:
+            raise ConfigError(f"parameter 'ros2_control_bridge.command_joints': {twice} twice")
+        bridge = BridgeParams(
+            joint_states_topic=get("ros2_control_bridge.joint_states_topic", str),
+            command_topic=get("ros2_control_bridge.command_topic", str),
+            command_interface=one_of("ros2_control_bridge.command_interface", BRIDGE_INTERFACES),
+            command_joints=bridge_joints,
+        )
+        node_ids = per_joint("canopen.node_ids")
+        if not all(v == int(v) and 1 <= v <= 127 for v in node_ids):
+            raise ConfigError(f"parameter 'canopen.node_ids': ids must be in 1..127: {node_ids}")
+        if len(set(node_ids)) != len(node_ids):
+            raise ConfigError(f"parameter 'canopen.node_ids': an id is used twice in {node_ids}")
+        resolution = per_joint("canopen.encoder_resolution")
+        if not all(v == int(v) for v in resolution):
+            raise ConfigError("parameter 'canopen.encoder_resolution': expected whole counts")
+        bitrate = get("canopen.bitrate", int)
+        if bitrate <= 0:
+            raise ConfigError(f"parameter 'canopen.bitrate' must be > 0, got {bitrate}")
+        quick_stop_option = get("canopen.quick_stop_option", int)
+        if quick_stop_option not in (0, 1, 2, 5, 6):
+            raise ConfigError(
+                f"parameter 'canopen.quick_stop_option': {quick_stop_option} is not one of "
+                "0, 1, 2, 5, 6 (CiA 402 605Ah)"
+            )
+        canopen = CanopenParams(
+            interface=get("canopen.interface", str),
+            channel=get("canopen.channel", str),
+            bitrate=bitrate,
+            mode=one_of("canopen.mode", CANOPEN_MODES),
+            node_ids=tuple(int(v) for v in node_ids),
+            encoder_resolution=tuple(int(v) for v in resolution),
+            gear_ratio=per_joint("canopen.gear_ratio"),
+            position_offset=per_joint("canopen.position_offset", positive=False),
+            rated_torque=per_joint("canopen.rated_torque"),
+            screw_lead=seconds("canopen.screw_lead"),
+            heartbeat_period=seconds("canopen.heartbeat_period"),
+            heartbeat_timeout=seconds("canopen.heartbeat_timeout"),
+            pdo_timeout=seconds("canopen.pdo_timeout", allow_zero=True),
+            quick_stop_option=quick_stop_option,
+            enable_timeout=seconds("canopen.enable_timeout"),
+        )
+        if canopen.heartbeat_timeout <= canopen.heartbeat_period:
+            raise ConfigError(
+                "parameter 'canopen.heartbeat_timeout' must exceed 'canopen.heartbeat_period' "
+                f"({canopen.heartbeat_timeout} <= {canopen.heartbeat_period} s)"
+            )
         acceleration = numbers("references.max_acceleration", len(joints))
         jerk = numbers("references.max_jerk", len(joints))
         for name, values in (("max_acceleration", acceleration), ("max_jerk", jerk)):
@@ -168,6 +302,16 @@ class StackConfig:
             safe_hold_damping=numbers("safe_hold.damping", len(joints)),
             mujoco_mode=mode,
             mujoco_timestep=timestep,
+            armed=get("hardware.armed", bool),
+            max_state_age=seconds("hardware.max_state_age"),
+            future_tolerance=seconds("hardware.future_tolerance", allow_zero=True),
+            frame_id=get("hardware.frame_id", str),
+            watchdog_enabled=get("watchdog.enabled", bool),
+            state_timeout=seconds("watchdog.state_timeout", allow_zero=True),
+            command_timeout=seconds("watchdog.command_timeout", allow_zero=True),
+            fault_reaction=one_of("watchdog.fault_reaction", FAULT_REACTIONS),
+            bridge=bridge,
+            canopen=canopen,
         )
 
 

@@ -8,7 +8,6 @@ addresses once, at configure time.
 
 from __future__ import annotations
 
-import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -35,16 +34,39 @@ class LifecycleError(RuntimeError):
 
 
 class CommandRejected(ValueError):
-    """A command failed validation at the hardware boundary; nothing was written."""
+    """A command failed validation at the hardware boundary; nothing was written.
+
+    ``reason`` is the guard's reason (``"sequence"``, ``"non_finite"``, ...)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class NotArmedError(LifecycleError):
+    """A real-hardware backend was asked to activate without ``hardware.armed: true``."""
+
+
+HOLD = "hold"
+DAMP = "damp"
+QUICK_STOP = "quick_stop"
+DISABLE = "disable"
+FAULT_REACTIONS = (DAMP, HOLD, QUICK_STOP, DISABLE)
 
 
 @dataclass(frozen=True)
 class StateSample:
     """Measured joint state at one instant.
 
-    stamp     [s] measurement time in this process's clock (sim time with MuJoCo)
+    stamp     [s] measurement time in this process's clock (sim time with MuJoCo); NaN when
+              the source gave none
     position  [rad | m], velocity [rad/s | m/s], effort [N·m | N] (measured/applied actuator
-              effort), each in ``joint_names`` order.
+              effort; NaN where not measured), each in ``joint_names`` order.
+    sequence  the source's sample counter, if it has one (None otherwise)
+    frame_id  the frame id the source message carried, if any (None otherwise)
+
+    A backend hands samples over as its source gave them (names in the source's order); the
+    :class:`~ct_controllers.hardware.guard.BoundaryGuard` checks them and re-orders them by name.
     """
 
     stamp: float
@@ -52,6 +74,8 @@ class StateSample:
     position: FloatArray
     velocity: FloatArray
     effort: FloatArray
+    sequence: int | None = None
+    frame_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,17 +118,31 @@ class SystemInterface(ABC):
     """Base of every hardware backend.
 
     Subclasses implement :meth:`_read` and :meth:`_write`; the lifecycle hooks
-    (``_on_configure`` ...) are optional. This base enforces the lifecycle and validates every
-    command (names, interfaces, finiteness, lengths, sequence) before a backend sees it.
+    (``_on_configure`` ...) are optional. This base enforces the lifecycle and runs every command
+    through the boundary guard (names, interfaces, finiteness, lengths, stamp, sequence) before a
+    backend sees it; the control loop runs every state sample through the same guard.
+
+    Real-hardware backends set ``requires_arming = True``: :meth:`activate` then refuses unless
+    ``armed`` is true (parameter ``hardware.armed``). Backends that detect faults of their own
+    (a drive in FAULT, a lost heartbeat) report them through :meth:`fault`; drives that offer a
+    quick stop or a disable list them in ``fault_reactions``.
     """
 
     joint_names: tuple[str, ...]
     command_interfaces: tuple[str, ...]  # the interface each joint is commanded through
     state: LifecycleState = field(default=LifecycleState.UNCONFIGURED, init=False)
+    armed: bool = field(default=False, init=False)
     _last_sequence: int = field(default=-1, init=False)
     _claimed: dict[str, str] = field(default_factory=dict, init=False)
 
+    # Class-level settings (not dataclass fields: no annotation), overridden by backends.
+    requires_arming = False
+    fault_reactions = (DAMP, HOLD)
+    backend_name = "hardware"
+
     def __post_init__(self) -> None:
+        from ct_controllers.hardware.guard import BoundaryGuard  # guard imports this module
+
         if len(set(self.joint_names)) != len(self.joint_names):
             dup = sorted({n for n in self.joint_names if self.joint_names.count(n) > 1})
             raise ValueError(f"joint(s) listed twice: {', '.join(dup)}")
@@ -120,6 +158,7 @@ class SystemInterface(ABC):
                     f"(known: {', '.join(COMMAND_INTERFACES)})"
                 )
         self._claimed = dict(zip(self.joint_names, self.command_interfaces, strict=True))
+        self.guard = BoundaryGuard(self.joint_names)
 
     # --- lifecycle -------------------------------------------------------------------------
     def configure(self) -> None:
@@ -129,6 +168,11 @@ class SystemInterface(ABC):
 
     def activate(self) -> None:
         self._require(LifecycleState.INACTIVE, "activate")
+        if self.requires_arming and not self.armed:
+            raise NotArmedError(
+                f"refusing to activate {self.backend_name}: it drives real hardware and "
+                "parameter 'hardware.armed' is false (set hardware.armed: true to allow motion)"
+            )
         self._on_activate()
         self._last_sequence = -1
         self.state = LifecycleState.ACTIVE
@@ -179,42 +223,13 @@ class SystemInterface(ABC):
         self._last_sequence = command.sequence
 
     def validate(self, command: JointCommand) -> FloatArray:
-        """The command's values re-ordered to this backend's joint order, or CommandRejected."""
-        names = command.joint_names
-        if not (len(names) == len(command.interfaces) == len(command.values)):
-            raise CommandRejected(
-                f"length mismatch: {len(names)} names, {len(command.interfaces)} interfaces, "
-                f"{len(command.values)} values"
-            )
-        position_of = {name: i for i, name in enumerate(names)}
-        if len(position_of) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise CommandRejected(f"joint(s) listed twice: {', '.join(dup)}")
-        unknown = [n for n in names if n not in self._claimed]
-        if unknown:
-            raise CommandRejected(
-                f"unknown joint(s): {', '.join(unknown)}; this hardware has: "
-                f"{', '.join(self.joint_names)}"
-            )
-        missing = [n for n in self.joint_names if n not in position_of]
-        if missing:
-            raise CommandRejected(f"no command for joint(s): {', '.join(missing)}")
-        order = [position_of[n] for n in self.joint_names]
-        for name, i in zip(self.joint_names, order, strict=True):
-            if command.interfaces[i] != self._claimed[name]:
-                raise CommandRejected(
-                    f"joint '{name}' is commanded through '{self._claimed[name]}', "
-                    f"got '{command.interfaces[i]}'"
-                )
-            if not math.isfinite(float(command.values[i])):
-                raise CommandRejected(f"joint '{name}': non-finite value {command.values[i]}")
-        if not math.isfinite(command.stamp):
-            raise CommandRejected(f"non-finite stamp {command.stamp}")
-        if command.sequence <= self._last_sequence:
-            raise CommandRejected(
-                f"sequence {command.sequence} is not after the last one ({self._last_sequence})"
-            )
-        return np.asarray(command.values, dtype=np.float64)[order]
+        """The command's values re-ordered to this backend's joint order, or CommandRejected
+        (counted by the guard under ``command.<reason>``)."""
+        result = self.guard.check_command(command, self._claimed, self._last_sequence, self.now())
+        if not result.accepted:
+            raise CommandRejected(result.message, result.reason or "")
+        assert result.values is not None
+        return result.values
 
     @abstractmethod
     def _read(self) -> StateSample:
@@ -231,3 +246,26 @@ class SystemInterface(ABC):
     def actuation_report(self) -> ActuationReport | None:
         """Per-joint requested/effective/actuator/joint force of the last write, if known."""
         return None
+
+    # --- faults ----------------------------------------------------------------------------
+    def fault(self) -> str | None:
+        """A fault the backend detected itself (drive FAULT, lost heartbeat, bus error, ...),
+        None when healthy. Latched in the backend until :meth:`reset_fault`."""
+        return None
+
+    def reset_fault(self) -> None:  # noqa: B027 - optional hook
+        """Clear the backend's own latched faults (e.g. a CiA 402 fault reset). Called by the
+        control loop on the control thread when the operator resets a fault."""
+
+    def apply_fault_reaction(self, reaction: str) -> None:
+        """Drive-level reactions (``quick_stop``, ``disable``) for backends that list them in
+        ``fault_reactions``; ``damp`` and ``hold`` are computed by the loop and need nothing."""
+        if reaction not in self.fault_reactions:
+            raise ValueError(
+                f"fault reaction '{reaction}' is not offered by {self.backend_name} "
+                f"(offers: {', '.join(self.fault_reactions)})"
+            )
+
+    def diagnostics(self) -> dict[str, object]:
+        """Backend-specific status for /diagnostics (key → value)."""
+        return {}

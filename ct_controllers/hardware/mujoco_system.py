@@ -81,6 +81,8 @@ class MujocoConfig:
 class MujocoSystem(SystemInterface):
     """The simulated arm: scene built from the URDF, one actuator per claimed joint."""
 
+    backend_name = "ct_controllers/MujocoSystem"
+
     def __init__(
         self, urdf: str, joint_names: tuple[str, ...], config: MujocoConfig = MujocoConfig()
     ):

@@ -5,6 +5,16 @@ The loop is the only writer of hardware commands. Other threads talk to it throu
 boundary) and read :meth:`ControlLoop.snapshot` (immutable copies, refreshed every
 ``snapshot_decimation`` ticks).
 
+Every state sample passes the hardware's boundary guard before anything uses it; a rejected or
+repeated sample never reaches a controller (the previous command is written again, a zero-order
+hold, until the watchdog's state deadline). The watchdog (on by default, on the hardware clock)
+latches a fault when no fresh state arrives for ``state_timeout`` or no command was written for
+``command_timeout`` (the loop itself stalled); a fault the backend reports (drive FAULT, lost
+heartbeat) or a controller exception latches one too. A latched fault applies the configured
+reaction (:mod:`ct_controllers.runtime.fault_reaction`) from the last *measured* state, records
+the time from the fault to the first safe command, and lasts until :meth:`ControlLoop.reset_fault`
+with fresh data flowing.
+
 Modes: ``lockstep`` runs ticks back to back (the sim backend advances one period per write);
 ``paced`` sleeps to a fixed schedule on the monotonic clock. A tick that starts later than
 ``overrun_fraction`` of a period after its scheduled time, or whose compute time exceeds the
@@ -16,21 +26,34 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ct_controllers.controllers.controller import Controller, FloatArray, JointReference, JointState
 from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.controllers.safe_hold import safe_hold_effort
-from ct_controllers.hardware.interface import EFFORT, POSITION, JointCommand, SystemInterface
+from ct_controllers.hardware.guard import BoundaryGuard, GuardResult
+from ct_controllers.hardware.interface import (
+    DAMP,
+    DISABLE,
+    EFFORT,
+    FAULT_REACTIONS,
+    POSITION,
+    QUICK_STOP,
+    JointCommand,
+    StateSample,
+    SystemInterface,
+)
+from ct_controllers.hardware.watchdog import Watchdog, WatchdogConfig
 from ct_controllers.model.robot import RobotModel, UnknownNameError
 from ct_controllers.references.joint_trajectory import (
     JerkLimitedTrajectory,
     JointLimits,
     TrajectoryError,
 )
+from ct_controllers.runtime.fault_reaction import FaultReaction
 from ct_controllers.runtime.timing import TimingRecorder, TimingSummary
 
 RUNNING = "running"
@@ -54,6 +77,30 @@ class MotionStatus:
 
 
 @dataclass(frozen=True)
+class FaultRecord:
+    """One latched fault, times [s] on the hardware clock.
+
+    origin   when the fault began as far as the loop can tell: the last fresh state for a state
+             timeout, the last written command for a command timeout, else the detection tick
+    detected the tick that latched it
+    first_safe_command  when the first command of the fault reaction was written (None until)
+    """
+
+    reason: str
+    reaction: str
+    origin: float
+    detected: float
+    first_safe_command: float | None = None
+
+    @property
+    def reaction_time(self) -> float | None:
+        """[s] from the fault (origin) to the first safe command."""
+        if self.first_safe_command is None:
+            return None
+        return self.first_safe_command - self.origin
+
+
+@dataclass(frozen=True)
 class LoopSnapshot:
     """An immutable copy of the loop's latest state, all vectors in model joint order."""
 
@@ -68,6 +115,9 @@ class LoopSnapshot:
     saturated: np.ndarray  # limiter changed this joint on that tick
     motion: MotionStatus | None
     fault: str | None
+    state_fresh: bool = True  # this tick's sample was accepted by the guard and new
+    guard_rejections: Mapping[str, int] = field(default_factory=dict)  # "state.stale" -> count
+    fault_record: FaultRecord | None = None  # the latched (or last) fault
 
 
 @dataclass(frozen=True)
@@ -91,7 +141,12 @@ class ControlLoop:
         reference_limits: JointLimits | None = None,
         snapshot_decimation: int = 10,
         overrun_fraction: float = 0.5,
+        watchdog: WatchdogConfig | None = None,
+        fault_reaction: str = DAMP,
     ) -> None:
+        """``watchdog`` None = on, with 3 control periods for both deadlines;
+        ``fault_reaction``: damp (default) | hold | quick_stop | disable (the last two only for
+        hardware that offers them)."""
         if not period > 0:
             raise ValueError(f"period must be positive, got {period}")
         self.hardware = hardware
@@ -123,6 +178,27 @@ class ControlLoop:
         self.snapshot_decimation = max(1, snapshot_decimation)
         self.overrun_fraction = overrun_fraction
         self.timing = TimingRecorder()
+        if fault_reaction not in FAULT_REACTIONS:
+            raise ValueError(
+                f"unknown fault reaction '{fault_reaction}' (known: {', '.join(FAULT_REACTIONS)})"
+            )
+        if fault_reaction not in hardware.fault_reactions:
+            raise ValueError(
+                f"fault reaction '{fault_reaction}' is not offered by {hardware.backend_name} "
+                f"(offers: {', '.join(hardware.fault_reactions)})"
+            )
+        self.fault_reaction = fault_reaction
+        self.guard: BoundaryGuard = hardware.guard
+        self.watchdog = Watchdog(watchdog or WatchdogConfig.for_period(period))
+        self._watchdog_started = False
+        self._last_state: JointState | None = None  # the last accepted, fresh state (model order)
+        self._last_values: np.ndarray | None = None  # the last written command (hardware order)
+        self._last_effort: FloatArray = np.zeros(len(hardware.joint_names))  # measured [N·m | N]
+        self._reaction: FaultReaction | None = None
+        self.fault_record: FaultRecord | None = None
+        self.faults: list[FaultRecord] = []  # every fault latched, oldest first
+        self.reset_refused: str = ""  # why the last reset_fault() did not clear the fault
+        self.stale_ticks = 0  # ticks without a fresh sample (rejected or repeated)
 
         self._sequence = 0
         self._trajectory: JerkLimitedTrajectory | None = None
@@ -203,66 +279,141 @@ class ControlLoop:
             return self._motion_history.get(motion_id)
 
     # --- the tick --------------------------------------------------------------------------
-    def tick(self) -> None:
-        sample = self.hardware.read()
+    def _state_from(self, sample: StateSample) -> JointState:
         q = np.empty(self.model.nq)
         v = np.empty(self.model.nv)
         q[self._model_index] = sample.position
         v[self._model_index] = sample.velocity
-        state = JointState(stamp=sample.stamp, q=q, v=v)
-        self._take_requests(state)
+        return JointState(stamp=sample.stamp, q=q, v=v)
+
+    def _read_guarded(self) -> tuple[GuardResult, float]:
+        """Read one sample and run it through the guard; a read that raises is a rejection."""
+        try:
+            sample = self.hardware.read()
+        except Exception as exc:  # a backend read error must not stop the loop unguarded
+            now = self.hardware.now()
+            message = f"read failed: {type(exc).__name__}: {exc}"
+            self.guard.last_rejection = message
+            return GuardResult(False, False, "read_error", message), now
+        now = self.hardware.now()
+        return self.guard.check_state(sample, now), now
+
+    def tick(self) -> None:
+        result, now = self._read_guarded()
+        if not self._watchdog_started:
+            self.watchdog.start(now)
+            self._watchdog_started = True
+        fresh = result.accepted and result.fresh
+        if fresh:
+            assert result.sample is not None
+            self.watchdog.state_fresh(now)
+            self._last_state = self._state_from(result.sample)
+            self._last_effort = result.sample.effort
+        else:
+            self.stale_ticks += 1
+        state = self._last_state
+        if self.fault is None:
+            hardware_fault = self.hardware.fault()
+            expiry = self.watchdog.check(now, check_command=self._last_values is not None)
+            if hardware_fault is not None:
+                self._latch_fault(hardware_fault, state, now, now)
+            elif expiry is not None:
+                self._latch_fault(expiry.message, state, now, expiry.since)
+        if state is None:
+            return  # nothing measured yet: nothing can be computed, nothing is written
+        self._take_requests(state, now)
+        if self.fault is None and not fresh and self._last_values is not None:
+            self._write(self._last_values, state.stamp, now)  # zero-order hold, no new data
+            return
         reference = self._current_reference(state)
+        q, v = state.q, state.v
 
         def fallback() -> FloatArray:
             return safe_hold_effort(self.model, q, v, self.hold_damping)
 
+        requested: FloatArray | None = None
         if self.fault is None:
             try:
                 requested = self.controller.update(state, reference, self.period)
             except Exception as exc:  # a controller bug must not leave the arm uncommanded
-                self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state)
-                requested = fallback()
-        else:
-            requested = fallback()  # latched: safe hold until reset_fault()
+                self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state, now, now)
+        if self.fault is not None:
+            if self._reaction is None:  # latched before anything was measured
+                self._reaction = FaultReaction.begin(
+                    self.fault_reaction, now, q, v, self.reference_limits
+                )
+            requested = self._reaction.effort(self.model, q, v, self.hold_damping, now)
+            reference = self._reaction.reference(now)
+        assert requested is not None
         limited = self.limiter.limit(requested, fallback, self.period)
         values = limited.effort[self._model_index]
         if self._position_mask.any():
             targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
             values = np.where(self._position_mask, targets[self._model_index], values)
+        self._write(values, state.stamp, now)
+        record = self.fault_record
+        if self.fault is not None and record is not None and record.first_safe_command is None:
+            self.fault_record = FaultRecord(
+                record.reason, record.reaction, record.origin, record.detected, now
+            )
+            self.faults[-1] = self.fault_record
+        if self.timing.ticks % self.snapshot_decimation == 0:
+            self._publish(
+                self._last_effort,
+                state,
+                reference,
+                limited.effort,
+                limited.saturated | limited.rate_limited | limited.non_finite,
+                fresh,
+            )
+
+    def _write(self, values: np.ndarray, stamp: float, now: float) -> None:
         self._sequence += 1
         self.hardware.write(
             JointCommand(
-                stamp=sample.stamp,
+                stamp=stamp,
                 sequence=self._sequence,
                 joint_names=self.hardware.joint_names,
                 interfaces=self._interfaces,
                 values=values,
             )
         )
-        if self.timing.ticks % self.snapshot_decimation == 0:
-            self._publish(
-                sample.effort,
-                state,
-                reference,
-                limited.effort,
-                limited.saturated | limited.rate_limited | limited.non_finite,
-            )
+        self._last_values = np.array(values, dtype=np.float64)
+        self.watchdog.command_written(now)
 
-    def _latch_fault(self, reason: str, state: JointState) -> None:
-        """Enter safe hold (g(q) − D v from the measured state) until :meth:`reset_fault`; a
-        running motion ends FAILED."""
+    def _latch_fault(
+        self, reason: str, state: JointState | None, now: float, origin: float
+    ) -> None:
+        """Latch ``reason`` until :meth:`reset_fault`: a running motion ends FAILED and the
+        fault reaction starts from the measured state (the last one accepted)."""
         self.fault = reason
+        self.fault_record = FaultRecord(reason, self.fault_reaction, origin, now)
+        self.faults.append(self.fault_record)
+        if self.fault_reaction in (QUICK_STOP, DISABLE):
+            try:
+                self.hardware.apply_fault_reaction(self.fault_reaction)
+            except Exception as exc:
+                self.fault = f"{reason}; {self.fault_reaction} failed: {exc}"
+        if state is None:
+            self._reaction = None
+            return
         if self._motion is not None and self._motion.state == RUNNING:
             self._set_motion(self._status(self._motion, FAILED, state.stamp))
+        self._reaction = FaultReaction.begin(
+            self.fault_reaction, now, state.q, state.v, self.reference_limits
+        )
         self._trajectory = None
-        self._reference = JointReference.hold(state.q)
+        end = self._reaction.stop.goal if self._reaction.stop is not None else state.q
+        self._reference = JointReference.hold(end)
 
     def reset_fault(self) -> None:
-        """Leave safe hold at the next tick, holding the position measured then."""
+        """Leave the fault at the next tick, holding the position measured then, if fresh state
+        is flowing (within ``state_timeout``) and the hardware's own fault clears; otherwise the
+        fault stays latched and :attr:`reset_refused` says why."""
         with self._request_lock:
             self._reset_requested = True
 
-    def _take_requests(self, state: JointState) -> None:
+    def _take_requests(self, state: JointState, now: float) -> None:
         with self._request_lock:
             pending, self._pending = self._pending, None
             hold, self._hold_requested = self._hold_requested, False
@@ -271,9 +422,7 @@ class ControlLoop:
         if controller is not None:
             self.controller = controller
         if reset and self.fault is not None:
-            self.fault = None
-            self._trajectory = None
-            self._reference = JointReference.hold(state.q)
+            self._try_reset(state, now)
         if self.fault is not None:
             if pending is not None:  # no motion starts from a fault
                 self._set_motion(MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0))
@@ -312,6 +461,30 @@ class ControlLoop:
                 )
             )
 
+    def _try_reset(self, state: JointState, now: float) -> None:
+        if not self.watchdog.state_is_fresh(now):
+            self.reset_refused = (
+                f"no fresh state for {self.watchdog.state_silence(now) * 1e3:.3f} ms: "
+                "a fault is only reset with fresh data flowing"
+            )
+            return
+        try:
+            self.hardware.reset_fault()
+        except Exception as exc:
+            self.reset_refused = f"hardware fault reset failed: {type(exc).__name__}: {exc}"
+            return
+        hardware_fault = self.hardware.fault()
+        if hardware_fault is not None:
+            self.reset_refused = f"the hardware still reports: {hardware_fault}"
+            return
+        self.reset_refused = ""
+        self.fault = None
+        self._reaction = None
+        self._trajectory = None
+        self._reference = JointReference.hold(state.q)
+        self.limiter.reset(None)
+        self.watchdog.command_written(self.hardware.now())  # the reset may have taken a while
+
     def _current_reference(self, state: JointState) -> JointReference:
         if self._trajectory is None:
             assert self._reference is not None
@@ -348,6 +521,7 @@ class ControlLoop:
         reference: JointReference,
         effort: FloatArray,
         saturated: np.ndarray,
+        fresh: bool = True,
     ) -> None:
         measured = np.empty(self.model.nv)
         measured[self._model_index] = measured_effort
@@ -363,6 +537,9 @@ class ControlLoop:
             saturated=np.array(saturated),
             motion=self._motion,
             fault=self.fault,
+            state_fresh=fresh,
+            guard_rejections=self.guard.counts(),
+            fault_record=self.fault_record,
         )
         with self._snapshot_ready:
             self._snapshot = snapshot
@@ -370,6 +547,35 @@ class ControlLoop:
 
     def snapshot(self) -> LoopSnapshot | None:
         return self._snapshot
+
+    def diagnostics(self) -> dict[str, object]:
+        """Guard counters, watchdog and fault state for /diagnostics (key → value). Any thread."""
+        now = self.hardware.now()
+        record = self.fault_record
+        values: dict[str, object] = {
+            f"guard.{key}": count for key, count in sorted(self.guard.counts().items())
+        }
+        values.update(
+            {
+                "guard.accepted_states": self.guard.accepted_counts()["state"],
+                "guard.last_rejection": self.guard.last_rejection,
+                "watchdog.enabled": self.watchdog.config.enabled,
+                "watchdog.state_timeout_ms": self.watchdog.config.state_timeout * 1e3,
+                "watchdog.command_timeout_ms": self.watchdog.config.command_timeout * 1e3,
+                "watchdog.state_silence_ms": self.watchdog.state_silence(now) * 1e3,
+                "watchdog.state_expiries": self.watchdog.expiries["state"],
+                "watchdog.command_expiries": self.watchdog.expiries["command"],
+                "fault": self.fault or "",
+                "fault.reaction": self.fault_reaction,
+                "fault.count": len(self.faults),
+                "fault.reset_refused": self.reset_refused,
+                "stale_ticks": self.stale_ticks,
+            }
+        )
+        if record is not None and record.reaction_time is not None:
+            values["fault.reaction_time_ms"] = record.reaction_time * 1e3
+        values.update({f"hardware.{k}": v for k, v in self.hardware.diagnostics().items()})
+        return values
 
     def wait_for_snapshot(self, after_tick: int = -1, timeout: float = 1.0) -> LoopSnapshot | None:
         """Block until a snapshot newer than ``after_tick`` exists (or timeout)."""

@@ -3,6 +3,7 @@ limiter → control loop. Used by the ROS node, ``ct-sim`` and the tests alike."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,7 +11,9 @@ import numpy as np
 from ct_controllers.config import ConfigError, StackConfig
 from ct_controllers.controllers.controller import Controller
 from ct_controllers.controllers.limiter import CommandLimiter
+from ct_controllers.hardware.guard import GuardLimits
 from ct_controllers.hardware.interface import LifecycleState, SystemInterface
+from ct_controllers.hardware.watchdog import WatchdogConfig
 from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
@@ -42,6 +45,8 @@ class Stack:
         self.loop.stop()
         if self.hardware.state is LifecycleState.ACTIVE:
             self.hardware.deactivate()
+        if self.hardware.state is LifecycleState.INACTIVE:
+            self.hardware.cleanup()  # releases buses, nodes and threads of real backends
 
 
 def to_model_order(
@@ -56,7 +61,13 @@ def to_model_order(
     return out
 
 
-def build_stack(config: StackConfig, description: RobotDescription | None = None) -> Stack:
+def build_stack(
+    config: StackConfig,
+    description: RobotDescription | None = None,
+    wrap_hardware: Callable[[SystemInterface], SystemInterface] | None = None,
+) -> Stack:
+    """The whole stack from ``config``; ``wrap_hardware`` (tests, benches) may wrap the backend,
+    e.g. in :class:`~ct_controllers.hardware.fault_injection.InjectingSystem`."""
     if description is None:
         description = load_description(
             config.robot_description or None, mappings={"backend": config.backend}
@@ -77,6 +88,19 @@ def build_stack(config: StackConfig, description: RobotDescription | None = None
             raise ConfigError(f"{group} does not list the URDF joint(s) {missing}")
     hardware_type = load_plugin(HARDWARE, description.hardware.plugin)
     hardware = hardware_type.from_config(description, config)
+    if wrap_hardware is not None:
+        hardware = wrap_hardware(hardware)
+    hardware.armed = config.armed
+    hardware.guard.limits = GuardLimits(
+        max_state_age=config.max_state_age,
+        future_tolerance=config.future_tolerance,
+        expected_frame=config.frame_id,
+    )
+    if config.fault_reaction not in hardware.fault_reactions:
+        raise ConfigError(
+            f"parameter 'watchdog.fault_reaction': '{config.fault_reaction}' is not offered by "
+            f"{description.hardware.plugin} (offers: {', '.join(hardware.fault_reactions)})"
+        )
     # Every configured controller is loaded (configure time: unknown types and bad gains fail
     # here); the default one runs. Each owns its model: it may differ from the plant's, and it
     # is not shared across threads.
@@ -111,5 +135,11 @@ def build_stack(config: StackConfig, description: RobotDescription | None = None
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
         ),
+        watchdog=WatchdogConfig(
+            state_timeout=config.effective_state_timeout,
+            command_timeout=config.effective_command_timeout,
+            enabled=config.watchdog_enabled,
+        ),
+        fault_reaction=config.fault_reaction,
     )
     return Stack(config, description, model, hardware, controller, loop, controllers)
