@@ -1,0 +1,435 @@
+"""The grasp task-phase machine: APPROACH → CLOSE → HOLD → RELEASE → DONE, FAILED from any phase.
+
+Plain Python. Each tick it takes an observation (measured, stamped) and returns the references
+for that tick: a TCP target pose for the arm (through differential IK) and finger targets with an
+effort limit for the gripper. Every transition needs its observed condition to hold for a
+continuous dwell window (``DwellCondition``); an observation older than ``freshness`` counts as
+"not satisfied", and no fresh observation for ``stale_limit`` fails the task. Each phase has a
+timeout. DONE and FAILED freeze the outputs into a hold; a new run needs ``reset()``.
+
+Phase by phase, what it writes and the observed condition that ends it:
+- APPROACH: TCP → pre-grasp, then → grasp pose, fingers open; ends when the TCP pose error is
+  within tolerance.
+- CLOSE: hold the TCP, fingers → closed with effort ≤ grasp_effort; ends on contact on both
+  fingers, or on a stall with an aperture above the empty-gripper minimum.
+- HOLD: lift (carry to the place pose if any), hold, put down; ends when lifted and the object's
+  pose relative to the TCP stayed put for hold_duration.
+- RELEASE: open, then retreat along −tool z; ends when the fingers are open past release_width
+  and the object stays while the TCP moves away.
+
+Frames: every pose is a 4x4 transform in the base frame; the tool z axis points from the hand
+toward the fingertips (the approach direction). Units: m, rad, s, N.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+import pinocchio as pin
+from numpy.typing import NDArray
+
+from ct_controllers.tasks.conditions import ConditionState, DwellCondition
+
+FloatArray = NDArray[np.float64]
+
+
+class Phase(Enum):
+    APPROACH = "APPROACH"
+    CLOSE = "CLOSE"
+    HOLD = "HOLD"
+    RELEASE = "RELEASE"
+    DONE = "DONE"
+    FAILED = "FAILED"
+
+
+ACTIVE_PHASES = (Phase.APPROACH, Phase.CLOSE, Phase.HOLD, Phase.RELEASE)
+
+
+@dataclass(frozen=True)
+class GraspGoal:
+    """grasp_pose: TCP pose at grasp; place_pose: where to put the object down (None = back where
+    it was); approach_offset [m] along −tool z for the pre-grasp and the retreat; lift_height [m]
+    along base z; grasp_effort [N] per finger, an upper bound; hold_duration [s]."""
+
+    grasp_pose: FloatArray
+    place_pose: FloatArray | None = None
+    approach_offset: float = 0.08
+    lift_height: float = 0.1
+    grasp_effort: float = 20.0
+    hold_duration: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("grasp_pose", "place_pose"):
+            pose = getattr(self, name)
+            if pose is None:
+                continue
+            pose = np.asarray(pose, dtype=np.float64)
+            if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
+                raise ValueError(f"{name} must be a finite 4x4 homogeneous transform")
+            rotation = pose[:3, :3]
+            if not np.allclose(rotation @ rotation.T, np.eye(3), atol=1e-6) or not np.allclose(
+                pose[3], [0, 0, 0, 1]
+            ):
+                raise ValueError(f"{name} is not a rigid transform (rotation not orthonormal)")
+        for name in ("approach_offset", "lift_height", "grasp_effort", "hold_duration"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
+        if self.grasp_effort <= 0:
+            raise ValueError("grasp_effort must be > 0 N")
+
+
+@dataclass(frozen=True)
+class GraspParameters:
+    """Tolerances [m, rad], windows and timeouts [s], gripper thresholds [m, m/s, N]."""
+
+    dwell: float = 0.1
+    freshness: float = 0.05
+    stale_limit: float = 0.5
+    position_tolerance: float = 0.005
+    orientation_tolerance: float = 0.05
+    timeouts: dict[Phase, float] = field(
+        default_factory=lambda: {
+            Phase.APPROACH: 6.0,
+            Phase.CLOSE: 2.0,
+            Phase.HOLD: 8.0,
+            Phase.RELEASE: 4.0,
+        }
+    )
+    open_width: float = 0.04  # finger opening when open [m] (each finger)
+    empty_minimum: float = 0.003  # per-finger opening below which the fingers closed on nothing
+    contact_force: float = 0.5  # normal force on a finger counting as contact [N]
+    stall_speed: float = 0.002  # finger speed counting as stalled [m/s]
+    slip_tolerance: float = 0.01  # object displacement relative to the TCP counted as slip [m]
+    slip_failure: float = 0.03  # ... beyond which the grasp is lost: FAILED [m]
+    release_width: float = 0.03  # per-finger opening that counts as released [m]
+    retreat_distance: float = 0.03  # TCP travel away from the object before DONE [m]
+
+
+@dataclass(frozen=True)
+class GraspObservation:
+    """One measured sample. finger_* are per finger (left, right): opening [m], speed [m/s],
+    effort [N]; contact_forces [N] per finger if the backend measures them (sim), else None;
+    object_pose (4x4, base frame) if known, else None."""
+
+    stamp: float
+    tcp_pose: FloatArray
+    finger_positions: FloatArray
+    finger_velocities: FloatArray
+    finger_efforts: FloatArray
+    contact_forces: FloatArray | None = None
+    object_pose: FloatArray | None = None
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """References for this tick. tcp_target None = hold the arm where it is (DONE/FAILED);
+    finger_target [m] per finger with |effort| ≤ finger_effort_limit [N]."""
+
+    phase: Phase
+    stage: str
+    tcp_target: FloatArray | None
+    finger_target: float
+    finger_effort_limit: float
+
+
+@dataclass(frozen=True)
+class Transition:
+    time: float
+    source: Phase
+    target: Phase
+    reason: str
+    values: dict[str, float]
+
+
+def pose_error(target: FloatArray, current: FloatArray) -> tuple[float, float]:
+    """(position error [m], orientation error [rad]) between two base-frame poses."""
+    position = float(np.linalg.norm(target[:3, 3] - current[:3, 3]))
+    rotation = target[:3, :3] @ current[:3, :3].T
+    angle = float(np.linalg.norm(pin.log3(rotation)))
+    return position, angle
+
+
+def _translated(pose: FloatArray, offset: FloatArray) -> FloatArray:
+    moved = np.array(pose, dtype=np.float64)
+    moved[:3, 3] += offset
+    return moved
+
+
+def _finite(observation: GraspObservation) -> bool:
+    arrays = [
+        observation.tcp_pose,
+        observation.finger_positions,
+        observation.finger_velocities,
+        observation.finger_efforts,
+    ]
+    if observation.contact_forces is not None:
+        arrays.append(observation.contact_forces)
+    if observation.object_pose is not None:
+        arrays.append(observation.object_pose)
+    return math.isfinite(observation.stamp) and all(np.all(np.isfinite(a)) for a in arrays)
+
+
+class GraspTask:
+    def __init__(self, parameters: GraspParameters | None = None) -> None:
+        self.parameters = parameters or GraspParameters()
+        self.goal: GraspGoal | None = None
+        self.reset()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to a clean APPROACH with no goal, timers or references."""
+        self.phase = Phase.APPROACH
+        self.stage = "pre_grasp"
+        self.goal = None
+        self.transitions: list[Transition] = []
+        self.failure: Transition | None = None
+        self._phase_start: float | None = None
+        self._stage_start: float | None = None
+        self._last_fresh: float | None = None
+        self._condition = DwellCondition(self.parameters.dwell, self.parameters.freshness)
+        self._hold_pose: FloatArray | None = None
+        self._object_in_tcp: FloatArray | None = None
+        self._release_object: FloatArray | None = None
+        self._release_tcp: FloatArray | None = None
+        self._carry_targets: list[tuple[str, FloatArray]] = []
+        self._phase_durations: dict[Phase, float] = {}
+
+    def start(self, goal: GraspGoal) -> None:
+        """Begin a run. Refused unless freshly reset (no implicit restart after DONE/FAILED)."""
+        if self.goal is not None:
+            raise RuntimeError(f"task already ran (phase {self.phase.value}); call reset() first")
+        self.goal = goal
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (Phase.DONE, Phase.FAILED)
+
+    @property
+    def phase_durations(self) -> dict[Phase, float]:
+        """[s] spent in each phase that has ended."""
+        return dict(self._phase_durations)
+
+    # --- the tick ------------------------------------------------------------------------------
+    def update(self, now: float, observation: GraspObservation) -> TaskOutput:
+        if self.goal is None:
+            raise RuntimeError("no goal: call start(goal) first")
+        if self.finished:
+            return self._frozen()
+        p = self.parameters
+        if self._phase_start is None:
+            self._phase_start = self._stage_start = now
+        usable = _finite(observation) and 0.0 <= now - observation.stamp <= p.freshness
+        if usable:
+            self._last_fresh = now
+        elif now - (self._last_fresh if self._last_fresh is not None else self._phase_start) > (
+            p.stale_limit
+        ):
+            age = now - observation.stamp if math.isfinite(observation.stamp) else math.inf
+            return self._fail(
+                now, f"observations stale for more than {p.stale_limit} s", {"observation_age": age}
+            )
+        elapsed = now - self._phase_start
+        if elapsed > p.timeouts[self.phase]:
+            return self._fail(
+                now,
+                f"{self.phase.value} timed out after {p.timeouts[self.phase]} s",
+                {"elapsed": elapsed},
+            )
+        handler = {
+            Phase.APPROACH: self._approach,
+            Phase.CLOSE: self._close,
+            Phase.HOLD: self._hold,
+            Phase.RELEASE: self._release,
+        }[self.phase]
+        result = handler(now, observation, usable)
+        return result if result is not None else self._output()
+
+    # --- phases --------------------------------------------------------------------------------
+    def _approach(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
+        target = self._approach_target()
+        position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
+        p = self.parameters
+        within = position <= p.position_tolerance and angle <= p.orientation_tolerance
+        if self._judge(now, obs, usable and within).met:
+            values = {"position_error": position, "orientation_error": angle}
+            if self.stage == "pre_grasp":
+                self._next_stage(now, "grasp")
+            else:
+                self._hold_pose = np.array(self.goal.grasp_pose)  # type: ignore[union-attr]
+                self._enter(now, Phase.CLOSE, "closing", "TCP at the grasp pose", values)
+        return None
+
+    def _close(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
+        p = self.parameters
+        aperture = np.asarray(obs.finger_positions)
+        if usable and np.all(aperture < p.empty_minimum):
+            return self._fail(
+                now,
+                "fingers closed on nothing",
+                {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])},
+            )
+        contact = obs.contact_forces is not None and bool(
+            np.all(np.asarray(obs.contact_forces) >= p.contact_force)
+        )
+        stalled = bool(
+            np.all(np.abs(obs.finger_velocities) <= p.stall_speed)
+            and np.all(aperture > p.empty_minimum)
+            and np.all(np.abs(obs.finger_efforts) >= 0.8 * self.goal.grasp_effort)  # type: ignore[union-attr]
+        )
+        if self._judge(now, obs, usable and (contact or stalled)).met:
+            self._object_in_tcp = (
+                None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
+            )
+            values = {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])}
+            if obs.contact_forces is not None:
+                values |= {
+                    "left_force": float(obs.contact_forces[0]),
+                    "right_force": float(obs.contact_forces[1]),
+                }
+            self._carry_targets = self._plan_carry()
+            self._enter(
+                now,
+                Phase.HOLD,
+                self._carry_targets[0][0],
+                "contact on both fingers" if contact else "fingers stalled on the object",
+                values,
+            )
+        return None
+
+    def _hold(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
+        p = self.parameters
+        slip = self._slip(obs) if usable else math.inf
+        if usable and slip > p.slip_failure:
+            return self._fail(now, "object slipped out of the grasp", {"slip": slip})
+        stage_index = [name for name, _ in self._carry_targets].index(self.stage)
+        target = self._carry_targets[stage_index][1]
+        position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
+        reached = position <= p.position_tolerance and angle <= p.orientation_tolerance
+        no_slip = slip <= p.slip_tolerance
+        state = self._judge(now, obs, usable and reached and no_slip)
+        if state.met:
+            values = {"position_error": position, "slip": slip}
+            if stage_index + 1 < len(self._carry_targets):
+                self._next_stage(now, self._carry_targets[stage_index + 1][0])
+            else:
+                self._release_tcp = np.array(obs.tcp_pose)
+                self._release_object = (
+                    None if obs.object_pose is None else np.array(obs.object_pose)
+                )
+                self._enter(now, Phase.RELEASE, "opening", "object held and placed", values)
+        return None
+
+    def _release(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
+        p = self.parameters
+        opening = np.asarray(obs.finger_positions)
+        if self.stage == "opening":
+            if self._judge(now, obs, usable and bool(np.all(opening >= p.release_width))).met:
+                self._next_stage(now, "retreat")
+            return None
+        assert self._release_tcp is not None
+        moved_away = float(np.linalg.norm(obs.tcp_pose[:3, 3] - self._release_tcp[:3, 3]))
+        if obs.object_pose is not None and self._release_object is not None:
+            object_moved = float(
+                np.linalg.norm(obs.object_pose[:3, 3] - self._release_object[:3, 3])
+            )
+        else:
+            object_moved = 0.0  # nothing to observe: the retreat distance alone decides
+        stays = object_moved <= p.slip_tolerance
+        away = moved_away >= p.retreat_distance
+        if self._judge(now, obs, usable and stays and away).met:
+            self._enter(
+                now,
+                Phase.DONE,
+                "done",
+                "fingers open and the object stayed",
+                {"tcp_moved": moved_away, "object_moved": object_moved},
+            )
+        return None
+
+    # --- helpers -------------------------------------------------------------------------------
+    def _approach_target(self) -> FloatArray:
+        goal = self.goal
+        assert goal is not None
+        if self.stage == "pre_grasp":
+            tool_z = goal.grasp_pose[:3, 2]
+            return _translated(goal.grasp_pose, -goal.approach_offset * tool_z)
+        return np.array(goal.grasp_pose)
+
+    def _plan_carry(self) -> list[tuple[str, FloatArray]]:
+        """HOLD stages: lift; carry above the place pose (if any); hold; put down."""
+        goal = self.goal
+        assert goal is not None
+        up = np.array([0.0, 0.0, goal.lift_height])
+        place = goal.grasp_pose if goal.place_pose is None else goal.place_pose
+        stages = [("lift", _translated(goal.grasp_pose, up))]
+        if goal.place_pose is not None:
+            stages.append(("carry", _translated(place, up)))
+        stages.append(("hold", stages[-1][1]))
+        stages.append(("put_down", np.array(place)))
+        return stages
+
+    def _slip(self, obs: GraspObservation) -> float:
+        """Displacement [m] of the object relative to the TCP since the grasp closed."""
+        if obs.object_pose is None or self._object_in_tcp is None:
+            return 0.0  # unobserved: slip cannot be judged (a real gripper needs a sensor)
+        now_in_tcp = self._relative(obs.tcp_pose, obs.object_pose)
+        return float(np.linalg.norm(now_in_tcp[:3, 3] - self._object_in_tcp[:3, 3]))
+
+    @staticmethod
+    def _relative(tcp_pose: FloatArray, object_pose: FloatArray) -> FloatArray:
+        """The object's pose in the TCP frame."""
+        return np.asarray(np.linalg.inv(tcp_pose) @ np.asarray(object_pose), dtype=np.float64)
+
+    def _judge(self, now: float, obs: GraspObservation, satisfied: bool) -> ConditionState:
+        stamp = obs.stamp if math.isfinite(obs.stamp) else -math.inf
+        return self._condition.update(now, stamp, satisfied)
+
+    def _next_stage(self, now: float, stage: str) -> None:
+        self.stage = stage
+        self._stage_start = now
+        # The "hold" stage's window is the goal's hold duration; every other one is the dwell.
+        dwell = self.goal.hold_duration if stage == "hold" and self.goal else self.parameters.dwell
+        self._condition = DwellCondition(dwell, self.parameters.freshness)
+
+    def _enter(
+        self, now: float, phase: Phase, stage: str, reason: str, values: dict[str, float]
+    ) -> None:
+        assert self._phase_start is not None
+        self._phase_durations[self.phase] = now - self._phase_start
+        self.transitions.append(Transition(now, self.phase, phase, reason, dict(values)))
+        self.phase = phase
+        self._phase_start = now
+        self._next_stage(now, stage)
+
+    def _fail(self, now: float, reason: str, values: dict[str, float]) -> TaskOutput:
+        failed_in = self.phase
+        self._enter(now, Phase.FAILED, "failed", f"{failed_in.value}: {reason}", values)
+        self.failure = self.transitions[-1]
+        return self._frozen()
+
+    def _frozen(self) -> TaskOutput:
+        return TaskOutput(self.phase, self.stage, None, math.nan, 0.0)
+
+    def _output(self) -> TaskOutput:
+        goal = self.goal
+        assert goal is not None
+        p = self.parameters
+        if self.phase == Phase.APPROACH:
+            return TaskOutput(
+                self.phase, self.stage, self._approach_target(), p.open_width, goal.grasp_effort
+            )
+        if self.phase == Phase.CLOSE:
+            return TaskOutput(self.phase, self.stage, self._hold_pose, 0.0, goal.grasp_effort)
+        if self.phase == Phase.HOLD:
+            target = dict(self._carry_targets)[self.stage]
+            return TaskOutput(self.phase, self.stage, target, 0.0, goal.grasp_effort)
+        assert self._release_tcp is not None
+        target = self._release_tcp
+        if self.stage == "retreat":
+            tool_z = self._release_tcp[:3, 2]
+            target = _translated(self._release_tcp, -2 * p.retreat_distance * tool_z)
+        return TaskOutput(self.phase, self.stage, target, p.open_width, goal.grasp_effort)

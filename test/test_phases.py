@@ -1,0 +1,291 @@
+"""ct_controllers.tasks.phases: the grasp phase machine driven by a small kinematic world (TCP and
+fingers move toward their targets at bounded speed, a cube blocks the fingers and rides with the
+TCP while both fingers press on it). The machine only sees stamped observations, as in the real
+stack."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from ct_controllers.tasks.phases import (
+    GraspGoal,
+    GraspObservation,
+    GraspParameters,
+    GraspTask,
+    Phase,
+    pose_error,
+)
+
+DT = 0.002  # [s]
+CUBE_HALF = 0.025  # [m]
+FINGER_INNER_OFFSET = 0.001  # [m] inner face from the centre line at zero opening
+
+
+def top_down(x: float, y: float, z: float) -> np.ndarray:
+    """TCP pose pointing down (tool z = −base z) at (x, y, z)."""
+    pose = np.eye(4)
+    pose[:3, :3] = np.diag([1.0, -1.0, -1.0])
+    pose[:3, 3] = [x, y, z]
+    return pose
+
+
+@dataclass
+class World:
+    tcp: np.ndarray = field(default_factory=lambda: top_down(0.4, 0.1, 0.3))
+    fingers: np.ndarray = field(default_factory=lambda: np.array([0.04, 0.04]))
+    cube: np.ndarray = field(default_factory=lambda: top_down(0.5, 0.0, CUBE_HALF))
+    cube_present: bool = True
+    reachable: bool = True
+    time: float = 0.0
+    observing: bool = True
+    last_stamp: float = 0.0
+    held: bool = False
+    cube_in_tcp: np.ndarray | None = None
+
+    def step(self, tcp_target: np.ndarray | None, finger_target: float, effort: float) -> None:
+        self.time += DT
+        if tcp_target is not None and self.reachable:
+            # Move at most 0.5 m/s and 2 rad/s toward the target.
+            delta = tcp_target[:3, 3] - self.tcp[:3, 3]
+            distance = np.linalg.norm(delta)
+            if distance > 0:
+                self.tcp[:3, 3] += delta * min(1.0, 0.5 * DT / distance)
+            rotation = pin.log3(tcp_target[:3, :3] @ self.tcp[:3, :3].T)
+            angle = np.linalg.norm(rotation)
+            if angle > 0:
+                self.tcp[:3, :3] = (
+                    pin.exp3(rotation * min(1.0, 2.0 * DT / angle)) @ self.tcp[:3, :3]
+                )
+        if not math.isnan(finger_target):
+            stop = self._finger_stop()
+            step = np.clip(finger_target - self.fingers, -0.1 * DT, 0.1 * DT)
+            self.fingers = np.maximum(self.fingers + step, stop)
+        blocked = (
+            self.cube_present
+            and self._between_fingers()
+            and np.all(self.fingers <= self._finger_stop() + 1e-9)
+        )
+        self.effort = np.full(2, effort if blocked else 0.0)
+        if blocked and not self.held:
+            self.held, self.cube_in_tcp = True, np.linalg.inv(self.tcp) @ self.cube
+        if self.held and not blocked:
+            self.held = False
+        if self.held and self.cube_in_tcp is not None:
+            self.cube = self.tcp @ self.cube_in_tcp
+        if self.observing:
+            self.last_stamp = self.time
+
+    def _between_fingers(self) -> bool:
+        return bool(np.linalg.norm(self.tcp[:3, 3] - self.cube[:3, 3]) < 0.01)
+
+    def _finger_stop(self) -> float:
+        if self.cube_present and self._between_fingers():
+            return CUBE_HALF - FINGER_INNER_OFFSET
+        return 0.0
+
+    def observe(self) -> GraspObservation:
+        blocked = self.held
+        return GraspObservation(
+            stamp=self.last_stamp,
+            tcp_pose=self.tcp.copy(),
+            finger_positions=self.fingers.copy(),
+            finger_velocities=np.zeros(2),
+            finger_efforts=getattr(self, "effort", np.zeros(2)).copy(),
+            contact_forces=np.full(2, 5.0 if blocked else 0.0),
+            object_pose=self.cube.copy() if self.cube_present else None,
+        )
+
+
+def run(task: GraspTask, world: World, seconds: float, event=None) -> list:  # type: ignore[no-untyped-def]
+    outputs = []
+    for _ in range(round(seconds / DT)):
+        output = task.update(world.time, world.observe())
+        outputs.append(output)
+        if event is not None:
+            event(task, world)
+        world.step(output.tcp_target, output.finger_target, output.finger_effort_limit)
+        if task.finished:
+            break
+    return outputs
+
+
+GOAL = GraspGoal(grasp_pose=top_down(0.5, 0.0, CUBE_HALF), lift_height=0.1, hold_duration=0.3)
+
+
+def test_a_full_pick_goes_through_every_phase_in_order_with_recorded_reasons() -> None:
+    """APPROACH → CLOSE → HOLD → RELEASE → DONE; each transition has its time, reason and the
+    measured values that triggered it; the cube was lifted by the lift height and put back."""
+    task, world = GraspTask(), World()
+    task.start(GOAL)
+    heights = []
+    run(task, world, 12.0, event=lambda t, w: heights.append(w.cube[2, 3]))
+    assert task.phase == Phase.DONE, task.failure
+    path = [(t.source, t.target) for t in task.transitions]
+    assert path == [
+        (Phase.APPROACH, Phase.CLOSE),
+        (Phase.CLOSE, Phase.HOLD),
+        (Phase.HOLD, Phase.RELEASE),
+        (Phase.RELEASE, Phase.DONE),
+    ]
+    assert all(t.reason and t.values for t in task.transitions)
+    assert task.transitions[0].values["position_error"] <= 0.005
+    assert max(heights) == pytest.approx(CUBE_HALF + 0.1, abs=0.006)
+    assert world.cube[2, 3] == pytest.approx(CUBE_HALF, abs=0.006)
+    assert set(task.phase_durations) == {Phase.APPROACH, Phase.CLOSE, Phase.HOLD, Phase.RELEASE}
+    assert task.phase_durations[Phase.HOLD] >= GOAL.hold_duration
+
+
+def test_approach_goes_through_the_pre_grasp_pose_above_the_cube() -> None:
+    """The first target is the grasp pose moved back along the tool axis by approach_offset
+    (tool z points down, so the pre-grasp is above the cube)."""
+    task, world = GraspTask(), World()
+    task.start(GOAL)
+    output = task.update(world.time, world.observe())
+    expected = GOAL.grasp_pose.copy()
+    expected[2, 3] += GOAL.approach_offset
+    np.testing.assert_allclose(output.tcp_target, expected)
+    assert output.stage == "pre_grasp" and output.finger_target == 0.04
+
+
+def test_unreachable_target_fails_in_approach_on_timeout_and_holds() -> None:
+    """A TCP that never reaches the target ends FAILED in APPROACH with a timeout reason, and the
+    outputs freeze into a hold (no TCP target)."""
+    task, world = GraspTask(), World(reachable=False)
+    task.start(GOAL)
+    outputs = run(task, world, 10.0)
+    assert task.phase == Phase.FAILED
+    assert task.failure is not None and task.failure.source == Phase.APPROACH
+    assert "timed out" in task.failure.reason
+    assert outputs[-1].tcp_target is None
+
+
+def test_cube_removed_before_closing_fails_in_close() -> None:
+    """With the cube gone the fingers close on nothing: FAILED in CLOSE, saying so."""
+    task, world = GraspTask(), World()
+    task.start(GOAL)
+
+    def remove_when_closing(task: GraspTask, world: World) -> None:
+        if task.phase == Phase.CLOSE:
+            world.cube_present = False
+
+    run(task, world, 10.0, event=remove_when_closing)
+    assert task.phase == Phase.FAILED and task.failure is not None
+    assert task.failure.source == Phase.CLOSE and "closed on nothing" in task.failure.reason
+
+
+def test_cube_knocked_out_during_hold_fails_with_slip() -> None:
+    """The cube leaving the TCP during HOLD ends FAILED in HOLD with a slip reason and the slip
+    distance measured."""
+    task, world = GraspTask(), World()
+    task.start(GOAL)
+
+    def knock(task: GraspTask, world: World) -> None:
+        if task.phase == Phase.HOLD and task.stage == "hold" and world.held:
+            world.held = False
+            world.cube_in_tcp = None
+            world.cube = world.cube.copy()
+            world.cube[0, 3] += 0.1
+
+    run(task, world, 10.0, event=knock)
+    assert task.phase == Phase.FAILED and task.failure is not None
+    assert task.failure.source == Phase.HOLD and "slipped" in task.failure.reason
+    assert task.failure.values["slip"] > 0.03
+
+
+def test_observations_stopping_fail_on_staleness() -> None:
+    """When observations stop (stamps freeze) for longer than stale_limit, the task fails from
+    the phase it was in, saying the observations are stale."""
+    task, world = GraspTask(), World()
+    task.start(GOAL)
+
+    def stop_observing(task: GraspTask, world: World) -> None:
+        if task.phase == Phase.CLOSE:
+            world.observing = False
+
+    run(task, world, 10.0, event=stop_observing)
+    assert task.phase == Phase.FAILED and task.failure is not None
+    assert task.failure.source == Phase.CLOSE and "stale" in task.failure.reason
+
+
+def test_one_bad_sample_restarts_the_dwell_window() -> None:
+    """Near the grasp pose, one sample with a large TCP error restarts the window: the
+    transition comes a full dwell after the bad sample, not before."""
+    parameters = GraspParameters(dwell=0.1)
+    task, world = GraspTask(parameters), World(tcp=top_down(0.5, 0.0, CUBE_HALF + 0.08))
+    task.start(GOAL)
+    world.fingers[:] = 0.04
+    # Pre-grasp is where the TCP already is: the window starts at once.
+    for _ in range(round(0.09 / DT)):
+        task.update(world.time, world.observe())
+        world.step(None, 0.04, 0.0)
+    bad = world.observe()
+    bad_pose = bad.tcp_pose.copy()
+    bad_pose[0, 3] += 0.05
+    task.update(
+        world.time,
+        GraspObservation(
+            bad.stamp, bad_pose, bad.finger_positions, bad.finger_velocities, bad.finger_efforts
+        ),
+    )
+    world.step(None, 0.04, 0.0)
+    bad_time = world.time
+    while task.stage == "pre_grasp":
+        task.update(world.time, world.observe())
+        world.step(None, 0.04, 0.0)
+    assert world.time - bad_time >= 0.1 - 1e-9
+
+
+def test_reset_after_failure_returns_a_clean_approach() -> None:
+    """After FAILED (or DONE) a new run needs reset(); after reset the machine is in APPROACH with
+    no goal, transitions, timers or references, and a new goal starts from the pre-grasp."""
+    task, world = GraspTask(), World(reachable=False)
+    task.start(GOAL)
+    run(task, world, 10.0)
+    assert task.phase == Phase.FAILED
+    with pytest.raises(RuntimeError, match="reset"):
+        task.start(GOAL)
+    task.reset()
+    assert task.phase == Phase.APPROACH and task.goal is None and task.transitions == []
+    assert task.failure is None and task.phase_durations == {}
+    with pytest.raises(RuntimeError, match="no goal"):
+        task.update(0.0, World().observe())
+    world = World()
+    task.start(GOAL)
+    output = task.update(world.time, world.observe())
+    assert output.phase == Phase.APPROACH and output.stage == "pre_grasp"
+    run(task, world, 12.0)
+    assert task.phase == Phase.DONE
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"grasp_pose": np.full((4, 4), np.nan)}, "grasp_pose"),
+        ({"grasp_pose": np.diag([2.0, 1, 1, 1])}, "rigid"),
+        ({"lift_height": -0.1}, "lift_height"),
+        ({"grasp_effort": 0.0}, "grasp_effort"),
+    ],
+)
+def test_bad_goals_are_rejected(changes: dict, words: str) -> None:
+    """Non-finite or non-rigid poses and negative or zero amounts raise ValueError naming them."""
+    arguments = {"grasp_pose": top_down(0.5, 0.0, CUBE_HALF)} | changes
+    with pytest.raises(ValueError, match=words):
+        GraspGoal(**arguments)
+
+
+def test_pose_error_matches_an_independent_rotation_angle() -> None:
+    """The orientation error equals the angle from the trace formula, the position error the
+    Euclidean distance."""
+    a = top_down(0.1, 0.2, 0.3)
+    b = a.copy()
+    b[:3, :3] = pin.exp3(np.array([0.0, 0.3, 0.4])) @ a[:3, :3]
+    b[:3, 3] += [0.03, 0.0, 0.04]
+    position, angle = pose_error(b, a)
+    relative = b[:3, :3] @ a[:3, :3].T
+    assert angle == pytest.approx(math.acos((np.trace(relative) - 1) / 2))
+    assert position == pytest.approx(0.05)
