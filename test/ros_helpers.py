@@ -3,6 +3,7 @@ an action client, subscriptions and service calls, spun by hand (real rclpy, loo
 
 from __future__ import annotations
 
+import array
 import os
 import subprocess
 import sys
@@ -97,10 +98,11 @@ class Client:
         values = self.call(
             GetParameters, f"{NODE}/get_parameters", GetParameters.Request(names=names)
         ).values
-        return {
-            name: Parameter.from_parameter_msg(ParameterMsg(name=name, value=value)).value
-            for name, value in zip(names, values, strict=True)
-        }
+        plain = {}
+        for name, value in zip(names, values, strict=True):
+            python = Parameter.from_parameter_msg(ParameterMsg(name=name, value=value)).value
+            plain[name] = list(python) if isinstance(python, (array.array, tuple)) else python
+        return plain
 
     def latest_arm_positions(self) -> np.ndarray:
         message = self.joint_states[-1]
