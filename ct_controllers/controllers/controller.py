@@ -20,11 +20,13 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True)
 class JointState:
-    """Measured state in model order: q [rad | m], v [rad/s | m/s], stamp [s]."""
+    """Measured state in model order: q [rad | m], v [rad/s | m/s], stamp [s], and the measured
+    effort [N·m | N] when the hardware reports one."""
 
     stamp: float
     q: FloatArray
     v: FloatArray
+    effort: FloatArray | None = None
 
 
 @dataclass(frozen=True)
