@@ -113,7 +113,7 @@ class StackConfig:
     reference_velocity_fraction: float  # of the URDF velocity limits [-]
     reference_max_acceleration: tuple[float, ...]  # [rad/s² | m/s²]
     reference_max_jerk: tuple[float, ...]  # [rad/s³ | m/s³]
-    effort_rate_limit: float  # [N·m/s]
+    effort_rate_limit: tuple[float, ...]  # [N·m/s | N/s] per joint
     safe_hold_damping: tuple[float, ...]  # [N·m·s/rad | N·s/m]
     mujoco_mode: str
     mujoco_timestep: float  # [s]
@@ -193,10 +193,10 @@ class StackConfig:
             )
         mode = get("mujoco.mode", str)
         timestep = float(get("mujoco.timestep", (int, float)))
-        rate_limit = float(get("limiter.effort_rate_limit", (int, float)))
-        if not (math.isfinite(rate_limit) and rate_limit > 0):
+        rate_limit = numbers("limiter.effort_rate_limit", len(joints))
+        if min(rate_limit) <= 0:
             raise ConfigError(
-                f"parameter 'limiter.effort_rate_limit' must be > 0, got {rate_limit}"
+                f"parameter 'limiter.effort_rate_limit' must be > 0, got {list(rate_limit)}"
             )
         fraction = float(get("references.velocity_fraction", (int, float)))
         if not (math.isfinite(fraction) and 0 < fraction <= 1):

@@ -42,7 +42,7 @@ def test_bundled_config_loads():
     impedance = config.controllers["joint_impedance"]
     assert impedance["type"] == "ct_controllers/JointImpedance"
     assert impedance["stiffness"][0] == 600.0 and impedance["gravity_compensation"] is True
-    assert config.effort_rate_limit == 1000.0
+    assert config.effort_rate_limit == (1000.0,) * 7 + (20000.0,) * 2
     assert len(config.safe_hold_damping) == 9
     assert config.mujoco_mode in ("paced", "lockstep")
     assert config.mujoco_timestep == 0.001
@@ -54,7 +54,7 @@ def test_parameters_are_flattened_with_dots():
     params = load_parameters()
     assert params["joint_impedance.type"] == "ct_controllers/JointImpedance"
     assert params["mujoco.timestep"] == 0.001
-    assert params["limiter.effort_rate_limit"] == 1000.0
+    assert params["limiter.effort_rate_limit"][0] == 1000.0
 
 
 def test_overrides_replace_single_parameters():
@@ -149,9 +149,11 @@ def test_wrong_type_is_named(name, value):
 
 
 def test_non_positive_rate_limit_is_named():
-    """limiter.effort_rate_limit must be positive."""
+    """limiter.effort_rate_limit must be positive on every joint, one value per joint."""
     with pytest.raises(ConfigError, match=re.escape("'limiter.effort_rate_limit'")):
-        load_config(overrides={"limiter.effort_rate_limit": 0.0})
+        load_config(overrides={"limiter.effort_rate_limit": [1000.0] * 8 + [0.0]})
+    with pytest.raises(ConfigError, match=re.escape("'limiter.effort_rate_limit'")):
+        load_config(overrides={"limiter.effort_rate_limit": [1000.0] * 8})
 
 
 def test_config_file_errors(tmp_path):
@@ -183,6 +185,7 @@ def test_build_stack_rejects_an_unknown_joint_by_name():
             "safe_hold.damping": [1.0] * 10,
             "references.max_acceleration": [1.0] * 10,
             "references.max_jerk": [1.0] * 10,
+            "limiter.effort_rate_limit": [1.0] * 10,
             "joint_impedance.stiffness": [1.0] * 10,
             "joint_impedance.damping": [1.0] * 10,
         }
@@ -200,6 +203,7 @@ def test_build_stack_rejects_a_config_missing_a_urdf_joint():
             "safe_hold.damping": [1.0] * 8,
             "references.max_acceleration": [1.0] * 8,
             "references.max_jerk": [1.0] * 8,
+            "limiter.effort_rate_limit": [1.0] * 8,
         }
     )
     with pytest.raises(ConfigError, match="'right_finger_joint'"):

@@ -381,7 +381,10 @@ def test_timing_recorder_counts_an_injected_overrun(stack):
         stack.hardware,
         stack.model,
         controller,
-        CommandLimiter(stack.model.limits.effort, CONFIG.effort_rate_limit),
+        CommandLimiter(
+            stack.model.limits.effort,
+            model_order(stack, CONFIG.joint_names, CONFIG.effort_rate_limit),
+        ),
         period=CONFIG.period,
         paced=True,
     )

@@ -25,7 +25,7 @@ DESCRIPTIONS = {
     "references.velocity_fraction": "Reference velocity limit, fraction of the URDF limit [-]",
     "references.max_acceleration": "Reference acceleration limit per joint [rad/s² | m/s²]",
     "references.max_jerk": "Reference jerk limit per joint [rad/s³ | m/s³]",
-    "limiter.effort_rate_limit": "Effort-rate limit per joint [N·m/s]",
+    "limiter.effort_rate_limit": "Effort-rate limit per joint [N·m/s | N/s]",
     "safe_hold.damping": "Safe-hold joint damping [N·m·s/rad | N·s/m], per joint",
     "joint_impedance.type": "Controller plugin type",
     "joint_impedance.stiffness": "Joint stiffness K [N·m/rad | N/m], per joint, arm then gripper",

@@ -112,14 +112,25 @@ def build_stack(
             controller_model, config.joint_names, params
         )
     controller = controllers[config.default_controller]
-    limiter = CommandLimiter(model.limits.effort, config.effort_rate_limit)
+    limiter = CommandLimiter(
+        model.limits.effort,
+        to_model_order(
+            model, config.joint_names, config.effort_rate_limit, "limiter.effort_rate_limit"
+        ),
+    )
     loop = ControlLoop(
         hardware,
         model,
         controller,
         limiter,
         period=config.period,
-        paced=config.mujoco_mode == "paced" if config.backend == "mujoco" else True,
+        # MuJoCo: as configured; a backend whose read() waits for the bus cycle (CANopen SYNC)
+        # sets the pace itself; others (the bridge) run on the loop's own schedule.
+        paced=(
+            config.mujoco_mode == "paced"
+            if config.backend == "mujoco"
+            else not hardware.paced_by_read
+        ),
         reference_limits=JointLimits(
             velocity=model.limits.velocity * config.reference_velocity_fraction,
             acceleration=to_model_order(
