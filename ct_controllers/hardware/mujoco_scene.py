@@ -262,5 +262,7 @@ def _add_objects(spec: mujoco.MjSpec) -> None:
     )
     # Solid cube: I = m (2a)² / 6 about each axis (a = half size); explicit, as for the robot.
     cube.mass = CUBE_MASS
+    cube.ipos = [0.0, 0.0, 0.0]  # set explicitly: left unset, MjSpec takes the body position
+    cube.iquat = [1.0, 0.0, 0.0, 0.0]
     cube.inertia = [CUBE_MASS * (2 * CUBE_HALF_SIZE) ** 2 / 6] * 3
     cube.explicitinertial = True
