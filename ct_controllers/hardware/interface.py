@@ -54,6 +54,11 @@ DISABLE = "disable"
 FAULT_REACTIONS = (DAMP, HOLD, QUICK_STOP, DISABLE)
 
 
+def reactions(*names: str) -> tuple[str, ...]:
+    """A backend's ``fault_reactions`` (typed as a variable-length tuple)."""
+    return names
+
+
 @dataclass(frozen=True)
 class StateSample:
     """Measured joint state at one instant.
@@ -137,8 +142,9 @@ class SystemInterface(ABC):
 
     # Class-level settings (not dataclass fields: no annotation), overridden by backends.
     requires_arming = False
-    fault_reactions = (DAMP, HOLD)
+    fault_reactions = reactions(DAMP, HOLD)
     backend_name = "hardware"
+    paced_by_read = False  # read() blocks until the hardware's next cycle (a bus master)
 
     def __post_init__(self) -> None:
         from ct_controllers.hardware.guard import BoundaryGuard  # guard imports this module

@@ -13,7 +13,9 @@ latches a fault when no fresh state arrives for ``state_timeout`` or no command 
 heartbeat) or a controller exception latches one too. A latched fault applies the configured
 reaction (:mod:`ct_controllers.runtime.fault_reaction`) from the last *measured* state, records
 the time from the fault to the first safe command, and lasts until :meth:`ControlLoop.reset_fault`
-with fresh data flowing.
+with fresh data flowing. Faulted without fresh state for ``state_timeout``, the loop has nothing
+to compute a reaction from: it then has drives that offer it quick stop (or disable) on their own
+feedback.
 
 Modes: ``lockstep`` runs ticks back to back (the sim backend advances one period per write);
 ``paced`` sleeps to a fixed schedule on the monotonic clock. A tick that starts later than
@@ -195,6 +197,7 @@ class ControlLoop:
         self._last_values: np.ndarray | None = None  # the last written command (hardware order)
         self._last_effort: FloatArray = np.zeros(len(hardware.joint_names))  # measured [N·m | N]
         self._reaction: FaultReaction | None = None
+        self._escalated: str | None = None  # drive-level reaction applied for lack of state
         self.fault_record: FaultRecord | None = None
         self.faults: list[FaultRecord] = []  # every fault latched, oldest first
         self.reset_refused: str = ""  # why the last reset_fault() did not clear the fault
@@ -319,6 +322,8 @@ class ControlLoop:
                 self._latch_fault(hardware_fault, state, now, now)
             elif expiry is not None:
                 self._latch_fault(expiry.message, state, now, expiry.since)
+        if self.fault is not None and not fresh:
+            self._escalate_without_state(now)
         if state is None:
             return  # nothing measured yet: nothing can be computed, nothing is written
         self._take_requests(state, now)
@@ -380,6 +385,26 @@ class ControlLoop:
         )
         self._last_values = np.array(values, dtype=np.float64)
         self.watchdog.command_written(now)
+
+    def _escalate_without_state(self, now: float) -> None:
+        """Faulted and no fresh state for ``state_timeout``: a reaction "from the measured state"
+        has nothing to measure, so drives that can stop on their own feedback are told to
+        (quick stop, else disable). Backends without either keep getting the reaction computed
+        from the last state accepted."""
+        if self._escalated is not None:
+            return
+        if self.watchdog.state_silence(now) <= self.watchdog.config.state_timeout:
+            return
+        for reaction in (QUICK_STOP, DISABLE):
+            if reaction in self.hardware.fault_reactions:
+                self._escalated = reaction
+                try:
+                    self.hardware.apply_fault_reaction(reaction)
+                    self.fault = f"{self.fault}; no measured state: {reaction}"
+                except Exception as exc:
+                    self.fault = f"{self.fault}; no measured state, {reaction} failed: {exc}"
+                return
+        self._escalated = ""  # nothing to escalate to
 
     def _latch_fault(
         self, reason: str, state: JointState | None, now: float, origin: float
@@ -479,6 +504,7 @@ class ControlLoop:
             return
         self.reset_refused = ""
         self.fault = None
+        self._escalated = None
         self._reaction = None
         self._trajectory = None
         self._reference = JointReference.hold(state.q)

@@ -1,0 +1,344 @@
+"""Simulated CiA 402 drives on a python-can bus, for tests and ``ct-bench faults``: a real
+``canopen.LocalNode`` per joint (SDO server, NMT slave, heartbeat producer, PDOs configured by
+the master over the bus) and a small motor model under the arm.
+
+On every SYNC each operational drive takes the RPDOs the master sent before it (controlword,
+mode, target torque / target position), steps its CiA 402 state machine
+(:func:`~ct_controllers.hardware.cia402.drive_transition`), the motors move, and every drive
+answers with its TPDOs (statusword, mode display, torque, position and velocity actual).
+
+The motor model: the arm's rigid-body dynamics from its URDF (Pinocchio: M(q) plus a reflected
+rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction, and per drive
+- OPERATION ENABLED, cyclic synchronous torque: the target torque (per-mille of rated);
+- OPERATION ENABLED, cyclic synchronous position: a stiff PD servo on the target position;
+- QUICK STOP ACTIVE: the drive ramps its joint's speed to zero at the quick stop deceleration
+  (6085h), then holds it;
+- any other state: the holding brake locks the joint.
+
+Fault injection (the plant side of a fault, as it happens on a real bus):
+:meth:`SimulatedDrives.stop_heartbeat`, :meth:`enter_fault`, :meth:`stop_pdos`,
+:meth:`send_error_frame`. Every RPDO a drive takes in is logged for "nothing unsafe written"
+checks (:attr:`SimulatedDrives.log`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import can
+import canopen
+import numpy as np
+
+from ct_controllers.hardware import cia402
+from ct_controllers.hardware.canopen_cia402 import CanopenCia402System, cia402_object_dictionary
+from ct_controllers.hardware.cia402 import DriveState, JointScaling
+from ct_controllers.model.robot import RobotModel
+
+# Reflected rotor inertia added to M's diagonal (rotor inertia × gear ratio²): [kg·m²] for a
+# revolute joint, [kg] for a prismatic one (a fine-pitch screw reflects a large mass).
+ROTOR_INERTIA = 0.1
+ROTOR_MASS = 1.0
+FRICTION = 0.5  # [N·m·s/rad | N·s/m] viscous joint friction
+SERVO_BANDWIDTH = 60.0  # [rad/s] of the CSP position servo
+SUBSTEP = 0.0005  # [s] integration step of the motor model
+
+
+@dataclass(frozen=True)
+class RpdoRecord:
+    """One cycle's command as a drive took it in (time.monotonic [s])."""
+
+    time: float
+    joint: str
+    controlword: int
+    mode: int
+    target_torque: int  # [per-mille]
+    target_position: int  # [counts]
+    state: DriveState  # the state it put the drive in
+
+
+def _read(node: canopen.LocalNode, index: int) -> int:
+    """An integer object of the drive's own dictionary (no bus traffic)."""
+    variable = node.sdo[index]
+    assert isinstance(variable, canopen.sdo.SdoVariable)
+    return int(variable.raw)
+
+
+def _write(node: canopen.LocalNode, index: int, value: int) -> None:
+    variable = node.sdo[index]
+    assert isinstance(variable, canopen.sdo.SdoVariable)
+    variable.raw = value
+
+
+class _Drive:
+    def __init__(self, joint: str, node: canopen.LocalNode, scaling: JointScaling) -> None:
+        self.joint = joint
+        self.node = node
+        self.scaling = scaling
+        self.state = DriveState.SWITCH_ON_DISABLED
+        self.previous_controlword = 0
+        self.mode = 0
+        self.pdo_ready = False
+        self.send_pdos = True
+        self.applied_effort = 0.0  # [N·m | N]
+        self.hold_position: float | None = None
+
+
+class SimulatedDrives:
+    """``joint_names`` driven by CiA 402 drives at ``node_ids`` on ``channel`` (python-can
+    ``interface``), starting at ``initial_positions`` [rad | m] by joint name."""
+
+    def __init__(
+        self,
+        model: RobotModel,
+        joint_names: Sequence[str],
+        node_ids: Sequence[int],
+        scalings: Sequence[JointScaling],
+        channel: str,
+        interface: str = "virtual",
+        initial_positions: Mapping[str, float] | None = None,
+        log_size: int = 200_000,
+    ) -> None:
+        self.model = model
+        self.joint_names = tuple(joint_names)
+        self._index = model.indices(self.joint_names)
+        self.q = np.zeros(model.nq)  # [rad | m]
+        for name, value in (initial_positions or {}).items():
+            self.q[model.q_index(name)] = value
+        self.v = np.zeros(model.nv)
+        self.rotor = np.full(model.nv, ROTOR_INERTIA)
+        pin_model = model.model
+        for name in self.joint_names:
+            if "P" in pin_model.joints[pin_model.getJointId(name)].shortname():
+                self.rotor[model.v_index(name)] = ROTOR_MASS  # JointModelPX/PY/PZ/P...
+        self.network = canopen.Network()
+        self.network.connect(interface=interface, channel=channel)
+        self.drives: list[_Drive] = []
+        for joint, node_id, scaling in zip(joint_names, node_ids, scalings, strict=True):
+            node = canopen.LocalNode(node_id, cia402_object_dictionary(node_id))
+            self.network.add_node(node)
+            self.drives.append(_Drive(joint, node, scaling))
+        self._lock = threading.Lock()
+        self.log: deque[RpdoRecord] = deque(maxlen=log_size)
+        self.syncs = 0
+        self._last_sync: float | None = None
+        self.network.subscribe(0x80, self._on_sync)
+        self.network.subscribe(0, self._on_nmt)
+        for drive in self.drives:
+            self._publish(drive)
+            drive.node.nmt.send_command(0x80)  # boot: INITIALISING → PRE-OPERATIONAL
+
+    def close(self) -> None:
+        for drive in self.drives:
+            drive.node.nmt.stop_heartbeat()
+        self.network.disconnect()
+
+    # --- fault injection -------------------------------------------------------------------
+    def _drive(self, joint: str) -> _Drive:
+        for drive in self.drives:
+            if drive.joint == joint:
+                return drive
+        raise KeyError(f"no simulated drive for joint '{joint}'")
+
+    def stop_heartbeat(self, joint: str) -> None:
+        """The drive's heartbeat stops (PDOs go on): a lost node as the consumer sees it."""
+        self._drive(joint).node.nmt.stop_heartbeat()
+
+    def enter_fault(self, joint: str) -> None:
+        """The drive trips (e.g. over-current): FAULT, brake on, until a fault reset."""
+        with self._lock:
+            self._drive(joint).state = DriveState.FAULT
+
+    def stop_pdos(self, joint: str) -> None:
+        """The drive stops answering SYNC with its TPDOs (heartbeat goes on)."""
+        with self._lock:
+            self._drive(joint).send_pdos = False
+
+    def send_error_frame(self) -> None:
+        """A CAN error frame on the bus, as a controller reports a bus error."""
+        assert self.network.bus is not None
+        self.network.bus.send(can.Message(is_error_frame=True, arbitration_id=0x20000004))
+
+    def heal(self) -> None:
+        """Every injected fault undone (heartbeats and PDOs back; FAULT stays until reset)."""
+        with self._lock:
+            for drive in self.drives:
+                drive.send_pdos = True
+                period = _read(drive.node, cia402.PRODUCER_HEARTBEAT)
+                drive.node.nmt.start_heartbeat(period)
+
+    # --- bus handlers (the simulation's receive thread) -------------------------------------
+    def _on_nmt(self, can_id: int, data: bytearray, timestamp: float) -> None:
+        # The LocalNode's own NMT handler ran first: PDOs are read when it becomes operational.
+        for drive in self.drives:
+            if drive.node.nmt.state == "OPERATIONAL" and not drive.pdo_ready:
+                drive.node.rpdo.read()
+                drive.node.tpdo.read()
+                drive.pdo_ready = True
+
+    def _on_sync(self, can_id: int, data: bytearray, timestamp: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            dt = 0.0 if self._last_sync is None else min(now - self._last_sync, 0.05)
+            self._last_sync = now
+            self.syncs += 1
+            efforts = np.zeros(self.model.nv)
+            locked = np.zeros(self.model.nv, dtype=bool)
+            ramps: dict[int, float] = {}
+            for drive, index in zip(self.drives, self._index, strict=True):
+                if not drive.pdo_ready or drive.node.nmt.state != "OPERATIONAL":
+                    locked[index] = True
+                    continue
+                self._take_rpdo(drive, now)
+                q, v = self.q[index], self.v[index]
+                if drive.state is DriveState.OPERATION_ENABLED:
+                    drive.hold_position = None
+                    if drive.mode == cia402.CYCLIC_SYNC_TORQUE:
+                        permille = int(drive.node.rpdo[1][cia402.TARGET_TORQUE].raw)
+                        permille = int(np.clip(permille, -1000, 1000))  # max torque 1000 ‰
+                        efforts[index] = drive.scaling.permille_to_effort(permille)
+                    elif drive.mode == cia402.CYCLIC_SYNC_POSITION:
+                        counts = int(drive.node.rpdo[2][cia402.TARGET_POSITION].raw)
+                        target = drive.scaling.counts_to_position(counts)
+                        inertia = self.model.mass_matrix(self.q)[index, index] + self.rotor[index]
+                        kp = inertia * SERVO_BANDWIDTH**2
+                        kd = 2.0 * inertia * SERVO_BANDWIDTH
+                        tau = kp * (target - q) - kd * v + self.model.gravity(self.q)[index]
+                        efforts[index] = float(
+                            np.clip(tau, -drive.scaling.rated_effort, drive.scaling.rated_effort)
+                        )
+                    else:
+                        locked[index] = True
+                elif drive.state is DriveState.QUICK_STOP_ACTIVE:
+                    option = _read(drive.node, cia402.QUICK_STOP_OPTION)
+                    if option not in (5, 6) and (option == 0 or abs(v) == 0.0):
+                        drive.state = DriveState.SWITCH_ON_DISABLED  # ramp done: disable
+                        locked[index] = True
+                        continue
+                    deceleration = (
+                        _read(drive.node, cia402.QUICK_STOP_DECELERATION)
+                        / drive.scaling.counts_per_unit
+                    )
+                    ramps[index] = max(deceleration, 1e-6)
+                else:
+                    locked[index] = True
+                drive.applied_effort = efforts[index]
+            self._step(efforts, locked, ramps, dt)
+            for drive in self.drives:
+                if drive.pdo_ready and drive.send_pdos:
+                    self._publish(drive)
+        for drive in self.drives:
+            if drive.pdo_ready and drive.send_pdos and drive.node.nmt.state == "OPERATIONAL":
+                drive.node.tpdo[1].transmit()
+                drive.node.tpdo[2].transmit()
+
+    def _take_rpdo(self, drive: _Drive, now: float) -> None:
+        rpdo1, rpdo2 = drive.node.rpdo[1], drive.node.rpdo[2]
+        if not rpdo1.is_received:
+            return
+        controlword = int(rpdo1[cia402.CONTROLWORD].raw)
+        mode = int(rpdo1[cia402.MODES_OF_OPERATION].raw)
+        option = _read(drive.node, cia402.QUICK_STOP_OPTION)
+        drive.state = cia402.drive_transition(
+            drive.state, controlword, drive.previous_controlword, option
+        )
+        drive.previous_controlword = controlword
+        drive.mode = mode
+        self.log.append(
+            RpdoRecord(
+                now,
+                drive.joint,
+                controlword,
+                mode,
+                int(rpdo1[cia402.TARGET_TORQUE].raw),
+                int(rpdo2[cia402.TARGET_POSITION].raw) if rpdo2.is_received else 0,
+                drive.state,
+            )
+        )
+
+    def _step(
+        self, efforts: np.ndarray, locked: np.ndarray, ramps: dict[int, float], dt: float
+    ) -> None:
+        """Advance the motors by ``dt`` [s] (lock held)."""
+        steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
+        h = dt / steps if steps else 0.0
+        for _ in range(steps):
+            prescribed = locked.copy()
+            acceleration = np.zeros(self.model.nv)
+            for index, deceleration in ramps.items():
+                prescribed[index] = True
+                speed = abs(self.v[index])
+                acceleration[index] = -math.copysign(min(deceleration, speed / h), self.v[index])
+            self.v[locked] = 0.0
+            free = ~prescribed
+            if free.any():
+                mass = self.model.mass_matrix(self.q) + np.diag(self.rotor)
+                bias = self.model.bias(self.q, self.v)
+                force = efforts - bias - FRICTION * self.v
+                force[free] -= mass[np.ix_(free, prescribed)] @ acceleration[prescribed]
+                acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force[free])
+            self.v += h * acceleration
+            self.v[locked] = 0.0
+            self.q += h * self.v
+        lower, upper = self.model.limits.lower, self.model.limits.upper
+        hit = (self.q < lower) | (self.q > upper)
+        self.q = np.clip(self.q, lower, upper)
+        self.v[hit] = 0.0  # the mechanical end stop
+
+    def _publish(self, drive: _Drive) -> None:
+        """Write the drive's actual values into its object dictionary (lock held or at init)."""
+        index = self.model.q_index(drive.joint)
+        scaling = drive.scaling
+        values = {
+            cia402.STATUSWORD: cia402.statusword_of(drive.state),
+            cia402.MODES_DISPLAY: drive.mode,
+            cia402.TORQUE_ACTUAL: int(
+                np.clip(round(drive.applied_effort / scaling.rated_effort * 1000), -32768, 32767)
+            ),
+            cia402.POSITION_ACTUAL: scaling.position_to_counts(float(self.q[index])),
+            cia402.VELOCITY_ACTUAL: scaling.velocity_to_counts(float(self.v[index])),
+        }
+        if drive.pdo_ready:
+            for number, layout in enumerate(cia402.TPDO_LAYOUT, start=1):
+                pdo = drive.node.tpdo[number]
+                for object_index, _bits in layout:
+                    pdo[object_index].raw = values[object_index]
+        else:
+            for object_index, value in values.items():
+                _write(drive.node, object_index, value)
+
+    # --- for checks ------------------------------------------------------------------------
+    def positions(self) -> dict[str, float]:
+        """Joint → true position [rad | m]."""
+        with self._lock:
+            return {n: float(self.q[self.model.q_index(n)]) for n in self.joint_names}
+
+    def velocities(self) -> dict[str, float]:
+        with self._lock:
+            return {n: float(self.v[self.model.v_index(n)]) for n in self.joint_names}
+
+    def states(self) -> dict[str, DriveState]:
+        with self._lock:
+            return {d.joint: d.state for d in self.drives}
+
+
+def simulated_drives_for(
+    system: CanopenCia402System,
+    model: RobotModel,
+    initial_positions: Mapping[str, float] | None = None,
+) -> SimulatedDrives:
+    """Simulated drives matching a (not yet configured) CANopen backend: the same joints, node
+    ids, unit conversion and bus channel."""
+    return SimulatedDrives(
+        model,
+        system.joint_names,
+        [d.node_id for d in system.drives],
+        [d.scaling for d in system.drives],
+        channel=system.config.channel,
+        interface=system.config.interface,
+        initial_positions=initial_positions,
+    )

@@ -1,0 +1,279 @@
+"""The CANopen CiA 402 backend end to end: the real ``canopen`` stack on python-can's virtual bus
+against simulated drives (a ``canopen.LocalNode`` per joint plus a motor model), the whole
+control stack on top (build_stack with ``backend: canopen``), and faults injected on the drive
+side: heartbeat loss, a drive entering FAULT, a PDO stream that stops, a bus error frame and a
+stalled control loop. Also the pure CiA 402 functions (state machine, units)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from helpers import bundled_description, home_by_name, new_robot_model
+
+from ct_controllers.config import load_config
+from ct_controllers.hardware import cia402
+from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.cia402 import DriveState, JointScaling, UnitRangeError
+from ct_controllers.hardware.interface import LifecycleState, NotArmedError
+from ct_controllers.hardware.sim_drive import SimulatedDrives, simulated_drives_for
+from ct_controllers.runtime.stack import Stack, build_stack
+
+_channels = itertools.count()
+RATE = 100.0  # [Hz]: 10 ms SYNC cycles keep the pure-Python bus simulation far from its limits
+PERIOD = 1.0 / RATE
+STATE_TIMEOUT = 3 * PERIOD
+HEARTBEAT_TIMEOUT = 0.05  # [s]
+
+
+# --- pure CiA 402 ----------------------------------------------------------------------------
+def test_statusword_decodes_every_state_and_round_trips():
+    """Each state's statusword decodes to that state, also with manufacturer bits set."""
+    for state in DriveState:
+        word = cia402.statusword_of(state)
+        assert cia402.decode_statusword(word) is state
+        assert cia402.decode_statusword(word | 0xFF00 | 0x10) is state  # bits 4, 8-15 ignored
+
+
+def test_controlwords_towards_enabled_bring_a_drive_to_operation_enabled():
+    """Following controlword_towards_enabled through the drive's transitions reaches OPERATION
+    ENABLED from SWITCH ON DISABLED in 3 steps and from FAULT in 4 (fault reset first)."""
+    for start, steps in ((DriveState.SWITCH_ON_DISABLED, 3), (DriveState.FAULT, 4)):
+        state, previous = start, 0
+        for _ in range(steps):
+            word = cia402.controlword_towards_enabled(state)
+            state, previous = cia402.drive_transition(state, word, previous), word
+        assert state is DriveState.OPERATION_ENABLED
+
+
+def test_fault_reset_needs_a_rising_edge_and_quick_stop_holds():
+    """FAULT leaves only on a rising edge of controlword bit 7; quick stop from OPERATION
+    ENABLED enters QUICK STOP ACTIVE and (option 6) stays there; disable voltage always ends in
+    SWITCH ON DISABLED."""
+    fault = DriveState.FAULT
+    assert cia402.drive_transition(fault, 0x80, 0x80) is fault
+    assert cia402.drive_transition(fault, 0x80, 0x00) is DriveState.SWITCH_ON_DISABLED
+    enabled = DriveState.OPERATION_ENABLED
+    stopped = cia402.drive_transition(enabled, cia402.CW_QUICK_STOP, 0x0F, 6)
+    assert stopped is DriveState.QUICK_STOP_ACTIVE
+    assert cia402.drive_transition(stopped, cia402.CW_QUICK_STOP, 0x02, 6) is stopped
+    for state in (enabled, stopped, DriveState.SWITCHED_ON):
+        assert cia402.drive_transition(state, 0x00, 0x0F) is DriveState.SWITCH_ON_DISABLED
+
+
+def test_unit_conversion_round_trips_and_refuses_overflow():
+    """counts ↔ rad with gear ratio and offset, and per-mille ↔ N·m, round-trip within one count
+    / one per-mille; a value that does not fit int16/int32 or is not finite raises, naming the
+    joint, and is never wrapped."""
+    scaling = JointScaling.for_joint("joint2", 524288, 160.0, 0.1, 176.0)
+    assert scaling.counts_per_unit == pytest.approx(524288 * 160 / (2 * math.pi))
+    for q in (-2.0, 0.1, 0.5, 2.0):
+        back = scaling.counts_to_position(scaling.position_to_counts(q))
+        assert abs(back - q) <= 1 / scaling.counts_per_unit
+    assert scaling.position_to_counts(0.1) == 0  # the offset
+    assert scaling.effort_to_permille(88.0) == 500
+    assert scaling.permille_to_effort(-250) == pytest.approx(-44.0)
+    with pytest.raises(UnitRangeError, match="joint2.*int16"):
+        scaling.effort_to_permille(176.0 * 40)
+    with pytest.raises(UnitRangeError, match="joint2"):
+        scaling.effort_to_permille(math.nan)
+    with pytest.raises(UnitRangeError, match="int32"):
+        scaling.position_to_counts(1e4)
+    finger = JointScaling.for_joint("f", 4096, 20.0, 0.0, 40.0, prismatic=True, screw_lead=0.01)
+    assert finger.counts_per_unit == pytest.approx(4096 * 20 / 0.01)
+    assert cia402.heartbeat_consumer_entry(3, 50) == 0x00030032
+
+
+# --- the stack on simulated drives -----------------------------------------------------------
+@dataclass
+class Rig:
+    stack: Stack
+    drives: SimulatedDrives
+
+    @property
+    def system(self) -> CanopenCia402System:
+        hardware = self.stack.hardware
+        assert isinstance(hardware, CanopenCia402System)
+        return hardware
+
+    def close(self) -> None:
+        self.stack.shut_down()
+        self.drives.close()
+
+
+def canopen_config(armed: bool = True, **overrides: object):  # type: ignore[no-untyped-def]
+    values: dict[str, object] = {
+        "backend": "canopen",
+        "hardware.armed": armed,
+        "update_rate": RATE,
+        "canopen.channel": f"ct_test_can_{next(_channels)}",
+        "canopen.heartbeat_timeout": HEARTBEAT_TIMEOUT,
+    }
+    values.update(overrides)
+    return load_config(overrides=values)
+
+
+def make_rig(armed: bool = True, **overrides: object) -> Rig:
+    config = canopen_config(armed, **overrides)
+    stack = build_stack(config, bundled_description("canopen"))
+    assert isinstance(stack.hardware, CanopenCia402System)
+    drives = simulated_drives_for(stack.hardware, new_robot_model(), home_by_name(config))
+    return Rig(stack, drives)
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    rig = make_rig()
+    rig.stack.bring_up()
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def arm_error(rig: Rig, target: dict[str, float]) -> float:
+    true = rig.drives.positions()
+    return max(abs(true[n] - v) for n, v in target.items())
+
+
+def assert_nothing_unsafe(rig: Rig, since: float = -math.inf) -> None:
+    """Every command the drives took in: torque within ±1000 ‰ of rated (the URDF effort limit)
+    and a known mode."""
+    for record in rig.drives.log:
+        if record.time < since:
+            continue
+        assert abs(record.target_torque) <= 1000, record
+        assert record.mode in (cia402.CYCLIC_SYNC_TORQUE, cia402.CYCLIC_SYNC_POSITION), record
+
+
+def test_activation_is_refused_unless_armed_and_enables_no_drive():
+    """Without hardware.armed, activate() raises naming the parameter; no drive leaves SWITCH
+    ON DISABLED and no drive gets an enable command."""
+    rig = make_rig(armed=False)
+    try:
+        with pytest.raises(NotArmedError, match=r"hardware\.armed"):
+            rig.stack.bring_up()
+        time.sleep(0.1)
+        assert rig.system.state is LifecycleState.INACTIVE
+        assert set(rig.drives.states().values()) == {DriveState.SWITCH_ON_DISABLED}
+        assert not any(r.controlword & 0x08 for r in rig.drives.log)
+    finally:
+        rig.close()
+
+
+def test_configure_maps_the_pdos_and_activate_enables_every_drive(rig):
+    """After bring-up every drive is OPERATIONAL (NMT) and OPERATION ENABLED (CiA 402), its PDOs
+    are mapped by SDO as laid out (read back from the drive's own dictionary), its heartbeat runs
+    at 1017h, and the first sample matches the true joint positions by name."""
+    for drive in rig.drives.drives:
+        assert drive.node.nmt.state == "OPERATIONAL"
+        assert drive.state is DriveState.OPERATION_ENABLED
+        mapped = drive.node.tpdo[2]
+        assert [v.index for v in mapped.map] == [cia402.POSITION_ACTUAL, cia402.VELOCITY_ACTUAL]
+        assert [v.index for v in drive.node.rpdo[1].map] == [
+            cia402.CONTROLWORD,
+            cia402.MODES_OF_OPERATION,
+            cia402.TARGET_TORQUE,
+        ]
+        assert drive.node.sdo[cia402.PRODUCER_HEARTBEAT].raw == 10
+    sample = rig.system.read()
+    true = rig.drives.positions()
+    for name, value in zip(sample.joint_names, sample.position, strict=True):
+        assert abs(value - true[name]) < 1e-5, name
+
+
+def test_a_motion_in_torque_mode_reaches_its_target(rig):
+    """The loop drives the simulated arm through the bus (cyclic synchronous torque) to a
+    target given by joint name; the true positions end within 5 mrad of it, and every command
+    the drives took in was within limits."""
+    loop = rig.stack.loop
+    target = {"joint4": -1.3, "joint1": 0.3, "joint6": 1.0}
+    motion = loop.request_motion(list(target), list(target.values()), 0.5)
+    loop.run_ticks(round(1.5 / PERIOD))
+    assert loop.fault is None, loop.fault
+    assert loop.motion_status(motion).state == "succeeded"
+    assert arm_error(rig, target) < 5e-3
+    modes = {r.mode for r in list(rig.drives.log)[-50:]}
+    assert modes == {cia402.CYCLIC_SYNC_TORQUE}
+    assert_nothing_unsafe(rig)
+
+
+FAULT_CASES = {
+    "heartbeat_loss": (lambda d: d.stop_heartbeat("joint3"), "heartbeat", HEARTBEAT_TIMEOUT),
+    "drive_fault": (lambda d: d.enter_fault("joint5"), "FAULT", STATE_TIMEOUT),
+    "pdo_stop": (lambda d: d.stop_pdos("joint2"), "no", STATE_TIMEOUT),
+    "bus_error": (lambda d: d.send_error_frame(), "bus error", STATE_TIMEOUT),
+}
+
+
+@pytest.mark.parametrize("case", list(FAULT_CASES))
+def test_injected_fault_ends_in_the_fault_reaction_in_time(rig, case):
+    """During a motion, the injected fault is latched and the first safe command is written
+    within its detection deadline (state_timeout, or the heartbeat consumer time) plus two
+    periods of the injection; the motion ends FAILED, the arm comes to rest, and nothing
+    unsafe was ever sent."""
+    inject, named, deadline = FAULT_CASES[case]
+    loop = rig.stack.loop
+    motion = loop.request_motion(["joint1", "joint4"], [0.4, -1.2], 1.0)
+    loop.run_ticks(round(0.3 / PERIOD))
+    assert loop.fault is None, loop.fault
+    injected = time.monotonic()
+    inject(rig.drives)
+    for _ in range(round(0.3 / PERIOD)):
+        loop.run_ticks(1)
+        if loop.fault_record is not None and loop.fault_record.first_safe_command is not None:
+            break
+    record = loop.fault_record
+    assert record is not None and record.first_safe_command is not None, loop.fault
+    assert named in record.reason
+    assert record.first_safe_command - injected <= deadline + 2 * PERIOD + 0.02
+    assert loop.motion_status(motion).state == "failed"
+    loop.run_ticks(round(1.0 / PERIOD))
+    assert loop.fault is not None  # latched
+    speeds = rig.drives.velocities()
+    assert max(abs(v) for v in speeds.values()) < 0.05
+    assert_nothing_unsafe(rig)
+    if case == "drive_fault":  # the tripped drive was never reset behind the operator's back
+        assert not any(r.controlword & 0x80 for r in rig.drives.log if r.joint == "joint5")
+    assert named in loop.diagnostics()["hardware.fault"]
+
+
+def test_a_stalled_loop_gets_the_drives_quick_stopped_by_the_backend(rig):
+    """When the control loop stops writing during a motion, the backend's own cycle sends the
+    CiA 402 quick stop after command_timeout: every drive enters QUICK STOP ACTIVE and the arm
+    comes to rest, without a single further tick of the loop."""
+    loop = rig.stack.loop
+    loop.request_motion(["joint1"], [0.5], 0.8)
+    loop.run_ticks(round(0.4 / PERIOD))
+    stalled = time.monotonic()
+    time.sleep(0.5)
+    system = rig.system
+    assert system.quick_stop_sent_at is not None
+    assert system.quick_stop_sent_at - stalled <= 3 * PERIOD + 2 * PERIOD + 0.02
+    assert set(rig.drives.states().values()) == {DriveState.QUICK_STOP_ACTIVE}
+    assert max(abs(v) for v in rig.drives.velocities().values()) < 1e-6
+    fault = system.fault()
+    assert fault is not None and "no command" in fault
+
+
+def test_reset_after_a_drive_fault_re_enables_and_resumes(rig):
+    """After a drive FAULT, reset_fault() (with fresh data flowing) performs the CiA 402 fault
+    reset and enable sequence; the fault clears and a new motion succeeds."""
+    loop = rig.stack.loop
+    loop.run_ticks(10)
+    rig.drives.enter_fault("joint6")
+    loop.run_ticks(5)
+    assert loop.fault is not None and "FAULT" in loop.fault
+    loop.reset_fault()
+    loop.run_ticks(1)
+    assert loop.fault is None, loop.reset_refused
+    assert set(rig.drives.states().values()) == {DriveState.OPERATION_ENABLED}
+    motion = loop.request_motion(["joint6"], [1.1], 0.4)
+    loop.run_ticks(round(1.0 / PERIOD))
+    assert loop.motion_status(motion).state == "succeeded"
+    assert arm_error(rig, {"joint6": 1.1}) < 5e-3
