@@ -192,7 +192,9 @@ class GraspTask:
         self._last_fresh: float | None = None
         self._condition = DwellCondition(self.parameters.dwell, self.parameters.freshness)
         self._hold_pose: FloatArray | None = None
-        self._object_in_tcp: FloatArray | None = None
+        self._object_in_tcp: FloatArray | None = None  # at the end of CLOSE
+        self._object_in_tcp_at_hold: FloatArray | None = None  # when the hold stage began
+        self._grasp_height: float | None = None  # object z [m] at the end of CLOSE
         self._release_object: FloatArray | None = None
         self._release_tcp: FloatArray | None = None
         self._carry_targets: list[tuple[str, FloatArray]] = []
@@ -284,6 +286,7 @@ class GraspTask:
             self._object_in_tcp = (
                 None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
             )
+            self._grasp_height = None if obs.object_pose is None else float(obs.object_pose[2, 3])
             values = {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])}
             if obs.contact_forces is not None:
                 values |= {
@@ -301,20 +304,38 @@ class GraspTask:
         return None
 
     def _hold(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
+        """Stages lift → (carry) → hold → put_down. Losing the object (slip beyond
+        slip_failure from the grasp) fails at any stage; the hold stage needs the object's pose
+        relative to the TCP to stay within slip_tolerance of what it was when the hold began,
+        for hold_duration; the lift needs the object to have risen with the TCP."""
         p = self.parameters
-        slip = self._slip(obs) if usable else math.inf
+        slip = self._slip(obs, self._object_in_tcp) if usable else math.inf
         if usable and slip > p.slip_failure:
             return self._fail(now, "object slipped out of the grasp", {"slip": slip})
-        stage_index = [name for name, _ in self._carry_targets].index(self.stage)
+        names = [name for name, _ in self._carry_targets]
+        stage_index = names.index(self.stage)
         target = self._carry_targets[stage_index][1]
         position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
         reached = position <= p.position_tolerance and angle <= p.orientation_tolerance
-        no_slip = slip <= p.slip_tolerance
-        state = self._judge(now, obs, usable and reached and no_slip)
-        if state.met:
-            values = {"position_error": position, "slip": slip}
+        values = {"position_error": position, "orientation_error": angle, "slip": slip}
+        condition = usable and reached
+        if self.stage == "lift" and obs.object_pose is not None and self._grasp_height is not None:
+            rise = float(obs.object_pose[2, 3]) - self._grasp_height
+            values["object_rise"] = rise
+            condition = condition and rise >= 0.8 * self.goal.lift_height  # type: ignore[union-attr]
+        if self.stage == "hold":
+            hold_slip = self._slip(obs, self._object_in_tcp_at_hold) if usable else math.inf
+            values["hold_slip"] = hold_slip
+            condition = condition and hold_slip <= p.slip_tolerance
+        if self._judge(now, obs, condition).met:
             if stage_index + 1 < len(self._carry_targets):
-                self._next_stage(now, self._carry_targets[stage_index + 1][0])
+                self._next_stage(now, names[stage_index + 1])
+                if self.stage == "hold":
+                    self._object_in_tcp_at_hold = (
+                        None
+                        if obs.object_pose is None
+                        else self._relative(obs.tcp_pose, obs.object_pose)
+                    )
             else:
                 self._release_tcp = np.array(obs.tcp_pose)
                 self._release_object = (
@@ -372,12 +393,13 @@ class GraspTask:
         stages.append(("put_down", np.array(place)))
         return stages
 
-    def _slip(self, obs: GraspObservation) -> float:
-        """Displacement [m] of the object relative to the TCP since the grasp closed."""
-        if obs.object_pose is None or self._object_in_tcp is None:
+    def _slip(self, obs: GraspObservation, reference: FloatArray | None) -> float:
+        """Displacement [m] of the object relative to the TCP since ``reference`` (the object's
+        pose in the TCP frame then)."""
+        if obs.object_pose is None or reference is None:
             return 0.0  # unobserved: slip cannot be judged (a real gripper needs a sensor)
         now_in_tcp = self._relative(obs.tcp_pose, obs.object_pose)
-        return float(np.linalg.norm(now_in_tcp[:3, 3] - self._object_in_tcp[:3, 3]))
+        return float(np.linalg.norm(now_in_tcp[:3, 3] - reference[:3, 3]))
 
     @staticmethod
     def _relative(tcp_pose: FloatArray, object_pose: FloatArray) -> FloatArray:
@@ -406,8 +428,7 @@ class GraspTask:
         self._next_stage(now, stage)
 
     def _fail(self, now: float, reason: str, values: dict[str, float]) -> TaskOutput:
-        failed_in = self.phase
-        self._enter(now, Phase.FAILED, "failed", f"{failed_in.value}: {reason}", values)
+        self._enter(now, Phase.FAILED, "failed", reason, values)
         self.failure = self.transitions[-1]
         return self._frozen()
 
