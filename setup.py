@@ -35,6 +35,8 @@ setup(
         # Plugins, as pluginlib does for ros2_control: names used in the URDF and controllers.yaml.
         "ct_controllers.hardware": [
             "ct_controllers/MujocoSystem = ct_controllers.hardware.mujoco_system:MujocoSystem",
+            "ct_controllers/Ros2ControlBridge = "
+            "ct_controllers.hardware.ros2_control_bridge:Ros2ControlBridge",
             "ct_controllers/CanopenCia402System = "
             "ct_controllers.hardware.canopen_cia402:CanopenCia402System",
         ],

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import pytest
 from helpers import bundled_description, home_by_name, new_robot_model
 
@@ -78,7 +77,7 @@ def test_unit_conversion_round_trips_and_refuses_overflow():
     assert scaling.position_to_counts(0.1) == 0  # the offset
     assert scaling.effort_to_permille(88.0) == 500
     assert scaling.permille_to_effort(-250) == pytest.approx(-44.0)
-    with pytest.raises(UnitRangeError, match="joint2.*int16"):
+    with pytest.raises(UnitRangeError, match=r"joint2.*int16"):
         scaling.effort_to_permille(176.0 * 40)
     with pytest.raises(UnitRangeError, match="joint2"):
         scaling.effort_to_permille(math.nan)

@@ -48,6 +48,60 @@ SERVO_BANDWIDTH = 60.0  # [rad/s] of the CSP position servo
 SUBSTEP = 0.0005  # [s] integration step of the motor model
 
 
+def rotor_inertia(model: RobotModel) -> np.ndarray:
+    """Reflected rotor inertia per joint, model order: ``ROTOR_INERTIA`` [kg·m²] for revolute
+    joints, ``ROTOR_MASS`` [kg] for prismatic ones."""
+    rotor = np.full(model.nv, ROTOR_INERTIA)
+    pin_model = model.model
+    for name in model.joint_names:
+        # JointModelPX/PY/PZ and JointModelPrismaticUnaligned are the 1-DOF prismatic joints.
+        if pin_model.joints[pin_model.getJointId(name)].shortname().startswith("JointModelP"):
+            rotor[model.v_index(name)] = ROTOR_MASS
+    return rotor
+
+
+def motor_step(
+    model: RobotModel,
+    q: np.ndarray,
+    v: np.ndarray,
+    rotor: np.ndarray,
+    efforts: np.ndarray,
+    locked: np.ndarray,
+    ramps: Mapping[int, float],
+    dt: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The motor model: (q, v) after ``dt`` [s] under ``efforts`` [N·m | N] (model order), with
+    (M(q) + diag(rotor)) q̈ = τ − b(q, v) − friction·v for free joints; ``locked`` joints are held
+    by their brakes; joints in ``ramps`` (index → deceleration [rad/s² | m/s²]) are slowed to rest
+    by their drive. Semi-implicit Euler in steps of at most ``SUBSTEP``; the joint limits are
+    end stops."""
+    q, v = q.copy(), v.copy()
+    steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
+    h = dt / steps if steps else 0.0
+    for _ in range(steps):
+        prescribed = locked.copy()
+        acceleration = np.zeros(model.nv)
+        for index, deceleration in ramps.items():
+            prescribed[index] = True
+            speed = abs(v[index])
+            acceleration[index] = -math.copysign(min(deceleration, speed / h), v[index])
+        v[locked] = 0.0
+        free = ~prescribed
+        if free.any():
+            mass = model.mass_matrix(q) + np.diag(rotor)
+            force = efforts - model.bias(q, v) - FRICTION * v
+            force[free] -= mass[np.ix_(free, prescribed)] @ acceleration[prescribed]
+            acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force[free])
+        v += h * acceleration
+        v[locked] = 0.0
+        q += h * v
+    lower, upper = model.limits.lower, model.limits.upper
+    hit = (q < lower) | (q > upper)
+    q = np.clip(q, lower, upper)
+    v[hit] = 0.0  # the mechanical end stop
+    return q, v
+
+
 @dataclass(frozen=True)
 class RpdoRecord:
     """One cycle's command as a drive took it in (time.monotonic [s])."""
@@ -110,11 +164,7 @@ class SimulatedDrives:
         for name, value in (initial_positions or {}).items():
             self.q[model.q_index(name)] = value
         self.v = np.zeros(model.nv)
-        self.rotor = np.full(model.nv, ROTOR_INERTIA)
-        pin_model = model.model
-        for name in self.joint_names:
-            if "P" in pin_model.joints[pin_model.getJointId(name)].shortname():
-                self.rotor[model.v_index(name)] = ROTOR_MASS  # JointModelPX/PY/PZ/P...
+        self.rotor = rotor_inertia(model)
         self.network = canopen.Network()
         self.network.connect(interface=interface, channel=channel)
         self.drives: list[_Drive] = []
@@ -264,30 +314,9 @@ class SimulatedDrives:
         self, efforts: np.ndarray, locked: np.ndarray, ramps: dict[int, float], dt: float
     ) -> None:
         """Advance the motors by ``dt`` [s] (lock held)."""
-        steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
-        h = dt / steps if steps else 0.0
-        for _ in range(steps):
-            prescribed = locked.copy()
-            acceleration = np.zeros(self.model.nv)
-            for index, deceleration in ramps.items():
-                prescribed[index] = True
-                speed = abs(self.v[index])
-                acceleration[index] = -math.copysign(min(deceleration, speed / h), self.v[index])
-            self.v[locked] = 0.0
-            free = ~prescribed
-            if free.any():
-                mass = self.model.mass_matrix(self.q) + np.diag(self.rotor)
-                bias = self.model.bias(self.q, self.v)
-                force = efforts - bias - FRICTION * self.v
-                force[free] -= mass[np.ix_(free, prescribed)] @ acceleration[prescribed]
-                acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force[free])
-            self.v += h * acceleration
-            self.v[locked] = 0.0
-            self.q += h * self.v
-        lower, upper = self.model.limits.lower, self.model.limits.upper
-        hit = (self.q < lower) | (self.q > upper)
-        self.q = np.clip(self.q, lower, upper)
-        self.v[hit] = 0.0  # the mechanical end stop
+        self.q, self.v = motor_step(
+            self.model, self.q, self.v, self.rotor, efforts, locked, ramps, dt
+        )
 
     def _publish(self, drive: _Drive) -> None:
         """Write the drive's actual values into its object dictionary (lock held or at init)."""

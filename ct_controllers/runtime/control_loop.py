@@ -220,6 +220,7 @@ class ControlLoop:
         self._snapshot: LoopSnapshot | None = None
         self._snapshot_ready = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._schedule: float | None = None  # next scheduled tick of run_ticks [perf_counter s]
         self._stop = threading.Event()
         self.fault: str | None = None
 
@@ -613,10 +614,16 @@ class ControlLoop:
 
     # --- running ---------------------------------------------------------------------------
     def run_ticks(self, count: int) -> None:
-        """Run ``count`` ticks on the calling thread (paced or not), recording timing."""
-        scheduled = time.perf_counter()
+        """Run ``count`` ticks on the calling thread (paced or not), recording timing. Paced,
+        consecutive calls keep one schedule (``run_ticks(1)`` in a loop ticks once a period)
+        unless the caller came back more than a period late."""
+        now = time.perf_counter()
+        scheduled = self._schedule if self._schedule is not None else now
+        if scheduled < now - self.period:
+            scheduled = now
         for _ in range(count):
             scheduled = self._one_timed_tick(scheduled)
+        self._schedule = scheduled
 
     def _one_timed_tick(self, scheduled: float) -> float:
         if self.paced:

@@ -1,0 +1,180 @@
+"""A stand-in for a running ros2_control stack, as a separate ROS process: a small plant
+simulation (the arm's rigid-body model with rotor inertia, friction and brakes, from
+:mod:`ct_controllers.hardware.sim_drive`) that publishes ``sensor_msgs/JointState`` like a
+joint_state_broadcaster and applies ``std_msgs/Float64MultiArray`` efforts like an effort
+forward_command_controller (the last command holds until the next; brakes hold the arm until the
+first one arrives).
+
+``python -m ct_controllers.bench.ros2_control_plant [--rate HZ] [--order j1,j2,...]``
+
+Lines on standard input change its behaviour, for fault injection: ``nan`` (positions NaN),
+``unknown`` (one joint renamed), ``shuffle`` (joints published in reverse order), ``unstamped``
+(zero stamps), ``ok`` (back to normal), ``report`` (one JSON line on standard output: true
+positions and velocities by name, commands received, non-finite or malformed commands, the
+largest |command| per joint), ``quit``. Stalling is done from outside (SIGSTOP/SIGCONT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+from ct_controllers.ros.dds import ensure_loopback_dds
+
+ensure_loopback_dds()
+
+import numpy as np  # noqa: E402
+import rclpy  # noqa: E402
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+from ct_controllers.config import load_config  # noqa: E402
+from ct_controllers.hardware.sim_drive import motor_step, rotor_inertia  # noqa: E402
+from ct_controllers.model.description import load_description  # noqa: E402
+from ct_controllers.model.robot import RobotModel  # noqa: E402
+
+
+class Plant:
+    def __init__(self, rate: float, order: list[str] | None, states: str, commands: str) -> None:
+        config = load_config()
+        self.model = RobotModel(load_description().urdf)
+        self.names = order or list(config.joint_names)
+        self.command_names = list(config.bridge.command_joints) if config.bridge else self.names
+        self.index = self.model.indices(self.names)
+        self.command_index = self.model.indices(self.command_names)
+        self.q = np.zeros(self.model.nq)
+        self.q[self.model.indices(config.joint_names)] = config.home_positions
+        self.v = np.zeros(self.model.nv)
+        self.rotor = rotor_inertia(self.model)
+        self.effort = np.zeros(self.model.nv)
+        self.period = 1.0 / rate
+        self.mode = "ok"
+        self.lock = threading.Lock()
+        self.commands = 0
+        self.bad_commands = 0
+        self.max_command = np.zeros(self.model.nv)
+        self.first_command_at: float | None = None
+        self.node = rclpy.create_node("ct_ros2_control_plant")
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.publisher = self.node.create_publisher(JointState, states, qos)
+        self.node.create_subscription(Float64MultiArray, commands, self.on_command, qos)
+
+    def on_command(self, message: Float64MultiArray) -> None:
+        values = np.array(message.data, dtype=np.float64)
+        with self.lock:
+            if values.size != len(self.command_names) or not np.all(np.isfinite(values)):
+                self.bad_commands += 1  # a forward_command_controller ignores these too
+                return
+            self.effort[self.command_index] = values
+            self.max_command = np.maximum(self.max_command, np.abs(self.effort))
+            self.commands += 1
+            if self.first_command_at is None:
+                self.first_command_at = time.time()
+
+    def step(self) -> None:
+        with self.lock:
+            locked = np.full(self.model.nv, self.first_command_at is None)  # brakes until then
+            self.q, self.v = motor_step(
+                self.model, self.q, self.v, self.rotor, self.effort, locked, {}, self.period
+            )
+            mode = self.mode
+            position = self.q[self.index].copy()
+            velocity = self.v[self.index].copy()
+            effort = self.effort[self.index].copy()
+        names = list(self.names)
+        if mode == "nan":
+            position[1] = np.nan
+        elif mode == "unknown":
+            names[2] = "ghost_joint"
+        elif mode == "shuffle":
+            names, position, velocity, effort = (
+                names[::-1],
+                position[::-1],
+                velocity[::-1],
+                effort[::-1],
+            )
+        message = JointState()
+        if mode != "unstamped":
+            now = time.time()
+            message.header.stamp.sec = int(now)
+            message.header.stamp.nanosec = int((now - int(now)) * 1e9)
+        message.name = names
+        message.position = position.tolist()
+        message.velocity = velocity.tolist()
+        message.effort = effort.tolist()
+        self.publisher.publish(message)
+
+    def report(self) -> dict[str, object]:
+        with self.lock:
+            return {
+                "position": {n: float(self.q[self.model.q_index(n)]) for n in self.names},
+                "velocity": {n: float(self.v[self.model.v_index(n)]) for n in self.names},
+                "commands": self.commands,
+                "bad_commands": self.bad_commands,
+                "max_command": {
+                    n: float(self.max_command[self.model.v_index(n)]) for n in self.names
+                },
+                "first_command_at": self.first_command_at,
+            }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ros2_control_plant")
+    parser.add_argument("--rate", type=float, default=200.0, help="JointState rate [Hz]")
+    parser.add_argument("--order", default="", help="joint order of the JointState messages")
+    parser.add_argument("--states-topic", default="/joint_states")
+    parser.add_argument("--command-topic", default="/effort_controller/commands")
+    args = parser.parse_args(argv)
+    sys.setswitchinterval(0.0005)
+    rclpy.init()
+    plant = Plant(
+        args.rate, args.order.split(",") if args.order else None, args.states_topic,
+        args.command_topic,
+    )  # fmt: skip
+    executor = SingleThreadedExecutor()
+    executor.add_node(plant.node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    stop = threading.Event()
+
+    def control() -> None:
+        for line in sys.stdin:
+            word = line.strip()
+            if word == "report":
+                print(json.dumps(plant.report()), flush=True)
+            elif word == "quit":
+                break
+            elif word in ("nan", "unknown", "shuffle", "unstamped", "ok"):
+                with plant.lock:
+                    plant.mode = word
+                print(f"mode {word}", flush=True)
+        stop.set()
+
+    threading.Thread(target=control, daemon=True).start()
+    print("plant ready", flush=True)
+    scheduled = time.monotonic()
+    try:
+        while not stop.is_set():
+            plant.step()
+            scheduled += plant.period
+            delay = scheduled - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                scheduled = time.monotonic()  # a stall (SIGSTOP): re-base, do not bunch
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        executor.shutdown()
+        plant.node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""The ros2_control bridge backend over real rclpy and real DDS (loopback): the whole stack in
+this process (build_stack with ``backend: ros2_control_bridge``) against a separate process that
+plays the ros2_control side (``ct_controllers.bench.ros2_control_plant``: a plant simulation
+publishing JointState and applying Float64MultiArray efforts). The plant process publishes its
+joints in reverse order, and is made to send NaN, unknown or unstamped joints, to stall (SIGSTOP)
+and to restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from helpers import bundled_description
+
+from ct_controllers.config import load_config
+from ct_controllers.hardware.interface import LifecycleState, NotArmedError
+from ct_controllers.hardware.ros2_control_bridge import BridgeConfig, Ros2ControlBridge
+from ct_controllers.runtime.stack import Stack, build_stack
+
+RATE = 100.0  # [Hz] control loop
+PERIOD = 1.0 / RATE
+STATE_TIMEOUT = 3 * PERIOD
+STATES = "/ct_test_bridge/joint_states"
+COMMANDS = "/ct_test_bridge/effort_controller/commands"
+CONFIG = load_config(
+    overrides={
+        "backend": "ros2_control_bridge",
+        "hardware.armed": True,
+        "update_rate": RATE,
+        "ros2_control_bridge.joint_states_topic": STATES,
+        "ros2_control_bridge.command_topic": COMMANDS,
+    }
+)
+JOINTS = list(CONFIG.joint_names)
+
+
+class PlantProcess:
+    """The ros2_control side, in its own process; controlled through its stdin."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "ct_controllers.bench.ros2_control_plant",
+                "--order", ",".join(reversed(JOINTS)), "--rate", "200",
+                "--states-topic", STATES, "--command-topic", COMMANDS,
+            ],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
+        assert self.readline(20.0) == "plant ready"
+
+    def readline(self, timeout: float = 5.0) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if line:
+                return line.strip()
+        raise AssertionError("the plant process said nothing")
+
+    def send(self, word: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(word + "\n")
+        self.process.stdin.flush()
+        if word != "report":
+            assert self.readline() == f"mode {word}"
+
+    def report(self) -> dict:
+        self.send("report")
+        return json.loads(self.readline())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(5)
+
+
+@pytest.fixture(scope="module")
+def plant() -> Iterator[list[PlantProcess]]:
+    holder = [PlantProcess()]  # a list, so that the restart test can replace it
+    yield holder
+    holder[0].stop()
+
+
+@pytest.fixture(scope="module")
+def stack(plant) -> Iterator[Stack]:
+    stack = build_stack(CONFIG, bundled_description("ros2_control_bridge"))
+    stack.bring_up()
+    stack.loop.snapshot_decimation = 1
+    yield stack
+    stack.shut_down()
+
+
+def run(stack: Stack, seconds: float) -> None:
+    stack.loop.run_ticks(round(seconds / PERIOD))
+
+
+def recover(stack: Stack, plant: PlantProcess) -> None:
+    """Normal data again, then reset the fault (fresh data needed)."""
+    plant.send("ok")
+    run(stack, 0.1)
+    stack.loop.reset_fault()
+    run(stack, 0.05)
+    assert stack.loop.fault is None, stack.loop.reset_refused
+
+
+def assert_safe_commands(report: dict) -> None:
+    """The plant never got a malformed or non-finite command, nor one beyond the URDF limit."""
+    assert report["bad_commands"] == 0
+    model_limits = dict(zip(JOINTS, [176, 176, 110, 110, 110, 40, 40, 40, 40], strict=True))
+    for name, value in report["max_command"].items():
+        assert value <= model_limits[name] + 1e-9, name
+
+
+def test_command_joints_must_name_every_joint_once():
+    """A forward controller joint list with an unknown, a missing or a repeated joint is refused
+    at construction, naming them."""
+    joints = ("a", "b", "c")
+    with pytest.raises(ValueError, match=r"unknown: x.*missing: c"):
+        Ros2ControlBridge(joints, BridgeConfig(command_joints=("a", "b", "x")))
+    with pytest.raises(ValueError, match="twice: a"):
+        Ros2ControlBridge(joints, BridgeConfig(command_joints=("a", "a", "b", "c")))
+
+
+def test_activation_is_refused_unless_armed():
+    """Without hardware.armed the bridge configures (node up) but refuses to activate, naming
+    the parameter, and publishes nothing."""
+    config = load_config(overrides={"backend": "ros2_control_bridge", "update_rate": RATE})
+    stack = build_stack(config, bundled_description("ros2_control_bridge"))
+    try:
+        with pytest.raises(NotArmedError, match=r"hardware\.armed"):
+            stack.bring_up()
+        assert stack.hardware.state is LifecycleState.INACTIVE
+        assert isinstance(stack.hardware, Ros2ControlBridge) and stack.hardware.published == 0
+    finally:
+        stack.shut_down()
+
+
+def test_motion_through_the_bridge_with_joints_in_another_order(stack, plant):
+    """The plant publishes its joints in reverse order; the bridge maps them by name and sends
+    efforts in the forward controller's order: a motion reaches its target (checked on the
+    plant's true positions) and every command was finite and within limits."""
+    loop = stack.loop
+    motion = loop.request_motion(["joint4", "joint1"], [-1.3, 0.3], 0.5)
+    run(stack, 1.3)
+    assert loop.fault is None, loop.fault
+    assert loop.motion_status(motion).state == "succeeded"
+    report = plant[0].report()
+    assert abs(report["position"]["joint4"] + 1.3) < 0.01
+    assert abs(report["position"]["joint1"] - 0.3) < 0.01
+    assert report["commands"] > 100
+    assert_safe_commands(report)
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("nan", "state.non_finite"),
+        ("unknown", "state.unknown_joint"),
+        ("unstamped", "state.no_stamp"),
+    ],
+)
+def test_bad_joint_states_are_rejected_and_end_in_the_fault_reaction(stack, plant, mode, reason):
+    """NaN positions, an unknown joint name or a zero stamp from the ros2_control side are
+    rejected by the guard (counted by reason), never reach the controller, and after
+    state_timeout the fault reaction is written; the plant never receives a bad command."""
+    loop = stack.loop
+    before = stack.hardware.guard.counts().get(reason, 0)
+    plant[0].send(mode)
+    injected = time.time()
+    for _ in range(round(0.5 / PERIOD)):
+        loop.run_ticks(1)
+        record = loop.fault_record
+        if loop.fault is not None and record is not None and record.first_safe_command:
+            break
+    assert loop.fault is not None and "no fresh state" in loop.fault, loop.diagnostics()
+    assert stack.hardware.guard.counts().get(reason, 0) > before
+    record = loop.fault_record
+    assert record is not None and record.first_safe_command is not None
+    # JointStates arrive every 5 ms: the last good one may be a period older than the injection.
+    assert record.first_safe_command - injected <= STATE_TIMEOUT + 2 * PERIOD + 0.02
+    assert_safe_commands(plant[0].report())
+    recover(stack, plant[0])
+
+
+def test_a_stalled_ros2_control_side_is_detected_and_recovered(stack, plant):
+    """SIGSTOP on the plant process: no fresh JointState, the watchdog latches within
+    state_timeout (+ one period) and the reaction is written; after SIGCONT and a reset the
+    stack runs again."""
+    loop = stack.loop
+    run(stack, 0.1)
+    process = plant[0].process
+    process.send_signal(signal.SIGSTOP)
+    stopped = time.time()
+    try:
+        run(stack, 0.2)
+        assert loop.fault is not None and "no fresh state" in loop.fault
+        record = loop.fault_record
+        assert record is not None and record.first_safe_command is not None
+        assert record.first_safe_command - stopped <= STATE_TIMEOUT + 2 * PERIOD + 0.02
+    finally:
+        process.send_signal(signal.SIGCONT)
+    recover(stack, plant[0])
+
+
+def test_a_restarted_ros2_control_side_is_detected_and_recovered(stack, plant):
+    """The plant process is killed (fault latched; a reset is refused while nothing arrives),
+    then a new one starts: its fresh data lets the reset through and a motion succeeds."""
+    loop = stack.loop
+    plant[0].stop()
+    run(stack, 0.2)
+    assert loop.fault is not None
+    loop.reset_fault()
+    run(stack, 0.05)
+    assert loop.fault is not None and "fresh" in loop.reset_refused
+    plant[0] = PlantProcess()
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and not loop.snapshot().state_fresh:
+        run(stack, 0.05)
+    recover(stack, plant[0])
+    motion = loop.request_motion(["joint2"], [0.5], 0.5)
+    run(stack, 1.2)
+    assert loop.motion_status(motion).state == "succeeded", loop.fault
+    assert abs(plant[0].report()["position"]["joint2"] - 0.5) < 0.01
