@@ -1,11 +1,13 @@
 """Parallel gripper: a position servo per finger whose force saturates at the requested limit,
 as a gripper drive does for a grasp (Franka's "grasp with force").
 
-    τ_i = clip(K (q*_i − q_i) − D q̇_i + g_i(q), −F_i, F_i)
+    τ_i = clip(K (r_i − q_i) − D q̇_i + g_i(q), −F_i, F_i)
 
-K [N/m] is high so that a finger blocked by the object pushes with the full limit F_i [N] (the
-grasp force); D [N·s/m] bounds the free closing speed to about F/D. g_i is the gravity force on
-the finger from the controller's model.
+where the servo reference r_i moves toward the finger target q*_i at no more than ``speed``
+[m/s] (as a gripper drive closes at a set speed: fingers that slam into an object at full force
+dent soft contacts by centimetres). K [N/m] is high so that a finger blocked by the object pushes
+with the full limit F_i [N] (the grasp force) once r_i has run past it; D [N·s/m] damps. g_i is
+the gravity force on the finger from the controller's model.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ class GripperController:
         joint_names: Sequence[str],
         stiffness: float = 2000.0,
         damping: float = 20.0,
+        speed: float = 0.1,
     ) -> None:
-        for name, value in (("stiffness", stiffness), ("damping", damping)):
+        for name, value in (("stiffness", stiffness), ("damping", damping), ("speed", speed)):
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"gripper {name} must be finite and >= 0, got {value}")
         self.model = model
@@ -35,14 +38,25 @@ class GripperController:
         self.stiffness = stiffness
         self.damping = damping
         self.max_effort = model.limits.effort[self.indices]
+        self.speed = speed
+        self._reference: FloatArray | None = None
+
+    def reset(self) -> None:
+        """Restart the servo reference from the measured opening on the next tick."""
+        self._reference = None
 
     def compute(
-        self, state: JointState, target: FloatArray, effort_limit: FloatArray
+        self, state: JointState, target: FloatArray, effort_limit: FloatArray, dt: float
     ) -> FloatArray:
         """Finger efforts [N] in ``joint_names`` order for finger targets [m] and force limits
         [N] (each capped at the URDF effort limit; a negative or NaN limit counts as 0)."""
         q = state.q[self.indices]
         v = state.v[self.indices]
+        if self._reference is None:
+            self._reference = q.copy()
+        step = self.speed * dt
+        self._reference = self._reference + np.clip(target - self._reference, -step, step)
         limit = np.minimum(np.nan_to_num(np.maximum(effort_limit, 0.0)), self.max_effort)
         gravity = self.model.gravity(state.q)[self.indices]
-        return np.clip(self.stiffness * (target - q) - self.damping * v + gravity, -limit, limit)
+        tau = self.stiffness * (self._reference - q) - self.damping * v + gravity
+        return np.clip(tau, -limit, limit)

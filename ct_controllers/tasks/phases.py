@@ -338,9 +338,6 @@ class GraspTask:
                     )
             else:
                 self._release_tcp = np.array(obs.tcp_pose)
-                self._release_object = (
-                    None if obs.object_pose is None else np.array(obs.object_pose)
-                )
                 self._enter(now, Phase.RELEASE, "opening", "object held and placed", values)
         return None
 
@@ -350,6 +347,10 @@ class GraspTask:
         if self.stage == "opening":
             if self._judge(now, obs, usable and bool(np.all(opening >= p.release_width))).met:
                 self._next_stage(now, "retreat")
+                # The object settles as the fingers let go; it must stay put from here on.
+                self._release_object = (
+                    None if obs.object_pose is None else np.array(obs.object_pose)
+                )
             return None
         assert self._release_tcp is not None
         moved_away = float(np.linalg.norm(obs.tcp_pose[:3, 3] - self._release_tcp[:3, 3]))
