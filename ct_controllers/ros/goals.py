@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
 
 
 class GoalArbiter:
@@ -28,3 +31,21 @@ class GoalArbiter:
         with self._lock:
             if self._current == token:
                 self._current = 0
+
+
+def guarded(execute: Callable[[Any], Any], result_type: Any) -> Callable[[Any], Any]:
+    """An execute callback that never ends a goal with a default result (whose error_code 0 is
+    SUCCESS): an exception aborts the goal with FAULT and the exception as the message."""
+
+    def run(goal_handle: Any) -> Any:
+        try:
+            return execute(goal_handle)
+        except Exception as exc:
+            traceback.print_exc()
+            if goal_handle.is_active:
+                goal_handle.abort()
+            return result_type(
+                error_code=result_type.FAULT, message=f"internal error: {type(exc).__name__}: {exc}"
+            )
+
+    return run

@@ -17,6 +17,7 @@ import rclpy
 from ct_interfaces.action import MoveJoints
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
+from ct_controllers.ros.goals import guarded
 from ct_controllers.runtime.control_loop import (
     FAILED,
     PREEMPTED,
@@ -43,7 +44,7 @@ class MoveJointsServer:
             node,
             MoveJoints,
             "move_joints",
-            execute_callback=self._execute,
+            execute_callback=guarded(self._execute, Result),
             goal_callback=lambda _goal: GoalResponse.ACCEPT,
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=callback_group,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import array
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 
 from ct_controllers.config import load_parameters
 
@@ -79,11 +79,21 @@ LIVE = {
 }
 
 
+# Parameters of the ROS boundary itself (not in controllers.yaml): name → (default, description).
+ROS_ONLY: dict[str, tuple[float, str]] = {
+    "max_goal_age": (1.0, "Oldest acceptable goal stamp, now − stamp [s]; stamp 0 = now"),
+    "goal_future_tolerance": (0.05, "How far a goal stamp may lie in the future [s]"),
+    "move_to_pose.default_timeout": (10.0, "MoveToPose timeout when the goal gives 0 [s]"),
+}
+
+
 def live_gains(parameters: Any, joint_names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """Group a parameter set by controller: {"joint_impedance": {"stiffness": [...]}, ...}.
     Raises ValueError naming a parameter that cannot change at run time or is malformed."""
     grouped: dict[str, dict[str, Any]] = {}
     for parameter in parameters:
+        if parameter.name in ROS_ONLY:
+            continue  # range-checked by its descriptor, read where it is used
         if parameter.name not in LIVE:
             raise ValueError(f"'{parameter.name}' cannot be changed at run time")
         controller, gain = parameter.name.split(".", 1)
@@ -104,4 +114,14 @@ def declare_all(node: Any) -> dict[str, Any]:
             read_only=name not in LIVE,
         )
         values[name] = node.declare_parameter(name, default, descriptor).value
+    for name, (default, description) in ROS_ONLY.items():
+        node.declare_parameter(
+            name,
+            default,
+            ParameterDescriptor(
+                name=name,
+                description=description,
+                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
+            ),
+        )
     return values

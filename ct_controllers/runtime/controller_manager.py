@@ -95,6 +95,13 @@ class ControllerManager:
                 )
             self._activate(name or self._selected)
 
+    def use_chain(self, name: str, controller: Controller) -> None:
+        """Run a chained controller built for one goal (e.g. differential IK → the selected
+        joint controller); ``name`` is what ``active`` reports meanwhile."""
+        with self._lock:
+            self.loop.switch_controller(controller)
+            self._active = name
+
     def release(self) -> None:
         """A goal ended: run the selected controller again."""
         with self._lock:
