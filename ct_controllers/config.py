@@ -118,7 +118,7 @@ class StackConfig:
     mujoco_mode: str
     mujoco_timestep: float  # [s]
     armed: bool = False  # hardware.armed: real backends refuse to activate unless true
-    max_state_age: float = 0.01  # [s]
+    max_state_age: float = 0.0  # [s], 0 = the state timeout
     future_tolerance: float = 0.001  # [s]
     frame_id: str = ""  # expected frame id of state messages, "" = not checked
     watchdog_enabled: bool = True
@@ -132,6 +132,12 @@ class StackConfig:
     def effective_state_timeout(self) -> float:
         """[s] ``watchdog.state_timeout``, or 3 control periods when 0."""
         return self.state_timeout or 3.0 * self.period
+
+    @property
+    def effective_max_state_age(self) -> float:
+        """[s] ``hardware.max_state_age``, or the state timeout when 0 (a sample older than the
+        watchdog tolerates is as good as none)."""
+        return self.max_state_age or self.effective_state_timeout
 
     @property
     def effective_command_timeout(self) -> float:
@@ -303,7 +309,7 @@ class StackConfig:
             mujoco_mode=mode,
             mujoco_timestep=timestep,
             armed=get("hardware.armed", bool),
-            max_state_age=seconds("hardware.max_state_age"),
+            max_state_age=seconds("hardware.max_state_age", allow_zero=True),
             future_tolerance=seconds("hardware.future_tolerance", allow_zero=True),
             frame_id=get("hardware.frame_id", str),
             watchdog_enabled=get("watchdog.enabled", bool),

@@ -7,15 +7,12 @@ and to restart."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
+from backends import SLOW_LOOP_GAINS, PlantProcess
 from helpers import bundled_description
 
 from ct_controllers.config import load_config
@@ -25,7 +22,9 @@ from ct_controllers.runtime.stack import Stack, build_stack
 
 RATE = 100.0  # [Hz] control loop
 PERIOD = 1.0 / RATE
-STATE_TIMEOUT = 3 * PERIOD
+# Generous deadlines (10 periods): two Python processes and DDS on a shared 2-core machine see
+# pauses of tens of ms that are not the faults under test. The bounds below scale with them.
+STATE_TIMEOUT = 0.1  # [s]
 STATES = "/ct_test_bridge/joint_states"
 COMMANDS = "/ct_test_bridge/effort_controller/commands"
 CONFIG = load_config(
@@ -35,54 +34,21 @@ CONFIG = load_config(
         "update_rate": RATE,
         "ros2_control_bridge.joint_states_topic": STATES,
         "ros2_control_bridge.command_topic": COMMANDS,
+        "watchdog.state_timeout": STATE_TIMEOUT,
+        "watchdog.command_timeout": STATE_TIMEOUT,
+        **SLOW_LOOP_GAINS,
     }
 )
 JOINTS = list(CONFIG.joint_names)
 
 
-class PlantProcess:
-    """The ros2_control side, in its own process; controlled through its stdin."""
-
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable, "-m", "ct_controllers.bench.ros2_control_plant",
-                "--order", ",".join(reversed(JOINTS)), "--rate", "200",
-                "--states-topic", STATES, "--command-topic", COMMANDS,
-            ],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ),
-        )  # fmt: skip
-        assert self.readline(20.0) == "plant ready"
-
-    def readline(self, timeout: float = 5.0) -> str:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if line:
-                return line.strip()
-        raise AssertionError("the plant process said nothing")
-
-    def send(self, word: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(word + "\n")
-        self.process.stdin.flush()
-        if word != "report":
-            assert self.readline() == f"mode {word}"
-
-    def report(self) -> dict:
-        self.send("report")
-        return json.loads(self.readline())
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(5)
+def new_plant() -> PlantProcess:
+    return PlantProcess(STATES, COMMANDS, JOINTS)
 
 
 @pytest.fixture(scope="module")
 def plant() -> Iterator[list[PlantProcess]]:
-    holder = [PlantProcess()]  # a list, so that the restart test can replace it
+    holder = [new_plant()]  # a list, so that the restart test can replace it
     yield holder
     holder[0].stop()
 
@@ -147,12 +113,13 @@ def test_motion_through_the_bridge_with_joints_in_another_order(stack, plant):
     plant's true positions) and every command was finite and within limits."""
     loop = stack.loop
     motion = loop.request_motion(["joint4", "joint1"], [-1.3, 0.3], 0.5)
-    run(stack, 1.3)
+    run(stack, 1.8)
     assert loop.fault is None, loop.fault
     assert loop.motion_status(motion).state == "succeeded"
     report = plant[0].report()
-    assert abs(report["position"]["joint4"] + 1.3) < 0.01
-    assert abs(report["position"]["joint1"] - 0.3) < 0.01
+    snapshot = loop.snapshot()
+    assert abs(report["position"]["joint4"] + 1.3) < 0.02, (report, snapshot, loop.diagnostics())
+    assert abs(report["position"]["joint1"] - 0.3) < 0.02
     assert report["commands"] > 100
     assert_safe_commands(report)
 
@@ -173,7 +140,7 @@ def test_bad_joint_states_are_rejected_and_end_in_the_fault_reaction(stack, plan
     before = stack.hardware.guard.counts().get(reason, 0)
     plant[0].send(mode)
     injected = time.time()
-    for _ in range(round(0.5 / PERIOD)):
+    for _ in range(round(0.6 / PERIOD)):
         loop.run_ticks(1)
         record = loop.fault_record
         if loop.fault is not None and record is not None and record.first_safe_command:
@@ -198,7 +165,7 @@ def test_a_stalled_ros2_control_side_is_detected_and_recovered(stack, plant):
     process.send_signal(signal.SIGSTOP)
     stopped = time.time()
     try:
-        run(stack, 0.2)
+        run(stack, 0.3)
         assert loop.fault is not None and "no fresh state" in loop.fault
         record = loop.fault_record
         assert record is not None and record.first_safe_command is not None
@@ -213,17 +180,17 @@ def test_a_restarted_ros2_control_side_is_detected_and_recovered(stack, plant):
     then a new one starts: its fresh data lets the reset through and a motion succeeds."""
     loop = stack.loop
     plant[0].stop()
-    run(stack, 0.2)
+    run(stack, 0.3)
     assert loop.fault is not None
     loop.reset_fault()
     run(stack, 0.05)
     assert loop.fault is not None and "fresh" in loop.reset_refused
-    plant[0] = PlantProcess()
+    plant[0] = new_plant()
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline and not loop.snapshot().state_fresh:
         run(stack, 0.05)
     recover(stack, plant[0])
     motion = loop.request_motion(["joint2"], [0.5], 0.5)
-    run(stack, 1.2)
+    run(stack, 1.5)
     assert loop.motion_status(motion).state == "succeeded", loop.fault
-    assert abs(plant[0].report()["position"]["joint2"] - 0.5) < 0.01
+    assert abs(plant[0].report()["position"]["joint2"] - 0.5) < 0.02

@@ -10,6 +10,7 @@ BENCHMARKS = {
     "timing": "controller update time on the 7-DOF arm vs plain Pinocchio calls",
     "ik": "full IK success rate and time (TRAC-IK protocol)",
     "diffik": "differential IK step time, DLS and QP, vs pink",
+    "faults": "time from an injected fault to the first safe command, per backend and fault",
 }
 
 

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from ct_controllers.ros.dds import ensure_loopback_dds
 
@@ -119,8 +123,59 @@ class Plant:
                 "max_command": {
                     n: float(self.max_command[self.model.v_index(n)]) for n in self.names
                 },
+                "last_command": {n: float(self.effort[self.model.v_index(n)]) for n in self.names},
                 "first_command_at": self.first_command_at,
             }
+
+
+class PlantProcess:
+    """This plant started as a separate process (joints published in reverse order of
+    ``joints``), controlled through its stdin; for tests and ``ct-bench faults``."""
+
+    def __init__(
+        self, states: str, commands: str, joints: Sequence[str], rate: float = 200.0
+    ) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "ct_controllers.bench.ros2_control_plant",
+                "--order", ",".join(reversed(list(joints))), "--rate", str(rate),
+                "--states-topic", states, "--command-topic", commands,
+            ],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
+        first = self.readline(20.0)
+        if first != "plant ready":
+            raise RuntimeError(f"the plant process did not start: {first!r}")
+
+    def readline(self, timeout: float = 5.0) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if line:
+                return line.strip()
+            if self.process.poll() is not None:
+                break
+        raise RuntimeError("the plant process said nothing")
+
+    def send(self, word: str) -> None:
+        """One of the stdin words; waits for the acknowledgement (not for ``report``)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(word + "\n")
+        self.process.stdin.flush()
+        if word != "report":
+            answer = self.readline()
+            if answer != f"mode {word}":
+                raise RuntimeError(f"the plant process answered {answer!r} to {word!r}")
+
+    def report(self) -> dict[str, Any]:
+        self.send("report")
+        return dict(json.loads(self.readline()))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,9 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        rclpy.try_shutdown()
+        spinner.join(2.0)
         executor.shutdown()
         plant.node.destroy_node()
-        rclpy.try_shutdown()
     return 0
 
 

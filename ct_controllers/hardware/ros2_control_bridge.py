@@ -22,6 +22,7 @@ first JointState.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -140,6 +141,9 @@ class Ros2ControlBridge(SystemInterface):
 
     # --- lifecycle -------------------------------------------------------------------------
     def _on_configure(self) -> None:
+        # The executor thread shares the GIL with the control loop: the default 5 ms switch
+        # interval would let either hold it for half a control period or more.
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
         context = Context()
         rclpy.init(context=context)
         node = rclpy.create_node(self.config.node_name, context=context)

@@ -92,7 +92,7 @@ def build_stack(
         hardware = wrap_hardware(hardware)
     hardware.armed = config.armed
     hardware.guard.limits = GuardLimits(
-        max_state_age=config.max_state_age,
+        max_state_age=config.effective_max_state_age,
         future_tolerance=config.future_tolerance,
         expected_frame=config.frame_id,
     )

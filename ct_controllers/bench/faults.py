@@ -1,0 +1,278 @@
+"""``ct-bench faults``: per backend and per fault class, the time from an injected fault to the
+first safe command (the first command of the fault reaction written by the control loop), over
+repeated injections, checked against the detection deadline plus one control period.
+
+Backends and fault classes:
+- ``mujoco`` (lockstep, 1 kHz, sim time): sensor faults injected around the backend
+  (:class:`~ct_controllers.hardware.fault_injection.InjectingSystem`): ``stall``, ``nan``,
+  ``inf``, ``stale``, ``future``, ``unknown_joint``, ``read_error``;
+- ``ros2_control_bridge`` (``--rate``, system clock): a plant process over loopback DDS
+  (:mod:`ct_controllers.bench.ros2_control_plant`) stalled with SIGSTOP (``stall``) or made to
+  send ``nan``, ``unknown_joint`` or ``unstamped`` joint states;
+- ``canopen`` (``--rate``, monotonic clock): simulated CiA 402 drives on python-can's virtual bus
+  (:mod:`ct_controllers.hardware.sim_drive`): ``heartbeat_loss``, ``drive_fault``, ``pdo_stop``,
+  ``bus_error``.
+
+Each injection happens during a motion; the time is measured on the backend's own clock, from
+just before the injection to the loop's first safe command. The limit is ``state_timeout`` +
+one period, or the heartbeat consumer time + one period for a lost heartbeat. Between
+injections the fault is cleared and reset. The real-time backends run at ``--rate`` (default
+100 Hz: a pure-Python bus and DDS round trips) with the default deadlines (3 periods) and a
+quarter of the bundled impedance gains (tuned for 1 kHz).
+
+``--json`` prints ``{"results": [{"backend", "fault", "p50_ms", "max_ms", "limit_ms"}]}``.
+Exit status 1 when some maximum exceeds its limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ct_controllers.config import StackConfig, load_config
+from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.fault_injection import InjectingSystem
+from ct_controllers.hardware.sim_drive import SimulatedDrives, simulated_drives_for
+from ct_controllers.model.description import load_description
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.runtime.stack import Stack, build_stack
+
+BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
+FAULTS = {
+    "mujoco": ("stall", "nan", "inf", "stale", "future", "unknown_joint", "read_error"),
+    "ros2_control_bridge": ("stall", "nan", "unknown_joint", "unstamped"),
+    "canopen": ("heartbeat_loss", "drive_fault", "pdo_stop", "bus_error"),
+}
+SLOW_LOOP_GAINS = {
+    "joint_impedance.stiffness": [150.0, 150.0, 75.0, 75.0, 12.5, 12.5, 2.5, 25.0, 25.0],
+    "joint_impedance.damping": [12.5, 12.5, 6.25, 6.25, 0.75, 0.75, 0.125, 1.0, 1.0],
+}
+MOVES = ((0.3, -1.3), (-0.2, -1.8))  # joint1, joint4 targets [rad], alternated
+
+
+@dataclass(frozen=True)
+class Result:
+    backend: str
+    fault: str
+    p50_ms: float
+    max_ms: float
+    limit_ms: float
+    samples: int
+
+    @property
+    def ok(self) -> bool:
+        return self.max_ms <= self.limit_ms + 1e-6  # [ms] float round-off of sim time
+
+
+class Bench:
+    """One backend's stack, its plant and the ways to inject and clear its faults."""
+
+    def __init__(self, backend: str, rate: float) -> None:
+        self.backend = backend
+        self.plant: Any = None
+        self.drives: SimulatedDrives | None = None
+        unique = f"{os.getpid()}_{time.monotonic_ns() % 1_000_000}"
+        if backend == "mujoco":
+            overrides: dict[str, Any] = {"mujoco.mode": "lockstep"}
+        elif backend == "ros2_control_bridge":
+            overrides = {
+                "backend": backend,
+                "hardware.armed": True,
+                "update_rate": rate,
+                "ros2_control_bridge.joint_states_topic": f"/ct_bench_{unique}/joint_states",
+                "ros2_control_bridge.command_topic": f"/ct_bench_{unique}/commands",
+                **SLOW_LOOP_GAINS,
+            }
+        elif backend == "canopen":
+            overrides = {
+                "backend": backend,
+                "hardware.armed": True,
+                "update_rate": rate,
+                "canopen.channel": f"ct_bench_can_{unique}",
+            }
+        else:
+            raise ValueError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
+        self.config: StackConfig = load_config(overrides=overrides)
+        description = load_description(mappings={"backend": self.config.backend})
+        wrap = InjectingSystem if backend == "mujoco" else None
+        self.stack: Stack = build_stack(self.config, description, wrap_hardware=wrap)
+        if backend == "ros2_control_bridge":
+            from ct_controllers.bench.ros2_control_plant import PlantProcess
+
+            bridge = self.config.bridge
+            assert bridge is not None
+            self.plant = PlantProcess(
+                bridge.joint_states_topic, bridge.command_topic, self.config.joint_names
+            )
+        elif backend == "canopen":
+            assert isinstance(self.stack.hardware, CanopenCia402System)
+            home = dict(zip(self.config.joint_names, self.config.home_positions, strict=True))
+            self.drives = simulated_drives_for(
+                self.stack.hardware, RobotModel(description.urdf), home
+            )
+        self.stack.bring_up()
+        self.stack.loop.snapshot_decimation = 1
+
+    @property
+    def period(self) -> float:
+        return self.config.period
+
+    def limit(self, fault: str) -> float:
+        """[s] detection deadline + one period."""
+        if fault == "heartbeat_loss":
+            assert self.config.canopen is not None
+            return self.config.canopen.heartbeat_timeout + self.period
+        return self.config.effective_state_timeout + self.period
+
+    def run(self, seconds: float) -> None:
+        self.stack.loop.run_ticks(max(1, round(seconds / self.period)))
+
+    def inject(self, fault: str) -> None:
+        if self.backend == "mujoco":
+            assert isinstance(self.stack.hardware, InjectingSystem)
+            self.stack.hardware.inject(fault)
+        elif self.backend == "ros2_control_bridge":
+            if fault == "stall":
+                self.plant.process.send_signal(signal.SIGSTOP)
+            else:
+                self.plant.send({"unknown_joint": "unknown"}.get(fault, fault))
+        else:
+            assert self.drives is not None
+            action: dict[str, Callable[[], None]] = {
+                "heartbeat_loss": lambda: self.drives.stop_heartbeat("joint3"),  # type: ignore[union-attr]
+                "drive_fault": lambda: self.drives.enter_fault("joint5"),  # type: ignore[union-attr]
+                "pdo_stop": lambda: self.drives.stop_pdos("joint2"),  # type: ignore[union-attr]
+                "bus_error": self.drives.send_error_frame,
+            }
+            action[fault]()
+
+    def clear(self, fault: str) -> None:
+        """Undo the injection and reset the fault with fresh data flowing."""
+        if self.backend == "mujoco":
+            assert isinstance(self.stack.hardware, InjectingSystem)
+            self.stack.hardware.inject(None)
+        elif self.backend == "ros2_control_bridge":
+            if fault == "stall":
+                self.plant.process.send_signal(signal.SIGCONT)
+            else:
+                self.plant.send("ok")
+        else:
+            assert self.drives is not None
+            self.drives.heal()
+        loop = self.stack.loop
+        for _ in range(20):
+            self.run(0.1)
+            loop.reset_fault()
+            self.run(2 * self.period)
+            if loop.fault is None:
+                return
+        raise RuntimeError(f"{self.backend}: could not reset after '{fault}': {loop.reset_refused}")
+
+    def measure(self, fault: str, index: int) -> float:
+        """[s] from injecting ``fault`` during a motion to the first safe command."""
+        loop = self.stack.loop
+        joint1, joint4 = MOVES[index % len(MOVES)]
+        loop.request_motion(["joint1", "joint4"], [joint1, joint4], 1.0)
+        self.run(0.2)
+        if loop.fault is not None:
+            raise RuntimeError(f"{self.backend}: fault before the injection: {loop.fault}")
+        faults_before = len(loop.faults)
+        injected = self.stack.hardware.now()
+        self.inject(fault)
+        deadline = self.limit(fault) + 1.0
+        start = time.monotonic()
+        while time.monotonic() - start < deadline * 5 + 2.0:
+            loop.run_ticks(1)
+            if len(loop.faults) > faults_before and loop.faults[-1].first_safe_command:
+                break
+        else:
+            raise RuntimeError(f"{self.backend}: '{fault}' was never reacted to")
+        record = loop.faults[faults_before]
+        assert record.first_safe_command is not None
+        elapsed = record.first_safe_command - injected
+        self.clear(fault)
+        return elapsed
+
+    def close(self) -> None:
+        self.stack.shut_down()
+        if self.plant is not None:
+            self.plant.stop()
+        if self.drives is not None:
+            self.drives.close()
+
+
+def bench_backend(backend: str, faults: tuple[str, ...], repeat: int, rate: float) -> list[Result]:
+    bench = Bench(backend, rate)
+    try:
+        results = []
+        counter = itertools.count()
+        for fault in faults:
+            times = np.array([bench.measure(fault, next(counter)) for _ in range(repeat)])
+            results.append(
+                Result(
+                    backend,
+                    fault,
+                    float(np.median(times) * 1e3),
+                    float(times.max() * 1e3),
+                    bench.limit(fault) * 1e3,
+                    repeat,
+                )
+            )
+        return results
+    finally:
+        bench.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ct-bench faults", description=__doc__.split("\n")[0])
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated")
+    parser.add_argument("--faults", default="", help="comma-separated (default: all of each)")
+    parser.add_argument("--repeat", type=int, default=5, help="injections per fault class")
+    parser.add_argument("--rate", type=float, default=100.0, help="real backends' rate [Hz]")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    backends = [b for b in args.backends.split(",") if b]
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        parser.error(f"unknown backend(s) {', '.join(unknown)} (known: {', '.join(BACKENDS)})")
+    wanted = [f for f in args.faults.split(",") if f]
+    known = {f for fs in FAULTS.values() for f in fs}
+    if set(wanted) - known:
+        parser.error(f"unknown fault(s) {sorted(set(wanted) - known)} (known: {sorted(known)})")
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    results: list[Result] = []
+    for backend in backends:
+        faults = tuple(f for f in FAULTS[backend] if not wanted or f in wanted)
+        if faults:
+            results.extend(bench_backend(backend, faults, args.repeat, args.rate))
+    if args.json:
+        keys = ("backend", "fault", "p50_ms", "max_ms", "limit_ms")
+        print(json.dumps({"results": [{k: getattr(r, k) for k in keys} for r in results]}))
+    else:
+        print(
+            f"ct-bench faults: fault → first safe command, {args.repeat} injections each "
+            f"(mujoco 1 kHz lockstep; real backends {args.rate:g} Hz)"
+        )
+        print(f"  {'backend':20s} {'fault':15s} {'p50 [ms]':>9s} {'max [ms]':>9s} {'limit':>7s}")
+        for r in results:
+            verdict = "OK" if r.ok else "OVER"
+            print(
+                f"  {r.backend:20s} {r.fault:15s} {r.p50_ms:9.2f} {r.max_ms:9.2f} "
+                f"{r.limit_ms:7.1f}  {verdict}"
+            )
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""``ct-bench faults``: the JSON report covers every backend and fault class with the fault →
+first safe command times and their limits; MuJoCo's lockstep figures are exact."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ct_controllers.bench import cli
+from ct_controllers.bench.faults import FAULTS, main
+
+
+def test_json_report_has_every_backend_and_fault_within_its_limit(capsys):
+    """One injection per class on all three backends: the JSON lists each (backend, fault) once
+    with p50 ≤ max and limit = detection deadline + one period (4 ms at MuJoCo's 1 kHz, 40 ms
+    at 100 Hz; the heartbeat consumer time 30 ms + 10 ms for a lost heartbeat); MuJoCo's times
+    are exact (a stall: 3 periods after the last fresh sample, which is the one at the
+    injection, + 1 period = 4 ms; a rejected sample: 3 ms), and every maximum is within its
+    limit (+ 50 ms of scheduling slack for the real-time backends on a shared machine)."""
+    code = main(["--json", "--repeat", "1"])
+    report = json.loads(capsys.readouterr().out)
+    rows = {(r["backend"], r["fault"]): r for r in report["results"]}
+    expected = {(b, f) for b, faults in FAULTS.items() for f in faults}
+    assert set(rows) == expected
+    for (backend, fault), row in rows.items():
+        assert set(row) == {"backend", "fault", "p50_ms", "max_ms", "limit_ms"}
+        assert 0 < row["p50_ms"] <= row["max_ms"]
+        if backend == "mujoco":
+            assert row["limit_ms"] == pytest.approx(4.0)
+            assert row["max_ms"] == pytest.approx(4.0 if fault == "stall" else 3.0, abs=1e-6)
+        else:
+            assert row["limit_ms"] == pytest.approx(40.0)
+            assert row["max_ms"] <= row["limit_ms"] + 50.0, row
+    assert code in (0, 1)
+    if code == 0:
+        assert all(r["max_ms"] <= r["limit_ms"] + 1e-6 for r in report["results"])
+
+
+def test_dispatcher_runs_it_and_bad_arguments_are_named(capsys):
+    """``ct-bench faults`` dispatches to it; an unknown backend or fault is refused naming it."""
+    assert cli.main(["faults", "--backends", "mujoco", "--faults", "nan", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "mujoco" in out and "nan" in out and "OK" in out
+    with pytest.raises(SystemExit):
+        main(["--backends", "ethercat"])
+    assert "ethercat" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--faults", "meteor"])
+    assert "meteor" in capsys.readouterr().err
