@@ -1,0 +1,221 @@
+"""Differential IK as a quadratic program: the DLS task plus joint position limits (with a
+margin, so that the *integrated* q* stays inside), joint velocity limits and a posture
+regularization. The default generator where limits matter.
+
+Variable u (n,) [rad | m], with v* = B u + v_ff (B = diag(bandwidth) [1/s] > 0, and
+v_ff = J_wᵀ (J_w J_wᵀ + λ²I)⁻¹ W ẋ_ff the feedforward of a target twist), d = q_post − q*:
+
+    minimize    ½‖J_w u − e_w‖² + ½ λ² ‖u‖² + ½ (u − w_p d)ᵀ N_μ (u − w_p d)
+    subject to  v_lo ≤ B u + v_ff ≤ v_hi
+
+    i.e.  P = J_wᵀ J_w + λ² I + N_μ,   q = −(J_wᵀ e_w + w_p N_μ d),   A = I,
+          l = (v_lo − v_ff) / B,   u = (v_hi − v_ff) / B          (element-wise)
+
+    N_μ = I − J_wᵀ (J_w J_wᵀ + μ² I)⁻¹ J_w,   μ² = 1e-10
+
+    v_lo = max(−v_max, min(0, (q_lower + margin − q*) / dt))
+    v_hi = min(+v_max, max(0, (q_upper − margin − q*) / dt))
+
+N_μ is, to ~μ²/σ², the orthogonal projector on the nullspace of J_w: the posture term
+regularizes only the directions the task does not see. So, without active bounds, the task
+rows get the DLS step (u = J_wᵀ(J_w J_wᵀ + λ²I)⁻¹ e_w up to λ² and μ² terms; tested against
+:mod:`ct_controllers.controllers.diff_ik`), the nullspace moves toward the posture with the
+same weight w_p as in the DLS, the posture cannot pull the task off its goal at steady state,
+and P is well conditioned (eigenvalues ≥ min(σ² + λ², 1 + λ²) — without the projector term
+the nullspace would only have λ² = 1e-6 of curvature, and OSQP's 1e-6 tolerances would leave
+it undetermined).
+
+q* + dt·v* stays in [lower + margin, upper − margin] once it is there (v = 0 is always
+feasible, so a q* that starts outside the margin is not pushed further out). The solution is
+finally clipped onto [v_lo, v_hi] to remove the solver's tolerance-sized violations, so the
+integrated limits hold exactly. The base class's rate limiting scales the task (e_w, v_ff)
+before the solve, so that far goals do not saturate joint velocity bounds one joint at a time
+(which would bend the TCP path), and v* after it if needed, by α ∈ (0, 1] — which keeps v*
+feasible (the feasible set is convex and contains 0).
+
+OSQP: the problem is set up once (sparsity of the dense upper-triangular P and of A = I fixed);
+each tick updates P's values, q, l and u (``update(Px=…, q=…, l=…, u=…)``) and solves,
+warm-started (``warm_starting``) from the previous primal and dual solution.
+``qp_solver="daqp"`` solves the same dense problem with DAQP (a dual active-set solver, no setup
+to keep) for comparison; see ``ct-bench diffik``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import osqp
+import scipy.sparse as sparse
+from scipy.linalg import lapack
+
+from ct_controllers.controllers.controller import FloatArray, GainError
+from ct_controllers.controllers.diff_ik_base import (
+    DifferentialIkBase,
+    DiffIkParameters,
+    TaskView,
+)
+from ct_controllers.model.robot import RobotModel
+
+OSQP = "osqp"
+DAQP = "daqp"
+QP_SOLVERS = (OSQP, DAQP)
+PROJECTOR_DAMPING_SQUARED = 1e-10  # μ² [m² | -]: N_μ is the nullspace projector to ~μ²/σ²
+_dposv = lapack.dposv
+_OSQP_OK = (int(osqp.SolverStatus.OSQP_SOLVED), int(osqp.SolverStatus.OSQP_SOLVED_INACCURATE))
+
+OSQP_SETTINGS = {
+    "verbose": False,
+    "eps_abs": 1e-6,  # the task residual e_w is in m and rad: 1 µm-level solutions
+    "eps_rel": 1e-6,
+    "polishing": False,  # prints to stdout even when not verbose; the final clip does its job
+    "warm_starting": True,
+    "max_iter": 4000,
+}
+
+
+class QpDiffIk(DifferentialIkBase):
+    """QP differential IK (see the module docstring)."""
+
+    solver_name = OSQP
+
+    def __init__(
+        self,
+        model: RobotModel,
+        joint_names: Sequence[str],
+        parameters: DiffIkParameters | None = None,
+        frame: str | None = None,
+        qp_solver: str = OSQP,
+    ) -> None:
+        if qp_solver not in QP_SOLVERS:
+            raise GainError(f"qp_solver: '{qp_solver}' is not one of {', '.join(QP_SOLVERS)}")
+        super().__init__(model, joint_names, parameters, frame)
+        self.qp_solver = self.solver_name = qp_solver
+        n = len(self.joint_names)
+        # CSC order of the upper triangle of a dense n x n matrix: column by column.
+        upper_rows: list[int] = []
+        upper_cols: list[int] = []
+        for column in range(n):
+            for row in range(column + 1):
+                upper_rows.append(row)
+                upper_cols.append(column)
+        self._upper_rows = np.array(upper_rows, dtype=np.intp)
+        self._upper_cols = np.array(upper_cols, dtype=np.intp)
+        self._margin_for: DiffIkParameters | None = None
+        self._inverse_for: DiffIkParameters | None = None
+        self._inverse = np.ones(n)
+        self._low_limit = self._high_limit = np.zeros(n)
+        self._problem: osqp.OSQP | None = None
+        self._solver: Any = None
+        if qp_solver == OSQP:
+            self._problem = osqp.OSQP()
+            self._problem.setup(
+                P=sparse.triu(np.ones((n, n)), format="csc"),
+                q=np.zeros(n),
+                A=sparse.identity(n, format="csc"),
+                l=-np.ones(n),
+                u=np.ones(n),
+                **OSQP_SETTINGS,
+            )
+            # The extension object behind the osqp 1.x Python interface, when it has one (the
+            # pinned osqp does): same calls, without the wrapper's per-call bookkeeping.
+            self._solver = getattr(self._problem, "_solver", None)
+
+    def _check_parameters(self, parameters: DiffIkParameters) -> None:
+        super()._check_parameters(parameters)
+        too_wide = 2 * parameters.position_margin >= self._upper - self._lower
+        if too_wide.any():
+            names = [n for n, wide in zip(self.joint_names, too_wide, strict=True) if wide]
+            raise GainError(
+                f"position_margin: {parameters.position_margin} leaves no range on {names}"
+            )
+
+    def _inverse_bandwidth(self, parameters: DiffIkParameters) -> FloatArray:
+        if self._inverse_for is not parameters:
+            self._inverse_for = parameters
+            self._inverse = 1.0 / parameters.bandwidth
+        return self._inverse
+
+    def _bounds(self, task: TaskView, dt: float) -> tuple[FloatArray, FloatArray]:
+        """[v_lo, v_hi] [rad/s | m/s]: velocity limits and the integrated position limits."""
+        if self._margin_for is not self.parameters:
+            margin = self.parameters.position_margin
+            self._margin_for = self.parameters
+            self._low_limit, self._high_limit = self._lower + margin, self._upper - margin
+        low = (self._low_limit - task.q) / dt
+        np.minimum(low, 0.0, out=low)
+        np.maximum(low, -task.velocity_limit, out=low)
+        high = (self._high_limit - task.q) / dt
+        np.maximum(high, 0.0, out=high)
+        np.minimum(high, task.velocity_limit, out=high)
+        return low, high
+
+    def _solve(self, task: TaskView, dt: float) -> tuple[FloatArray, bool, str]:
+        parameters = self.parameters
+        jacobian = task.jacobian
+        bandwidth = parameters.bandwidth
+        feedforward = task.feedforward
+        m, n = jacobian.shape
+        # X = (J_w J_wᵀ + μ² I)⁻¹ J_w, so that N_μ = I − J_wᵀ X and P = I + J_wᵀ (J_w − X) + λ² I.
+        gram = jacobian.dot(jacobian.T)
+        gram.flat[:: m + 1] += PROJECTOR_DAMPING_SQUARED
+        _, solved, info = _dposv(gram.T, np.asfortranarray(jacobian))
+        if info != 0:
+            raise FloatingPointError(f"J_w J_wᵀ + μ²I not positive definite (LAPACK info {info})")
+        hessian = jacobian.T.dot(jacobian - solved)
+        hessian.flat[:: n + 1] += 1.0 + task.damping_squared
+        posture = task.posture_step
+        nullspace_posture = posture - jacobian.T.dot(solved.dot(posture))  # N_μ d
+        gradient = jacobian.T.dot(task.error)
+        gradient += parameters.posture_weight * nullspace_posture
+        np.negative(gradient, out=gradient)
+        v_low, v_high = self._bounds(task, dt)
+        if task.has_feedforward:
+            u_low = (v_low - feedforward) / bandwidth
+            u_high = (v_high - feedforward) / bandwidth
+        else:
+            inverse_bandwidth = self._inverse_bandwidth(parameters)
+            u_low, u_high = v_low * inverse_bandwidth, v_high * inverse_bandwidth
+
+        if self._solver is not None:
+            # The osqp 1.x extension object behind osqp.OSQP: the same update/solve calls
+            # without the Python wrapper's per-call bookkeeping (half the time at n = 7).
+            solver = self._solver
+            # warm_starting=True: each solve starts from the previous primal and dual solution,
+            # kept inside OSQP (no copy through Python).
+            solver.update_data_vec(q=gradient, l=u_low, u=u_high)
+            solver.update_data_mat(
+                P_x=hessian[self._upper_rows, self._upper_cols], P_i=None, A_x=None, A_i=None
+            )
+            solver.solve()
+            info = solver.info
+            ok = info.status_val in _OSQP_OK
+            status = str(info.status)
+            u = np.array(solver.solution.x)  # a copy: the solver's buffer changes next tick
+        elif self._problem is not None:  # the public interface (another osqp version)
+            self._problem.update(
+                Px=hessian[self._upper_rows, self._upper_cols], q=gradient, l=u_low, u=u_high
+            )
+            result = self._problem.solve(raise_error=False)
+            ok = result.info.status_val in _OSQP_OK
+            status = str(result.info.status)
+            u = np.array(result.x)
+        else:
+            import daqp  # optional backend, imported only when chosen
+
+            x, _, exitflag, _ = daqp.solve(
+                hessian, gradient, np.zeros((0, task.q.size)), u_high, u_low
+            )
+            ok = exitflag >= 1
+            status = "solved" if ok else f"daqp exitflag {exitflag}"
+            u = np.array(x)
+        if not ok or not np.isfinite(u.dot(u)):
+            # v = 0 is always feasible: hold q* and say so.
+            return np.zeros_like(task.q), False, f"{status}: holding"
+        velocity = bandwidth * u + feedforward
+        # Remove the solver's tolerance-sized violations: the bounds then hold exactly.
+        np.maximum(velocity, v_low, out=velocity)
+        np.minimum(velocity, v_high, out=velocity)
+        limited = bool(np.count_nonzero(np.abs(velocity) >= task.velocity_limit * (1 - 1e-9)))
+        return velocity, limited, status
