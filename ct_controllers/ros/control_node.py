@@ -5,8 +5,9 @@ control loop and publishes snapshots. It never calls the hardware; the loop thre
 
 Publishes ``/ct/joint_states`` (sensor_msgs/JointState, stamped with the measurement time),
 ``/ct/controller_state``, ``/diagnostics`` and, with the MuJoCo backend, ``/clock`` (sim time).
-Serves ``/ct/move_joints`` and the services ``~/list_controllers``, ``~/switch_controller`` and
-``~/reset_fault``. Gains are live parameters (see ``ros/parameters.py``).
+Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp`` and the services
+``~/list_controllers``, ``~/switch_controller`` and ``~/reset_fault``. Gains are live
+parameters (see ``ros/parameters.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from ct_controllers.config import ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
 from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
+from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
+from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
 from ct_controllers.ros.parameters import declare_all, live_gains  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
 from ct_controllers.runtime.controller_manager import ControllerManager  # noqa: E402
@@ -63,6 +66,10 @@ class ControlNode(Node):
         self.arbiter = GoalArbiter()
         group = ReentrantCallbackGroup()
         self.move_joints = MoveJointsServer(self, self.stack, self.manager, self.arbiter, group)
+        self.move_to_pose = MoveToPoseServer(self, self.stack, self.manager, self.arbiter, group)
+        self.grasp = GraspServer(
+            self, self.stack, self.manager, self.arbiter, self.move_to_pose.ik, group
+        )
         self.controller_services = ControllerServices(self, self.stack, self.manager, group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.stack.start()

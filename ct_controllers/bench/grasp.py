@@ -1,0 +1,277 @@
+"""``ct-bench grasp``: pick-and-place trials through the real stack in MuJoCo.
+
+Each trial builds the stack from controllers.yaml (MuJoCo lockstep at 1 kHz), places the 5 cm cube
+at a random pose on the table — x ∈ [0.45, 0.60] m, y ∈ [−0.15, 0.15] m, yaw ∈ [−45°, 45°] —
+and runs the grasp phase machine → differential IK (QP, OSQP) → computed torque (arm) and the gripper servo
+(fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s, put it back,
+release. A trial succeeds when the machine reaches DONE within 10 s of sim time; every failure
+is reported with its phase and reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ct_controllers.config import StackConfig, load_config
+from ct_controllers.controllers.diff_ik_qp import QpDiffIk
+from ct_controllers.controllers.gripper import GripperController
+from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
+from ct_controllers.hardware.mujoco_scene import CUBE_BODY, CUBE_HALF_SIZE
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.runtime.grasp_runner import GraspRunner, ObjectReading
+from ct_controllers.runtime.stack import Stack, build_stack, to_model_order
+from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
+
+REGION = {"x": (0.45, 0.60), "y": (-0.15, 0.15), "yaw": (-math.pi / 4, math.pi / 4)}
+TRIAL_LIMIT = 10.0  # [s] of sim time per trial
+GOAL_SUCCESS_RATE = 0.98
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    trial: int
+    cube: tuple[float, float, float]  # x [m], y [m], yaw [rad]
+    success: bool
+    final_phase: str
+    reason: str
+    sim_time: float  # [s]
+    phase_durations: dict[str, float] = field(default_factory=dict)
+
+
+def top_down_grasp(x: float, y: float, yaw: float) -> np.ndarray:
+    """TCP pose at the cube centre, tool z down, fingers (tool y) across the cube's y faces."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    y_axis = np.array([-s, c, 0.0])
+    z_axis = np.array([0.0, 0.0, -1.0])
+    pose = np.eye(4)
+    pose[:3, :3] = np.column_stack([np.cross(y_axis, z_axis), y_axis, z_axis])
+    pose[:3, 3] = [x, y, CUBE_HALF_SIZE]
+    return pose
+
+
+def cube_pose(x: float, y: float, yaw: float) -> np.ndarray:
+    pose = np.eye(4)
+    c, s = math.cos(yaw), math.sin(yaw)
+    pose[:3, :3] = [[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]
+    pose[:3, 3] = [x, y, CUBE_HALF_SIZE]
+    return pose
+
+
+@dataclass
+class GraspSetup:
+    """A stack with the grasp runner installed, ready to tick."""
+
+    stack: Stack
+    task: GraspTask
+    runner: GraspRunner
+    sensor: ObjectSensor
+
+
+def grasp_setup(
+    config: StackConfig,
+    cube: tuple[float, float, float],
+    record: bool = False,
+    sense: Callable[[ObjectSensor], ObjectReading] | None = None,
+) -> GraspSetup:
+    """Build and bring up the stack, place the cube, install the runner (not started)."""
+    stack = build_stack(config)
+    stack.bring_up()
+    hardware = stack.hardware
+    if not isinstance(hardware, MujocoSystem):
+        raise TypeError("the grasp benchmark needs the MuJoCo backend")
+    place_object(hardware, CUBE_BODY, cube_pose(*cube))
+    sensor = ObjectSensor(hardware)
+
+    def default_sense(sensor: ObjectSensor) -> ObjectReading:
+        observation = sensor.observe()
+        return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
+
+    reader = sense or default_sense
+    model = RobotModel(stack.description.urdf, config.tcp_frame, config.base_frame)
+    task = GraspTask()
+    diff_ik = QpDiffIk(model, config.arm_joints)
+    arm = stack.controllers["computed_torque"]
+    runner = GraspRunner(
+        model=model,
+        task=task,
+        diff_ik=diff_ik,
+        arm_controller=arm,
+        gripper=GripperController(model, config.gripper_joints),
+        sense_object=lambda: reader(sensor),
+        hold_damping=to_model_order(
+            model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
+        ),
+        record=record,
+    )
+    stack.loop.switch_controller(runner)
+    return GraspSetup(stack, task, runner, sensor)
+
+
+def run_trial(
+    config: StackConfig,
+    trial: int,
+    cube: tuple[float, float, float],
+    goal: GraspGoal | None = None,
+    record: bool = False,
+) -> tuple[TrialResult, GraspSetup]:
+    setup = grasp_setup(config, cube, record)
+    try:
+        setup.task.start(goal or GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        loop = setup.stack.loop
+        ticks = round(TRIAL_LIMIT / config.period)
+        for _ in range(ticks // 10):
+            loop.run_ticks(10)
+            if setup.task.finished or loop.fault is not None:
+                break
+        snapshot = loop.snapshot()
+        sim_time = 0.0 if snapshot is None else snapshot.stamp
+    finally:
+        setup.stack.shut_down()
+    task = setup.task
+    if task.phase == Phase.DONE:
+        reason = "done"
+    elif task.failure is not None:
+        reason = task.failure.reason
+    elif loop.fault is not None:
+        reason = f"control loop fault: {loop.fault}"
+    else:
+        reason = f"{task.phase.value}: not finished within {TRIAL_LIMIT} s"
+    failed_in = task.failure.source.value if task.failure is not None else task.phase.value
+    result = TrialResult(
+        trial=trial,
+        cube=cube,
+        success=task.phase == Phase.DONE,
+        final_phase="DONE" if task.phase == Phase.DONE else failed_in,
+        reason=reason,
+        sim_time=sim_time,
+        phase_durations={p.value: d for p, d in task.phase_durations.items()},
+    )
+    return result, setup
+
+
+def run(trials: int, seed: int, config: StackConfig | None = None) -> dict:
+    config = config or load_config(overrides={"mujoco.mode": "lockstep"})
+    rng = np.random.default_rng(seed)
+    results = []
+    wall = time.perf_counter()
+    for trial in range(trials):
+        cube = tuple(float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
+        results.append(run_trial(config, trial, cube)[0])  # type: ignore[arg-type]
+    wall = time.perf_counter() - wall
+    successes = sum(r.success for r in results)
+    durations = {}
+    for phase in ACTIVE_PHASES:
+        values = [
+            r.phase_durations[phase.value] for r in results if phase.value in r.phase_durations
+        ]
+        if values:
+            p50, p95 = np.percentile(values, [50, 95])
+            durations[phase.value] = {"p50": float(p50), "p95": float(p95)}
+    return {
+        "trials": trials,
+        "successes": successes,
+        "success_rate": successes / trials if trials else 0.0,
+        "failures": [
+            {"trial": r.trial, "phase": r.final_phase, "reason": r.reason, "cube": list(r.cube)}
+            for r in results
+            if not r.success
+        ],
+        "phase_durations": durations,
+        "sim_time_max": max((r.sim_time for r in results), default=0.0),
+        "wall_time": wall,
+        "seed": seed,
+    }
+
+
+def plot_trial(path: str, config: StackConfig, cube: tuple[float, float, float]) -> TrialResult:
+    """One trial with its TCP error, finger opening, cube height and phase bands, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    result, setup = run_trial(config, 0, cube, record=True)
+    records = setup.runner.records or []
+    t = np.array([r.time for r in records])
+    figure, axes = plt.subplots(3, 1, sharex=True, figsize=(8, 6))
+    series = (
+        ("TCP error [m]", [r.tcp_error for r in records]),
+        ("finger opening [m]", [r.finger_opening for r in records]),
+        ("cube height [m]", [r.object_height for r in records]),
+    )
+    colors = {"APPROACH": "#dde", "CLOSE": "#ede", "HOLD": "#dfd", "RELEASE": "#fed"}
+    for axis, (label, values) in zip(axes, series, strict=True):
+        axis.plot(t, values, color="k", linewidth=1)
+        axis.set_ylabel(label)
+        start = 0
+        for i in range(1, len(records) + 1):
+            if i == len(records) or records[i].phase != records[start].phase:
+                axis.axvspan(
+                    t[start],
+                    t[i - 1],
+                    color=colors.get(records[start].phase.value, "#eee"),
+                    linewidth=0,
+                )
+                start = i
+    axes[0].set_title(
+        f"grasp trial: {result.final_phase} ({result.reason})\nbands: APPROACH "
+        "blue, CLOSE violet, HOLD green, RELEASE orange",
+        fontsize=10,
+    )
+    axes[-1].set_xlabel("sim time [s]")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ct-bench grasp",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--trials", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--plot", metavar="FILE.png", help="also run one trial and plot it")
+    args = parser.parse_args(argv)
+    if args.trials < 1:
+        parser.error("--trials must be >= 1")
+    report = run(args.trials, args.seed)
+    if args.plot:
+        config = load_config(overrides={"mujoco.mode": "lockstep"})
+        rng = np.random.default_rng(args.seed)
+        cube = tuple(float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
+        plot_trial(args.plot, config, cube)  # type: ignore[arg-type]
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(
+        f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), cube x ∈ "
+        f"{REGION['x']} m, y ∈ {REGION['y']} m, yaw ∈ ±45°"
+    )
+    print(
+        f"  success {report['successes']}/{report['trials']} = {report['success_rate']:.1%} "
+        f"(goal ≥ {GOAL_SUCCESS_RATE:.0%}), longest trial {report['sim_time_max']:.2f} s sim "
+        f"(limit {TRIAL_LIMIT:.0f} s), wall {report['wall_time']:.1f} s"
+    )
+    for phase, figures in report["phase_durations"].items():
+        print(f"  {phase:9s} p50 {figures['p50']:.3f} s  p95 {figures['p95']:.3f} s")
+    for failure in report["failures"]:
+        print(
+            f"  FAILED trial {failure['trial']}: {failure['phase']}: {failure['reason']} "
+            f"(cube x {failure['cube'][0]:.3f}, y {failure['cube'][1]:.3f}, "
+            f"yaw {math.degrees(failure['cube'][2]):.0f}°)"
+        )
+    if args.plot:
+        print(f"  plot: {args.plot}")
+    return 0

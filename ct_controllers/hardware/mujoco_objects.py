@@ -1,0 +1,91 @@
+"""Simulated sensors and explicit resets for the objects of the MuJoCo scene.
+
+On a real cell the object pose comes from perception and finger contact from tactile or F/T
+sensing; in simulation these read MuJoCo directly, stamped with sim time, under the backend's
+lock. ``place_object`` is an explicit reset of one free body (the only other writer of simulator
+state besides the backend's own reset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+from numpy.typing import NDArray
+
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ObjectObservation:
+    """stamp [s] sim time; pose 4x4 of the object in the base (world) frame; contact_forces [N],
+    the normal force between each finger and the object (0 without contact)."""
+
+    stamp: float
+    pose: FloatArray
+    contact_forces: FloatArray
+
+
+class ObjectSensor:
+    def __init__(
+        self,
+        system: MujocoSystem,
+        body: str = "cube",
+        finger_bodies: tuple[str, ...] = ("left_finger", "right_finger"),
+    ) -> None:
+        model = system.model
+        if model is None:
+            raise RuntimeError("configure the MuJoCo backend before attaching sensors")
+        self.system = system
+        self.body_id = _body_id(model, body)
+        self.finger_ids = tuple(_body_id(model, name) for name in finger_bodies)
+        self._force = np.zeros(6)
+
+    def observe(self) -> ObjectObservation:
+        data = self.system.data
+        model = self.system.model
+        assert data is not None and model is not None
+        with self.system.lock:
+            pose = np.eye(4)
+            pose[:3, :3] = data.xmat[self.body_id].reshape(3, 3)
+            pose[:3, 3] = data.xpos[self.body_id]
+            forces = np.zeros(len(self.finger_ids))
+            for i in range(data.ncon):
+                contact = data.contact[i]
+                bodies = (model.geom_bodyid[contact.geom1], model.geom_bodyid[contact.geom2])
+                if self.body_id not in bodies:
+                    continue
+                other = bodies[1] if bodies[0] == self.body_id else bodies[0]
+                if other in self.finger_ids:
+                    mujoco.mj_contactForce(model, data, i, self._force)
+                    forces[self.finger_ids.index(other)] += abs(self._force[0])  # normal [N]
+            return ObjectObservation(float(data.time), pose, forces)
+
+
+def place_object(system: MujocoSystem, body: str, pose: FloatArray) -> None:
+    """Explicit reset: put a free body at ``pose`` (4x4, world frame) at rest."""
+    model, data = system.model, system.data
+    if model is None or data is None:
+        raise RuntimeError("configure the MuJoCo backend before placing objects")
+    body_id = _body_id(model, body)
+    joint = model.body_jntadr[body_id]
+    if joint < 0 or model.jnt_type[joint] != mujoco.mjtJoint.mjJNT_FREE:
+        raise ValueError(f"body '{body}' has no free joint; only free bodies can be placed")
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.asarray(pose)[:3, :3].ravel())
+    with system.lock:
+        address, dof = model.jnt_qposadr[joint], model.jnt_dofadr[joint]
+        data.qpos[address : address + 3] = np.asarray(pose)[:3, 3]
+        data.qpos[address + 3 : address + 7] = quat
+        data.qvel[dof : dof + 6] = 0.0
+        mujoco.mj_forward(model, data)
+
+
+def _body_id(model: mujoco.MjModel, name: str) -> int:
+    body_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+    if body_id < 0:
+        raise KeyError(f"no body '{name}' in the MuJoCo scene")
+    return int(body_id)

@@ -1,0 +1,228 @@
+"""``/ct/grasp`` (ct_interfaces/action/Grasp): the APPROACH → CLOSE → HOLD → RELEASE machine on
+the real stack (phase machine → differential IK → the selected joint controller + the gripper
+servo → limiter). Needs object sensing: the MuJoCo backend's simulated sensor; other backends
+refuse Grasp goals (FAULT) until they have one.
+
+Boundary checks: frames (UNKNOWN_FRAME), stamps (STALE_GOAL), non-finite or non-unit poses and
+out-of-range amounts (INVALID_GOAL), a grasp or pre-grasp pose without an IK solution
+(UNREACHABLE). A phase that fails ends PHASE_FAILED with the phase and its reason; feedback
+carries the phase, the time in it and the TCP position error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from ct_interfaces.action import Grasp
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+
+from ct_controllers.controllers.diff_ik_qp import QpDiffIk
+from ct_controllers.controllers.gripper import GripperController
+from ct_controllers.hardware.mujoco_objects import ObjectSensor
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.ros.goals import guarded
+from ct_controllers.ros.pose_goals import GoalRejected, non_negative, pose_from_message
+from ct_controllers.runtime.grasp_runner import GraspRunner, ObjectReading
+from ct_controllers.runtime.stack import to_model_order
+from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
+
+Result = Grasp.Result
+FEEDBACK_PERIOD = 0.05  # [s]
+
+
+class GraspServer:
+    def __init__(
+        self, node: Any, stack: Any, manager: Any, arbiter: Any, ik: Any, callback_group: Any
+    ) -> None:
+        self.node, self.stack, self.manager, self.arbiter, self.ik = (
+            node,
+            stack,
+            manager,
+            arbiter,
+            ik,
+        )
+        self.config = stack.config
+        self.loop = stack.loop
+        self._feedback_model = RobotModel(
+            stack.description.urdf, self.config.tcp_frame, self.config.base_frame
+        )
+        self.server = ActionServer(
+            node,
+            Grasp,
+            "grasp",
+            execute_callback=guarded(self._execute, Result),
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=callback_group,
+        )
+
+    def _parameter(self, name: str) -> float:
+        return float(self.node.get_parameter(name).value)
+
+    def validate(self, goal: Any, q: np.ndarray) -> GraspGoal:
+        now = self.node.get_clock().now().nanoseconds * 1e-9
+        age, future = self._parameter("max_goal_age"), self._parameter("goal_future_tolerance")
+        base = self.config.base_frame
+        grasp = pose_from_message(goal.grasp_pose, base, now, age, future, "grasp_pose")
+        place = (
+            None
+            if goal.place_pose.header.frame_id == ""
+            else pose_from_message(goal.place_pose, base, now, age, future, "place_pose")
+        )
+        effort = non_negative(goal.grasp_effort, "grasp_effort")
+        finger_limit = float(
+            min(
+                self.stack.model.limits.effort[self.stack.model.indices(self.config.gripper_joints)]
+            )
+        )
+        if not 0 < effort <= finger_limit:
+            raise GoalRejected(
+                Result.INVALID_GOAL,
+                f"grasp_effort must be in (0, {finger_limit}] N per finger, got {effort}",
+            )
+        try:
+            request = GraspGoal(
+                grasp_pose=grasp,
+                place_pose=place,
+                approach_offset=non_negative(goal.approach_offset, "approach_offset"),
+                lift_height=non_negative(goal.lift_height, "lift_height"),
+                grasp_effort=effort,
+                hold_duration=non_negative(goal.hold_duration, "hold_duration"),
+            )
+        except ValueError as exc:
+            raise GoalRejected(Result.INVALID_GOAL, str(exc)) from None
+        pre_grasp = grasp.copy()
+        pre_grasp[:3, 3] -= request.approach_offset * grasp[:3, 2]
+        for name, pose in (
+            ("grasp_pose", grasp),
+            ("pre-grasp pose", pre_grasp),
+            ("place_pose", place),
+        ):
+            if pose is None:
+                continue
+            candidate = self.ik.solve(pose, seed=q)
+            if not candidate.converged:
+                raise GoalRejected(
+                    Result.UNREACHABLE,
+                    f"{name}: no IK solution within the joint limits (residual "
+                    f"{candidate.position_residual:.4f} m, {candidate.orientation_residual:.4f} "
+                    "rad)",
+                )
+        return request
+
+    def _execute(self, goal_handle: Any) -> Any:
+        snapshot = self.loop.snapshot()
+        hardware = self.stack.hardware
+        if snapshot is None:
+            goal_handle.abort()
+            return self._result(Result.FAULT, "no state from the control loop", None)
+        if not isinstance(hardware, MujocoSystem):
+            goal_handle.abort()
+            return self._result(
+                Result.FAULT, "this backend has no object sensing; Grasp needs one", None
+            )
+        try:
+            request = self.validate(goal_handle.request, snapshot.position)
+        except GoalRejected as rejection:
+            goal_handle.abort()
+            return self._result(rejection.code, str(rejection), None)
+        token = self.arbiter.start()
+        runner = self._runner(hardware)
+        runner.task.start(request)
+        self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner)
+        try:
+            return self._follow(goal_handle, token, runner)
+        finally:
+            if self.arbiter.is_current(token):
+                self.loop.hold()
+                self.manager.release()
+            self.arbiter.finish(token)
+
+    def _runner(self, hardware: MujocoSystem) -> GraspRunner:
+        config = self.config
+        model = RobotModel(self.stack.description.urdf, config.tcp_frame, config.base_frame)
+        sensor = ObjectSensor(hardware)
+
+        def sense() -> ObjectReading:
+            observation = sensor.observe()
+            return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
+
+        return GraspRunner(
+            model=model,
+            task=GraspTask(),
+            diff_ik=QpDiffIk(model, config.arm_joints),
+            arm_controller=self.stack.controllers[self.manager.selected],
+            gripper=GripperController(model, config.gripper_joints),
+            sense_object=sense,
+            hold_damping=to_model_order(
+                model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
+            ),
+        )
+
+    def _follow(self, goal_handle: Any, token: int, runner: GraspRunner) -> Any:
+        task = runner.task
+        while rclpy.ok():
+            snapshot = self.loop.wait_for_snapshot(timeout=1.0)
+            if snapshot is None:
+                goal_handle.abort()
+                return self._result(Result.FAULT, "no state from the control loop", task)
+            if snapshot.fault:
+                goal_handle.abort()
+                return self._result(Result.FAULT, snapshot.fault, task)
+            if not self.arbiter.is_current(token):
+                goal_handle.abort()
+                return self._result(Result.PREEMPTED, "preempted by a newer goal", task)
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+                return self._result(Result.CANCELED, "canceled; stopping and holding", task)
+            if task.phase == Phase.DONE:
+                goal_handle.succeed()
+                return self._result(Result.SUCCESS, "object picked, held and released", task)
+            if task.phase == Phase.FAILED and task.failure is not None:
+                goal_handle.abort()
+                return self._result(
+                    Result.PHASE_FAILED,
+                    f"{task.failure.source.value}: {task.failure.reason}",
+                    task,
+                )
+            records = task.transitions
+            entered = records[-1].time if records else snapshot.stamp
+            feedback = Grasp.Feedback(
+                phase=task.phase.value,
+                phase_elapsed=max(0.0, snapshot.stamp - entered),
+                position_error=self._position_error(runner, snapshot.position),
+            )
+            goal_handle.publish_feedback(feedback)
+            time.sleep(FEEDBACK_PERIOD)
+        goal_handle.abort()
+        return self._result(Result.FAULT, "node shutting down", task)
+
+    def _position_error(self, runner: GraspRunner, q: np.ndarray) -> float:
+        """TCP position error [m] to the phase machine's current target (feedback thread's
+        own model: Pinocchio scratch data is not shared with the control thread)."""
+        output = runner.last_output
+        if output is None or output.tcp_target is None:
+            return float("nan")
+        tcp = self._feedback_model.frame_pose(q)
+        return float(np.linalg.norm(output.tcp_target[:3, 3] - tcp[:3, 3]))
+
+    @staticmethod
+    def _result(code: int, message: str, task: GraspTask | None) -> Any:
+        if task is None:
+            return Result(error_code=code, message=message)
+        final = (
+            task.phase.value
+            if task.phase != Phase.FAILED or task.failure is None
+            else (task.failure.source.value)
+        )
+        durations = task.phase_durations
+        return Result(
+            error_code=code,
+            message=message,
+            final_phase=final,
+            phase_durations=[float(durations.get(p, 0.0)) for p in ACTIVE_PHASES],
+        )

@@ -1,0 +1,179 @@
+"""``/ct/move_to_pose`` (ct_interfaces/action/MoveToPose): the TCP to a pose through the chain
+differential IK (QP, joint limits as constraints) → the selected joint controller.
+
+Boundary checks (each aborts at once with its code and a message): frame (UNKNOWN_FRAME), stamp
+(STALE_GOAL), non-finite values or a non-unit quaternion or negative tolerances (INVALID_GOAL), no
+IK solution within the joint limits (UNREACHABLE, with the residual). Success needs the measured
+TCP within both tolerances for a continuous 0.1 s; the goal's timeout gives TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from ct_interfaces.action import MoveToPose
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+
+from ct_controllers.controllers.diff_ik_qp import QpDiffIk
+from ct_controllers.ik.solver import IkSolver
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.ros.goals import guarded
+from ct_controllers.ros.pose_goals import GoalRejected, non_negative, pose_from_message
+from ct_controllers.runtime.cartesian_chain import CartesianChain
+from ct_controllers.tasks.conditions import DwellCondition
+
+Result = MoveToPose.Result
+FEEDBACK_PERIOD = 0.05  # [s]
+DEFAULT_POSITION_TOLERANCE = 0.001  # [m], when the goal gives 0
+DEFAULT_ORIENTATION_TOLERANCE = 0.01  # [rad], when the goal gives 0
+SUCCESS_DWELL = 0.1  # [s]
+
+
+class MoveToPoseServer:
+    def __init__(
+        self, node: Any, stack: Any, manager: Any, arbiter: Any, callback_group: Any
+    ) -> None:
+        self.node, self.stack, self.manager, self.arbiter = node, stack, manager, arbiter
+        self.config = stack.config
+        self.loop = stack.loop
+        urdf = stack.description.urdf
+        self._ik_model = RobotModel(urdf, self.config.tcp_frame, self.config.base_frame)
+        self.ik = IkSolver(
+            self._ik_model,
+            locked={name: 0.0 for name in self.config.gripper_joints},
+        )
+        self.server = ActionServer(
+            node,
+            MoveToPose,
+            "move_to_pose",
+            execute_callback=guarded(self._execute, Result),
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=callback_group,
+        )
+
+    def _parameter(self, name: str) -> float:
+        return float(self.node.get_parameter(name).value)
+
+    def validate(self, goal: Any, q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+        """(target pose, position tolerance [m], orientation tolerance [rad], timeout [s]) or
+        GoalRejected."""
+        now = self.node.get_clock().now().nanoseconds * 1e-9
+        pose = pose_from_message(
+            goal.target,
+            self.config.base_frame,
+            now,
+            self._parameter("max_goal_age"),
+            self._parameter("goal_future_tolerance"),
+            "target",
+        )
+        position = non_negative(goal.position_tolerance, "position_tolerance")
+        orientation = non_negative(goal.orientation_tolerance, "orientation_tolerance")
+        timeout = non_negative(goal.timeout, "timeout") or self._parameter(
+            "move_to_pose.default_timeout"
+        )
+        candidate = self.ik.solve(pose, seed=q)
+        if not candidate.converged:
+            raise GoalRejected(
+                Result.UNREACHABLE,
+                f"no IK solution within the joint limits: residual "
+                f"{candidate.position_residual:.4f} m, {candidate.orientation_residual:.4f} rad",
+            )
+        return (
+            pose,
+            position or DEFAULT_POSITION_TOLERANCE,
+            orientation or DEFAULT_ORIENTATION_TOLERANCE,
+            timeout,
+        )
+
+    def _execute(self, goal_handle: Any) -> Any:
+        snapshot = self.loop.snapshot()
+        if snapshot is None:
+            goal_handle.abort()
+            return Result(error_code=Result.FAULT, message="no state from the control loop")
+        try:
+            pose, position_tolerance, orientation_tolerance, timeout = self.validate(
+                goal_handle.request, snapshot.position
+            )
+        except GoalRejected as rejection:
+            goal_handle.abort()
+            return Result(error_code=rejection.code, message=str(rejection))
+        token = self.arbiter.start()
+        model = RobotModel(
+            self.stack.description.urdf, self.config.tcp_frame, self.config.base_frame
+        )
+        chain = CartesianChain(
+            model,
+            QpDiffIk(model, self.config.arm_joints),
+            self.stack.controllers[self.manager.selected],
+            pose,
+        )
+        self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain)
+        try:
+            return self._follow(
+                goal_handle, token, chain, position_tolerance, orientation_tolerance, timeout
+            )
+        finally:
+            if self.arbiter.is_current(token):
+                self.loop.hold()  # the joint controller resumes from where the arm is
+                self.manager.release()
+            self.arbiter.finish(token)
+
+    def _follow(
+        self,
+        goal_handle: Any,
+        token: int,
+        chain: CartesianChain,
+        position_tolerance: float,
+        orientation_tolerance: float,
+        timeout: float,
+    ) -> Any:
+        errors = (float("nan"), float("nan"))
+
+        def finish(code: int, message: str) -> Any:
+            if code == Result.SUCCESS:
+                goal_handle.succeed()
+            elif code == Result.CANCELED:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
+            return Result(
+                error_code=code,
+                message=message,
+                position_error=errors[0],
+                orientation_error=errors[1],
+            )
+
+        within = DwellCondition(SUCCESS_DWELL, freshness=1.0)
+        start: float | None = None
+        last_tick = -1
+        while rclpy.ok():
+            snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
+            if snapshot is None or snapshot.tick == last_tick:
+                return finish(Result.FAULT, "no state from the control loop")
+            last_tick = snapshot.tick
+            start = snapshot.stamp if start is None else start
+            errors = chain.errors(snapshot.position)
+            if snapshot.fault:
+                return finish(Result.FAULT, snapshot.fault)
+            if not self.arbiter.is_current(token):
+                return finish(Result.PREEMPTED, "preempted by a newer goal")
+            if goal_handle.is_cancel_requested:
+                return finish(Result.CANCELED, "canceled; stopping and holding")
+            goal_handle.publish_feedback(
+                MoveToPose.Feedback(position_error=errors[0], orientation_error=errors[1])
+            )
+            ok = errors[0] <= position_tolerance and errors[1] <= orientation_tolerance
+            if within.update(snapshot.stamp, snapshot.stamp, ok).met:
+                return finish(Result.SUCCESS, "TCP within tolerance")
+            if snapshot.stamp - start > timeout:
+                return finish(
+                    Result.TIMEOUT,
+                    f"not within tolerance after {timeout} s: {errors[0]:.4f} m, "
+                    f"{errors[1]:.4f} rad",
+                )
+            time.sleep(FEEDBACK_PERIOD)
+        return finish(Result.FAULT, "node shutting down")

@@ -1,0 +1,62 @@
+"""The MoveToPose chain: differential IK → the joint-level controller, as one controller the loop
+runs (so the limiter stays the last step). The TCP target may be replaced from any thread; the
+joints the IK does not control (the fingers) hold where they were when the chain started."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ct_controllers.controllers.controller import Controller, FloatArray, JointReference, JointState
+from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.tasks.phases import pose_error
+
+
+class CartesianChain(Controller):
+    def __init__(
+        self,
+        model: RobotModel,
+        diff_ik: ReferenceGenerator,
+        joint_controller: Controller,
+        target: FloatArray,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.diff_ik = diff_ik
+        self.joint_controller = joint_controller
+        self.base_frame = model.model.frames[model.base_frame_id].name
+        # A second model for errors() on the goal's thread (Pinocchio scratch data is not
+        # thread-safe; the control thread uses ``model``).
+        self._error_model = RobotModel(
+            model.model, model.model.frames[model.tcp_frame_id].name, self.base_frame
+        )
+        self._target = CartesianTarget(
+            pose=np.array(target, dtype=np.float64), frame=self.base_frame
+        ).validated(self.base_frame)
+
+    def set_target(self, pose: FloatArray) -> None:
+        """Replace the TCP target (4x4, base frame); validated here, used from the next tick."""
+        self._target = CartesianTarget(
+            pose=np.array(pose, dtype=np.float64), frame=self.base_frame
+        ).validated(self.base_frame)
+
+    @property
+    def target(self) -> FloatArray:
+        return self._target.pose.copy()
+
+    def errors(self, q: FloatArray) -> tuple[float, float]:
+        """(position [m], orientation [rad]) error of the TCP at ``q`` to the target; for one
+        thread other than the control thread."""
+        return pose_error(self._target.pose, self._error_model.frame_pose(q))
+
+    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
+        return self.joint_controller.validate_gains(gains)
+
+    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
+        self.joint_controller.apply_gains(gains)
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        joint_reference = self.diff_ik.update(state, self._target, dt)
+        return self.joint_controller.update(state, joint_reference, dt)

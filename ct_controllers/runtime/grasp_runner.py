@@ -1,0 +1,156 @@
+"""The grasp task on the real stack: a chained controller that runs, each tick,
+
+    observation → grasp phase machine → differential IK (arm) → joint controller → efforts
+                                      ↘ gripper servo with the grasp force limit (fingers)
+
+and is installed in the control loop like any controller (``loop.switch_controller``), so the
+limiter stays the last step before the write. Observations: the TCP pose is FK of the measured q;
+finger openings, speeds and efforts come from the measured joint state; object pose and finger
+contact forces from an object sensor (simulated in MuJoCo, perception on a real cell), each with
+its own stamp. DONE and FAILED freeze into safe hold, τ = g(q) − D v from the measured state.
+
+Per-stage compute times (task, differential IK, joint controller) are kept for telemetry.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ct_controllers.controllers.controller import (
+    Controller,
+    FloatArray,
+    JointReference,
+    JointState,
+)
+from ct_controllers.controllers.gripper import GripperController
+from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
+from ct_controllers.controllers.safe_hold import safe_hold_effort
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.tasks.phases import GraspObservation, GraspTask, Phase, TaskOutput
+
+
+@dataclass(frozen=True)
+class ObjectReading:
+    """What the object sensor reports: stamp [s]; pose 4x4 (base frame) or None; per-finger
+    contact normal forces [N] or None."""
+
+    stamp: float
+    pose: FloatArray | None
+    contact_forces: FloatArray | None
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One tick as the runner saw it (for plots and reports)."""
+
+    time: float  # [s]
+    phase: Phase
+    stage: str
+    tcp_error: float  # [m] TCP position error to its target (NaN when frozen)
+    finger_opening: float  # [m] mean of the two fingers
+    object_position: tuple[float, float, float]  # [m] base frame (NaN if unobserved)
+
+    @property
+    def object_height(self) -> float:
+        return self.object_position[2]
+
+
+class GraspRunner(Controller):
+    def __init__(
+        self,
+        model: RobotModel,
+        task: GraspTask,
+        diff_ik: ReferenceGenerator,
+        arm_controller: Controller,
+        gripper: GripperController,
+        sense_object: Callable[[], ObjectReading],
+        hold_damping: FloatArray,
+        record: bool = False,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.task = task
+        self.diff_ik = diff_ik
+        self.arm_controller = arm_controller
+        self.gripper = gripper
+        self.sense_object = sense_object
+        self.hold_damping = np.asarray(hold_damping, dtype=np.float64)
+        self.base_frame = model.model.frames[model.base_frame_id].name
+        self.fingers = gripper.indices
+        self.records: list[TaskRecord] | None = [] if record else None
+        self.stage_times: dict[str, list[float]] = {"task": [], "diff_ik": [], "controller": []}
+        self.last_output: TaskOutput | None = None
+
+    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
+        return self.arm_controller.validate_gains(gains)
+
+    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
+        self.arm_controller.apply_gains(gains)
+
+    def observe(self, state: JointState) -> GraspObservation:
+        reading = self.sense_object()
+        return GraspObservation(
+            # The joint state and the object sensor are separate sensors: the observation is
+            # as old as the older of the two.
+            stamp=min(state.stamp, reading.stamp),
+            tcp_pose=self.model.frame_pose(state.q),
+            finger_positions=state.q[self.fingers].copy(),
+            finger_velocities=state.v[self.fingers].copy(),
+            # Measured finger efforts when the backend reports them; else none is claimed.
+            finger_efforts=(
+                np.zeros(len(self.fingers))
+                if state.effort is None
+                else np.abs(state.effort[self.fingers])
+            ),
+            contact_forces=reading.contact_forces,
+            object_pose=reading.pose,
+        )
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        clock = time.perf_counter
+        start = clock()
+        observation = self.observe(state)
+        output = self.task.update(state.stamp, observation)
+        self.last_output = output
+        after_task = clock()
+        if output.tcp_target is None:  # DONE or FAILED: safe hold from the measured state
+            tau = safe_hold_effort(self.model, state.q, state.v, self.hold_damping)
+            after_ik = after_controller = clock()
+        else:
+            target = CartesianTarget(pose=output.tcp_target, frame=self.base_frame)
+            joint_reference = self.diff_ik.update(state, target, dt)
+            after_ik = clock()
+            tau = self.arm_controller.update(state, joint_reference, dt)
+            finger_target = np.full(len(self.fingers), output.finger_target)
+            limit = np.full(len(self.fingers), output.finger_effort_limit)
+            tau = np.array(tau, dtype=np.float64)
+            tau[self.fingers] = self.gripper.compute(state, finger_target, limit, dt)
+            after_controller = clock()
+        self.stage_times["task"].append(after_task - start)
+        self.stage_times["diff_ik"].append(after_ik - after_task)
+        self.stage_times["controller"].append(after_controller - after_ik)
+        if self.records is not None:
+            self.records.append(self._record(state.stamp, output, observation))
+        return tau
+
+    def _record(self, now: float, output: TaskOutput, observation: GraspObservation) -> TaskRecord:
+        error = (
+            float("nan")
+            if output.tcp_target is None
+            else float(np.linalg.norm(output.tcp_target[:3, 3] - observation.tcp_pose[:3, 3]))
+        )
+        pose = observation.object_pose
+        x, y, z = (math.nan,) * 3 if pose is None else (float(v) for v in pose[:3, 3])
+        return TaskRecord(
+            now,
+            output.phase,
+            output.stage,
+            error,
+            float(np.mean(observation.finger_positions)),
+            (x, y, z),
+        )

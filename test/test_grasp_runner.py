@@ -1,0 +1,180 @@
+"""ct_controllers.runtime.grasp_runner on the real stack in MuJoCo (lockstep): phase machine →
+differential IK → computed torque + gripper servo → limiter → MuJoCo, with failures injected in
+the simulated world. Each failure must end FAILED with the right phase and reason and the arm in
+safe hold."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from helpers import new_robot_model
+
+from ct_controllers.bench.grasp import GraspSetup, grasp_setup, run_trial, top_down_grasp
+from ct_controllers.config import load_config
+from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
+from ct_controllers.runtime.grasp_runner import ObjectReading
+from ct_controllers.runtime.stack import to_model_order
+from ct_controllers.tasks.phases import GraspGoal, Phase
+
+CONFIG = load_config(overrides={"mujoco.mode": "lockstep"})
+CUBE = (0.52, -0.05, math.radians(20))
+
+
+def _run(
+    setup: GraspSetup, seconds: float, event: Callable[[GraspSetup], None] | None = None
+) -> None:
+    loop = setup.stack.loop
+    for _ in range(round(seconds / CONFIG.period / 10)):
+        loop.run_ticks(10)
+        if event is not None:
+            event(setup)
+        if setup.task.finished:
+            break
+
+
+def _assert_safe_hold(setup: GraspSetup) -> None:
+    """The loop now writes g(q) − D v from the measured state (an independent model)."""
+    loop = setup.stack.loop
+    loop.snapshot_decimation = 1
+    reference = new_robot_model()
+    damping = to_model_order(
+        reference, CONFIG.joint_names, CONFIG.safe_hold_damping, "safe_hold.damping"
+    )
+    for _ in range(20):
+        loop.run_ticks(1)
+        snapshot = loop.snapshot()
+        assert snapshot is not None
+        expected = reference.gravity(snapshot.position) - damping * snapshot.velocity
+        np.testing.assert_allclose(snapshot.commanded_effort, expected, atol=1e-6)
+
+
+def test_a_pick_and_place_succeeds_through_the_whole_stack() -> None:
+    """The cube is picked, lifted at least 8 cm, held, put back within 2 cm of where it was (it
+    shifts about 1 cm in the fingers as it is lifted) and
+    released: DONE in under 10 s of sim time, every phase in order."""
+    result, setup = run_trial(CONFIG, 0, CUBE, record=True)
+    assert result.success, result.reason
+    assert result.sim_time < 10.0
+    assert [t.target for t in setup.task.transitions] == [
+        Phase.CLOSE,
+        Phase.HOLD,
+        Phase.RELEASE,
+        Phase.DONE,
+    ]
+    records = setup.runner.records or []
+    heights = [r.object_height for r in records]
+    assert max(heights) - heights[0] > 0.08
+    final = np.array(records[-1].object_position)
+    assert np.linalg.norm(final[:2] - np.array(CUBE[:2])) < 0.02
+
+
+def test_an_unreachable_cube_fails_in_approach_and_holds() -> None:
+    """A cube far beyond the arm's reach: FAILED in APPROACH (timeout), then safe hold."""
+    setup = grasp_setup(CONFIG, (0.55, 0.0, 0.0))
+    try:
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(1.8, 0.0, 0.0)))
+        _run(setup, 8.0)
+        assert setup.task.phase == Phase.FAILED and setup.task.failure is not None
+        assert setup.task.failure.source == Phase.APPROACH
+        assert "timed out" in setup.task.failure.reason
+        _assert_safe_hold(setup)
+    finally:
+        setup.stack.shut_down()
+
+
+def test_a_cube_removed_before_closing_fails_in_close() -> None:
+    """The cube taken away as the fingers start to close: FAILED in CLOSE, fingers closed on
+    nothing, then safe hold."""
+    setup = grasp_setup(CONFIG, CUBE)
+
+    def remove(setup: GraspSetup) -> None:
+        if setup.task.phase == Phase.CLOSE:
+            pose = np.eye(4)
+            pose[:3, 3] = [0.9, 0.4, 0.025]
+            place_object(setup.stack.hardware, "cube", pose)  # type: ignore[arg-type]
+
+    try:
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*CUBE)))
+        _run(setup, 6.0, remove)
+        failure = setup.task.failure
+        assert failure is not None and failure.source == Phase.CLOSE
+        assert "closed on nothing" in failure.reason
+        _assert_safe_hold(setup)
+    finally:
+        setup.stack.shut_down()
+
+
+def test_a_cube_knocked_out_during_hold_fails_with_slip() -> None:
+    """The cube knocked out of the grasp while held in the air: FAILED in HOLD, slipped."""
+    setup = grasp_setup(CONFIG, CUBE)
+
+    def knock(setup: GraspSetup) -> None:
+        if setup.task.phase == Phase.HOLD and setup.task.stage == "hold":
+            pose = np.eye(4)
+            pose[:3, 3] = [0.3, 0.3, 0.025]
+            place_object(setup.stack.hardware, "cube", pose)  # type: ignore[arg-type]
+
+    try:
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*CUBE)))
+        _run(setup, 8.0, knock)
+        failure = setup.task.failure
+        assert failure is not None and failure.source == Phase.HOLD
+        assert "slipped" in failure.reason and failure.values["slip"] > 0.03
+        _assert_safe_hold(setup)
+    finally:
+        setup.stack.shut_down()
+
+
+def test_stopped_observations_fail_on_staleness() -> None:
+    """The object sensor stops updating during HOLD (its stamp freezes): FAILED from HOLD on
+    stale observations, then safe hold."""
+    frozen: list[ObjectReading] = []
+
+    def sense(sensor: ObjectSensor) -> ObjectReading:
+        if frozen:
+            return frozen[0]
+        observation = sensor.observe()
+        return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
+
+    setup = grasp_setup(CONFIG, CUBE, sense=sense)
+
+    def stop(setup: GraspSetup) -> None:
+        if setup.task.phase == Phase.HOLD and not frozen:
+            observation = setup.sensor.observe()
+            frozen.append(
+                ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
+            )
+
+    try:
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*CUBE)))
+        _run(setup, 8.0, stop)
+        failure = setup.task.failure
+        assert failure is not None and failure.source == Phase.HOLD
+        assert "stale" in failure.reason
+        _assert_safe_hold(setup)
+    finally:
+        setup.stack.shut_down()
+
+
+@pytest.mark.parametrize("phase", [Phase.DONE, Phase.FAILED])
+def test_reset_after_the_end_returns_a_clean_approach(phase: Phase) -> None:
+    """After DONE or FAILED, reset() gives an APPROACH with no leftover timers, references or
+    transitions, and a new goal runs from the arm's current state."""
+    cube = CUBE if phase == Phase.DONE else (0.55, 0.0, 0.0)
+    goal = GraspGoal(grasp_pose=top_down_grasp(*(CUBE if phase == Phase.DONE else (1.8, 0, 0))))
+    setup = grasp_setup(CONFIG, cube)
+    try:
+        setup.task.start(goal)
+        _run(setup, 10.0)
+        assert setup.task.phase == phase
+        setup.task.reset()
+        assert setup.task.phase == Phase.APPROACH and setup.task.transitions == []
+        setup.runner.diff_ik.reset()
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(0.5, 0.1, 0.0)))
+        _run(setup, 0.5)
+        assert setup.task.phase == Phase.APPROACH and setup.task.failure is None
+    finally:
+        setup.stack.shut_down()
