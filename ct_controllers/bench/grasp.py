@@ -2,10 +2,10 @@
 
 Each trial builds the stack from controllers.yaml (MuJoCo lockstep at 1 kHz), places the 5 cm cube
 at a random pose on the table — x ∈ [0.45, 0.60] m, y ∈ [−0.15, 0.15] m, yaw ∈ [−45°, 45°] —
-and runs the grasp phase machine → differential IK (QP, OSQP) → computed torque (arm) and the gripper servo
-(fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s, put it back,
-release. A trial succeeds when the machine reaches DONE within 10 s of sim time; every failure
-is reported with its phase and reason.
+and runs the grasp phase machine → differential IK (QP, OSQP) → computed torque (arm) and the
+gripper servo (fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s,
+put it back, release. A trial succeeds when the machine reaches DONE within 10 s of sim time;
+every failure is reported with its phase and reason.
 """
 
 from __future__ import annotations
