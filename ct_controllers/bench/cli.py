@@ -11,6 +11,7 @@ BENCHMARKS = {
     "ik": "full IK success rate and time (TRAC-IK protocol)",
     "diffik": "differential IK step time, DLS and QP, vs pink",
     "faults": "time from an injected fault to the first safe command, per backend and fault",
+    "grasp": "pick-and-place trials through the whole stack in MuJoCo",
 }
 
 
