@@ -253,3 +253,49 @@ def test_property_no_fault_sequence_writes_outside_limits_or_feeds_bad_state(pla
             assert loop.fault_record.first_safe_command is not None
     finally:
         stack.shut_down()
+
+
+class SkewingSystem(InjectingSystem):
+    """A backend whose world goes on while the control loop is not looking: ``skip(dt)``
+    advances its clock (and the stamps of what it measures) by ``dt`` [s] at once, as a real
+    robot's time does while the loop is stalled."""
+
+    skew = 0.0
+
+    def skip(self, dt: float) -> None:
+        self.skew += dt
+
+    def now(self) -> float:
+        return super().now() + self.skew
+
+    def _read(self):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+
+        sample = super()._read()
+        return replace(sample, stamp=sample.stamp + self.skew)
+
+    def _write(self, command, values):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+
+        self.inner.write(replace(command, stamp=command.stamp - self.skew))  # the inner clock
+
+
+def test_a_stalled_loop_latches_the_command_deadline():
+    """When the loop itself was away longer than command_timeout (the plant ran on a stale
+    command meanwhile), its next tick latches a 'no fresh command' fault and writes the
+    reaction at once, although the state is fresh."""
+    stack = build_stack(CONFIG, bundled_description(), wrap_hardware=SkewingSystem)
+    stack.bring_up()
+    try:
+        loop = stack.loop
+        loop.run_ticks(20)
+        assert loop.fault is None
+        assert isinstance(stack.hardware, SkewingSystem)
+        stack.hardware.skip(CONFIG.effective_command_timeout + 0.002)
+        loop.run_ticks(1)
+        assert loop.fault is not None and "no fresh command" in loop.fault
+        record = loop.fault_record
+        assert record is not None and record.first_safe_command is not None
+        assert record.first_safe_command == record.detected  # the same tick
+    finally:
+        stack.shut_down()

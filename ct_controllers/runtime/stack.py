@@ -3,6 +3,7 @@ limiter → control loop. Used by the ROS node, ``ct-sim`` and the tests alike."
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +20,15 @@ from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
 from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.runtime.control_loop import ControlLoop
+
+LOG = logging.getLogger("ct_controllers")
+# The plugin each `backend:` value selects through the xacro argument; a description given
+# directly (robot_description) that names one of these must name the backend's.
+BACKEND_PLUGINS = {
+    "mujoco": "ct_controllers/MujocoSystem",
+    "ros2_control_bridge": "ct_controllers/Ros2ControlBridge",
+    "canopen": "ct_controllers/CanopenCia402System",
+}
 
 
 @dataclass
@@ -37,7 +47,17 @@ class Stack:
         self.loop.start()
 
     def bring_up(self) -> None:
-        """Configure and activate the hardware (no loop thread: drive ``loop.run_ticks``)."""
+        """Configure and activate the hardware (no loop thread: drive ``loop.run_ticks``).
+        The chosen backend is logged loudly (WARNING) first: real drives must never be a
+        surprise."""
+        hardware = self.description.hardware.plugin
+        real = self.hardware.requires_arming
+        LOG.warning(
+            "hardware backend: %s (backend: %s) — %s",
+            hardware,
+            self.config.backend,
+            (f"REAL HARDWARE, hardware.armed={self.config.armed}" if real else "simulation"),
+        )
         self.hardware.configure()
         self.hardware.activate()
 
@@ -86,6 +106,13 @@ def build_stack(
         missing = sorted(set(model.joint_names) - set(names))
         if missing:
             raise ConfigError(f"{group} does not list the URDF joint(s) {missing}")
+    plugin = description.hardware.plugin
+    expected = BACKEND_PLUGINS.get(config.backend)
+    if plugin in BACKEND_PLUGINS.values() and plugin != expected:  # third-party plugins pass
+        raise ConfigError(
+            f"parameter 'backend' is '{config.backend}' but the robot description's "
+            f"<ros2_control> plugin is '{plugin}'"
+        )
     hardware_type = load_plugin(HARDWARE, description.hardware.plugin)
     hardware = hardware_type.from_config(description, config)
     if wrap_hardware is not None:

@@ -1,0 +1,94 @@
+"""The hardware, watchdog, bridge and CANopen parameters of controllers.yaml: validated with
+errors that name the parameter, wired by build_stack into the guard, the watchdog and the
+backends; the backend switch by configuration, logged loudly."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from helpers import bundled_description
+
+from ct_controllers.config import ConfigError, load_config
+from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.hardware.ros2_control_bridge import Ros2ControlBridge
+from ct_controllers.runtime.stack import build_stack
+
+
+def test_bundled_defaults():
+    """Unarmed, watchdog on with 3-period deadlines (0 = default), damp reaction, the guard's
+    age limit following the state timeout."""
+    config = load_config()
+    assert config.armed is False
+    assert config.watchdog_enabled and config.fault_reaction == "damp"
+    assert config.effective_state_timeout == pytest.approx(3 * config.period)
+    assert config.effective_command_timeout == pytest.approx(3 * config.period)
+    assert config.effective_max_state_age == pytest.approx(config.effective_state_timeout)
+    assert config.canopen is not None and len(config.canopen.node_ids) == 9
+    assert config.bridge is not None and config.bridge.command_joints == config.joint_names
+
+
+BAD = [
+    ({"watchdog.fault_reaction": "explode"}, "watchdog.fault_reaction"),
+    ({"watchdog.state_timeout": -0.1}, "watchdog.state_timeout"),
+    ({"hardware.max_state_age": float("nan")}, "hardware.max_state_age"),
+    ({"hardware.armed": "yes"}, "hardware.armed"),
+    ({"ros2_control_bridge.command_interface": "velocity"}, "command_interface"),
+    ({"ros2_control_bridge.command_joints": ["joint1", "joint1"]}, "command_joints"),
+    ({"backend": "canopen", "canopen.node_ids": [1, 2, 3, 4, 5, 6, 7, 8, 8]}, "node_ids"),
+    ({"backend": "canopen", "canopen.node_ids": [1, 2, 3, 4, 5, 6, 7, 8, 200]}, "node_ids"),
+    ({"backend": "canopen", "canopen.gear_ratio": [1.0] * 8}, "canopen.gear_ratio"),
+    ({"canopen.heartbeat_timeout": 0.005}, "canopen.heartbeat_timeout"),
+    ({"canopen.quick_stop_option": 3}, "605Ah"),
+    ({"canopen.mode": "velocity"}, "canopen.mode"),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"), BAD, ids=[b[1] + str(i) for i, b in enumerate(BAD)]
+)
+def test_bad_hardware_parameters_are_named(overrides, named):
+    """Each invalid value raises ConfigError naming the parameter."""
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_config(overrides=overrides)
+
+
+@pytest.mark.parametrize(
+    ("backend", "kind"),
+    [("mujoco", MujocoSystem), ("ros2_control_bridge", Ros2ControlBridge),
+     ("canopen", CanopenCia402System)],
+)  # fmt: skip
+def test_backend_is_switched_by_configuration(backend, kind):
+    """`backend:` picks the URDF plugin (xacro argument) and so the backend class; the real
+    ones get the guard limits and arming from the configuration; the loop gets the deadlines."""
+    config = load_config(overrides={"backend": backend, "watchdog.state_timeout": 0.02})
+    stack = build_stack(config)
+    try:
+        assert isinstance(stack.hardware, kind)
+        assert stack.hardware.requires_arming == (backend != "mujoco")
+        assert stack.hardware.guard.limits.max_state_age == pytest.approx(0.02)
+        assert stack.loop.watchdog.config.state_timeout == pytest.approx(0.02)
+    finally:
+        stack.shut_down()
+
+
+def test_a_description_naming_another_backend_is_refused():
+    """A robot description whose <ros2_control> plugin is another of our backends than
+    `backend:` names is refused, naming both."""
+    config = load_config(overrides={"backend": "canopen"})
+    with pytest.raises(ConfigError, match=r"'canopen'.*ct_controllers/MujocoSystem"):
+        build_stack(config, bundled_description("mujoco"))
+
+
+def test_the_backend_is_logged_loudly_at_start(caplog):
+    """Bringing the stack up logs the backend at WARNING level, saying whether it is real
+    hardware and armed."""
+    config = load_config(overrides={"mujoco.mode": "lockstep"})
+    stack = build_stack(config, bundled_description())
+    with caplog.at_level(logging.WARNING, logger="ct_controllers"):
+        stack.bring_up()
+    stack.shut_down()
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("ct_controllers/MujocoSystem" in m and "simulation" in m for m in messages)
