@@ -194,3 +194,28 @@ def test_a_restarted_ros2_control_side_is_detected_and_recovered(stack, plant):
     run(stack, 1.5)
     assert loop.motion_status(motion).state == "succeeded", loop.fault
     assert abs(plant[0].report()["position"]["joint2"] - 0.5) < 0.02
+
+
+def test_a_stalled_loop_gets_a_hold_published_by_the_bridge(stack, plant):
+    """When the control loop stops writing during a motion, the bridge's own executor notices
+    the missed command deadline and keeps publishing a hold from the measured state (gravity
+    plus damping), so the forward controller is not left on a stale effort: the arm comes to
+    rest. The loop then latches the bridge's fault, and a reset with commands flowing clears
+    it."""
+    loop = stack.loop
+    bridge = stack.hardware
+    assert isinstance(bridge, Ros2ControlBridge)
+    loop.request_motion(["joint1"], [0.0], 0.6)
+    run(stack, 0.3)
+    before = bridge.holds_published
+    time.sleep(1.0)  # the loop is not ticking
+    assert bridge.holds_published - before >= 10
+    fault = bridge.fault()
+    assert fault is not None and "no command" in fault
+    report = plant[0].report()
+    assert max(abs(v) for v in report["velocity"].values()) < 0.05
+    assert_safe_commands(report)
+    run(stack, 0.05)
+    assert loop.fault is not None and "no command" in loop.fault
+    recover(stack, plant[0])
+    assert bridge.fault() is None

@@ -17,6 +17,13 @@ stand-alone (tests, benches). DDS stays on loopback unless ``CT_DDS_NETWORK=1``.
 system clock (ROS time without sim time), in which the ros2_control side stamps its messages.
 It drives real hardware: :meth:`activate` refuses unless ``hardware.armed``, then waits for the
 first JointState.
+
+A forward_command_controller holds its last command forever. So the bridge watches the command
+deadline itself, from its executor thread: when the control loop has written nothing for
+``command_timeout`` (it stalled or died), the bridge publishes a hold computed from the latest
+measured state — τ = g(q) − D v with the robot model and ``safe_hold.damping`` for effort
+joints, the measured position for position joints — every check period until commands come
+back, and latches a fault (:meth:`fault`) until :meth:`reset_fault` with commands flowing.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +48,7 @@ from ct_controllers.hardware.interface import (
     SystemInterface,
 )
 from ct_controllers.model.description import RobotDescription
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.ros.dds import ensure_loopback_dds
 
 ensure_loopback_dds()  # before rclpy creates any participant
@@ -67,6 +75,8 @@ class BridgeConfig:
     command_joints: tuple[str, ...] = ()
     node_name: str = "ct_ros2_control_bridge"
     first_state_timeout: float = 5.0
+    command_timeout: float = 0.03  # [s] no write for this long: the bridge holds by itself
+    check_period: float = 0.01  # [s] how often its executor checks that deadline
 
     def __post_init__(self) -> None:
         if self.command_interface not in (EFFORT, POSITION):
@@ -89,7 +99,15 @@ class Ros2ControlBridge(SystemInterface):
     requires_arming = True
     backend_name = "ct_controllers/Ros2ControlBridge"
 
-    def __init__(self, joint_names: Sequence[str], config: BridgeConfig) -> None:
+    def __init__(
+        self,
+        joint_names: Sequence[str],
+        config: BridgeConfig,
+        hold: Callable[[dict[str, float], dict[str, float]], FloatArray] | None = None,
+    ) -> None:
+        """``hold(q, v)``: the hold effort [N·m | N] in hardware order from measured positions
+        and velocities by joint name (None: the bridge cannot hold effort joints by itself and
+        only reports the missed deadline)."""
         super().__init__(
             joint_names=tuple(joint_names),
             command_interfaces=(config.command_interface,) * len(joint_names),
@@ -112,7 +130,11 @@ class Ros2ControlBridge(SystemInterface):
                 )
             )
         self.config = config
+        self._hold = hold
         self._command_order = [self.joint_names.index(n) for n in order]
+        self._last_write = -math.inf  # [s] time.time of the loop's last command
+        self._fault: str | None = None
+        self.holds_published = 0
         self._lock = threading.Lock()
         self._received = threading.Condition(self._lock)
         self._sample: StateSample | None = None
@@ -129,14 +151,33 @@ class Ros2ControlBridge(SystemInterface):
         ``ros2_control_bridge.*``."""
         params = config.bridge
         assert params is not None
+        joints = description.hardware.joint_names
+        model = RobotModel(description.urdf, tcp_frame=config.tcp_frame)
+        damping = dict(zip(config.joint_names, config.safe_hold_damping, strict=True))
+        hardware_index = model.indices(joints)
+        damping_model = np.zeros(model.nv)
+        for name, value in damping.items():
+            damping_model[model.v_index(name)] = value
+
+        def hold(q: dict[str, float], v: dict[str, float]) -> FloatArray:
+            """g(q) − D v [N·m | N], hardware order."""
+            position, velocity = np.zeros(model.nq), np.zeros(model.nv)
+            for name in model.joint_names:
+                position[model.q_index(name)] = q[name]
+                velocity[model.v_index(name)] = v[name]
+            return (model.gravity(position) - damping_model * velocity)[hardware_index]
+
         return cls(
-            description.hardware.joint_names,
+            joints,
             BridgeConfig(
                 joint_states_topic=params.joint_states_topic,
                 command_topic=params.command_topic,
                 command_interface=params.command_interface,
                 command_joints=params.command_joints,
+                command_timeout=config.effective_command_timeout,
+                check_period=config.period,
             ),
+            hold,
         )
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -150,6 +191,7 @@ class Ros2ControlBridge(SystemInterface):
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         node.create_subscription(JointState, self.config.joint_states_topic, self._on_state, qos)
         self._publisher = node.create_publisher(Float64MultiArray, self.config.command_topic, qos)
+        node.create_timer(self.config.check_period, self._check_command_deadline)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         self._context, self._node, self._executor = context, node, executor
@@ -165,6 +207,9 @@ class Ros2ControlBridge(SystemInterface):
             pass
 
     def _on_activate(self) -> None:
+        with self._lock:
+            self._last_write = -math.inf  # the deadline starts at the first command
+            self._fault = None
         deadline = time.monotonic() + self.config.first_state_timeout
         with self._received:
             self._received.wait_for(
@@ -175,6 +220,10 @@ class Ros2ControlBridge(SystemInterface):
                     f"ros2_control_bridge: no JointState on '{self.config.joint_states_topic}' "
                     f"within {self.config.first_state_timeout} s"
                 )
+
+    def _on_deactivate(self) -> None:
+        with self._lock:
+            self._last_write = -math.inf  # inactive: no deadline
 
     def _on_cleanup(self) -> None:
         if self._context is not None:
@@ -225,10 +274,70 @@ class Ros2ControlBridge(SystemInterface):
             return self._sample
 
     def _write(self, command: JointCommand, values: FloatArray) -> None:
+        self._publish(values)
+        with self._lock:
+            self._last_write = time.time()
+
+    def _publish(self, values: FloatArray) -> None:
         message = Float64MultiArray()
         message.data = [float(values[i]) for i in self._command_order]
         self._publisher.publish(message)
         self.published += 1
 
+    # --- the bridge's own command deadline (executor thread) -------------------------------
+    def _check_command_deadline(self) -> None:
+        now = time.time()
+        with self._lock:
+            silence = now - self._last_write
+            sample = self._sample
+        if not math.isfinite(silence) or silence <= self.config.command_timeout:
+            return
+        if self._fault is None:
+            self._fault = (
+                f"ros2_control_bridge: no command for {silence * 1e3:.1f} ms (command_timeout "
+                f"{self.config.command_timeout * 1e3:.1f} ms): holding from the measured state"
+            )
+        values = self._hold_values(sample)
+        if values is not None:
+            self._publish(values)
+            self.holds_published += 1
+
+    def _hold_values(self, sample: StateSample | None) -> FloatArray | None:
+        """The hold in hardware order from ``sample``, or None when it cannot be computed
+        (no sample, names or values unusable): then nothing is published."""
+        if sample is None:
+            return None
+        q = dict(zip(sample.joint_names, np.asarray(sample.position, dtype=float), strict=False))
+        v = dict(zip(sample.joint_names, np.asarray(sample.velocity, dtype=float), strict=False))
+        if any(n not in q or n not in v for n in self.joint_names):
+            return None
+        if self.config.command_interface == POSITION:
+            values = np.array([q[n] for n in self.joint_names])
+        elif self._hold is not None:
+            values = np.asarray(self._hold(q, v), dtype=np.float64)
+        else:
+            return None
+        return values if np.all(np.isfinite(values)) else None
+
+    def fault(self) -> str | None:
+        return self._fault
+
+    def reset_fault(self) -> None:
+        """Clear the missed-deadline fault once the loop writes again (the loop writes before
+        it processes a reset)."""
+        with self._lock:
+            silence = time.time() - self._last_write
+        if silence > self.config.command_timeout:
+            raise LifecycleError(
+                f"ros2_control_bridge: no command for {silence * 1e3:.1f} ms; reset needs "
+                "commands flowing"
+            )
+        self._fault = None
+
     def diagnostics(self) -> dict[str, object]:
-        return {"joint_states_received": self.messages, "commands_published": self.published}
+        return {
+            "joint_states_received": self.messages,
+            "commands_published": self.published,
+            "holds_published": self.holds_published,
+            "fault": self._fault or "",
+        }
