@@ -283,3 +283,26 @@ def test_reset_after_a_drive_fault_re_enables_and_resumes(rig):
     loop.run_ticks(round(1.0 / PERIOD))
     assert loop.motion_status(motion).state == "succeeded"
     assert arm_error(rig, {"joint6": 1.1}) < 1e-2
+
+
+def test_configured_quick_stop_reaction_stops_every_healthy_drive_itself():
+    """With watchdog.fault_reaction: quick_stop, a drive tripping to FAULT makes the loop send
+    the CiA 402 quick stop to the drives: every other drive ends in QUICK STOP ACTIVE (the
+    tripped one stays in FAULT) and the arm comes to rest on the drives' own ramps."""
+    rig = make_rig(**{"watchdog.fault_reaction": "quick_stop"})
+    rig.stack.bring_up()
+    try:
+        loop = rig.stack.loop
+        loop.request_motion(["joint1", "joint4"], [0.4, -1.2], 1.0)
+        loop.run_ticks(round(0.3 / PERIOD))
+        rig.drives.enter_fault("joint5")
+        loop.run_ticks(round(0.5 / PERIOD))
+        assert loop.fault is not None and "FAULT" in loop.fault
+        assert loop.fault_record is not None and loop.fault_record.reaction == "quick_stop"
+        states = rig.drives.states()
+        assert states.pop("joint5") is DriveState.FAULT
+        assert set(states.values()) == {DriveState.QUICK_STOP_ACTIVE}
+        assert max(abs(v) for v in rig.drives.velocities().values()) < 1e-6
+        assert_nothing_unsafe(rig)
+    finally:
+        rig.close()
