@@ -12,6 +12,7 @@ BENCHMARKS = {
     "diffik": "differential IK step time, DLS and QP, vs pink",
     "faults": "time from an injected fault to the first safe command, per backend and fault",
     "grasp": "pick-and-place trials through the whole stack in MuJoCo",
+    "loop": "real-time factor in lockstep and period jitter when paced, full stack",
 }
 
 

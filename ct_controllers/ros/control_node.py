@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import gc
 import sys
 from typing import Any
 
@@ -39,6 +40,7 @@ from ct_controllers.ros.parameters import declare_all, live_gains  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
 from ct_controllers.runtime.controller_manager import ControllerManager  # noqa: E402
 from ct_controllers.runtime.stack import Stack, build_stack, to_model_order  # noqa: E402
+from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
 
 
 def _plain(value: Any) -> Any:
@@ -72,6 +74,13 @@ class ControlNode(Node):
         )
         self.controller_services = ControllerServices(self, self.stack, self.manager, group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        # Everything built so far lives for the node's life: move it out of the collector's
+        # generations so that collections (which stop every thread, the control thread too)
+        # only scan what the running node allocates. Pauses are measured either way.
+        self.gc_monitor = GcMonitor()
+        self.gc_monitor.install()
+        gc.collect()
+        gc.freeze()
         self.stack.start()
         self.state_publishers = StatePublishers(self, self.stack, self.manager, group)
 
@@ -99,10 +108,18 @@ class ControlNode(Node):
     def shutdown(self) -> None:
         """Stop the loop and deactivate the hardware; print the timing summary."""
         self.stack.shut_down()
+        self.gc_monitor.remove()
         timing = self.loop.timing_summary()
+        stages = ", ".join(
+            f"{stage} {figures.p50 * 1e6:.0f}/{figures.p99 * 1e6:.0f}"
+            for stage, figures in self.loop.stages.summary().items()
+        )
         print(
             f"ct_control_node: {timing.ticks} ticks, overruns {timing.overruns}, compute "
-            f"{timing.compute.as_us()}, jitter {timing.jitter.as_us()}",
+            f"{timing.compute.as_us()}, jitter {timing.jitter.as_us()}\n"
+            f"  stages p50/p99 [µs]: {stages}\n"
+            f"  gc: {self.gc_monitor.collections} collections, longest pause "
+            f"{self.gc_monitor.longest * 1e6:.0f} µs",
             flush=True,
         )
 

@@ -92,11 +92,31 @@ class StatePublishers:
                 KeyValue(key="compute_p99_us", value=f"{timing.compute.p99 * 1e6:.1f}"),
                 KeyValue(key="compute_max_us", value=f"{timing.compute.max * 1e6:.1f}"),
                 KeyValue(key="jitter_p99_us", value=f"{timing.jitter.p99 * 1e6:.1f}"),
+                KeyValue(key="period_p50_us", value=f"{timing.period.p50 * 1e6:.1f}"),
+                KeyValue(key="period_max_us", value=f"{timing.period.max * 1e6:.1f}"),
+                *self._stage_values(),
+                *self._gc_values(),
             ],
         )
         message = DiagnosticArray(status=[status])
         message.header.stamp = self.node.get_clock().now().to_msg()
         self.diagnostics.publish(message)
+
+    def _stage_values(self) -> list[KeyValue]:
+        values = []
+        for stage, figures in self.stack.loop.stages.summary().items():
+            for name, value in (("p50", figures.p50), ("p99", figures.p99), ("max", figures.max)):
+                values.append(KeyValue(key=f"stage_{stage}_{name}_us", value=f"{value * 1e6:.1f}"))
+        return values
+
+    def _gc_values(self) -> list[KeyValue]:
+        monitor = getattr(self.node, "gc_monitor", None)
+        if monitor is None:
+            return []
+        return [
+            KeyValue(key="gc_collections", value=str(monitor.collections)),
+            KeyValue(key="gc_pause_max_us", value=f"{monitor.longest * 1e6:.1f}"),
+        ]
 
 
 def _finite(value: float) -> float:

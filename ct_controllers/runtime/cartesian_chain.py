@@ -4,6 +4,7 @@ joints the IK does not control (the fingers) hold where they were when the chain
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -27,6 +28,7 @@ class CartesianChain(Controller):
         self.diff_ik = diff_ik
         self.joint_controller = joint_controller
         self.base_frame = model.model.frames[model.base_frame_id].name
+        self.stage_breakdown: dict[str, float] = {"diff_ik": 0.0, "joint_controller": 0.0}
         # A second model for errors() on the goal's thread (Pinocchio scratch data is not
         # thread-safe; the control thread uses ``model``).
         self._error_model = RobotModel(
@@ -58,5 +60,10 @@ class CartesianChain(Controller):
         self.joint_controller.apply_gains(gains)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        start = time.perf_counter()
         joint_reference = self.diff_ik.update(state, self._target, dt)
-        return self.joint_controller.update(state, joint_reference, dt)
+        after_ik = time.perf_counter()
+        tau = self.joint_controller.update(state, joint_reference, dt)
+        self.stage_breakdown["diff_ik"] = after_ik - start
+        self.stage_breakdown["joint_controller"] = time.perf_counter() - after_ik
+        return tau

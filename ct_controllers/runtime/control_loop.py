@@ -56,7 +56,7 @@ from ct_controllers.references.joint_trajectory import (
     TrajectoryError,
 )
 from ct_controllers.runtime.fault_reaction import FaultReaction
-from ct_controllers.runtime.timing import TimingRecorder, TimingSummary
+from ct_controllers.runtime.timing import StageRecorder, TimingRecorder, TimingSummary
 
 RUNNING = "running"
 SUCCEEDED = "succeeded"
@@ -180,6 +180,7 @@ class ControlLoop:
         self.snapshot_decimation = max(1, snapshot_decimation)
         self.overrun_fraction = overrun_fraction
         self.timing = TimingRecorder()
+        self.stages = StageRecorder()
         if fault_reaction not in FAULT_REACTIONS:
             raise ValueError(
                 f"unknown fault reaction '{fault_reaction}' (known: {', '.join(FAULT_REACTIONS)})"
@@ -292,6 +293,7 @@ class ControlLoop:
 
     def _read_guarded(self) -> tuple[GuardResult, float]:
         """Read one sample and run it through the guard; a read that raises is a rejection."""
+        started = time.perf_counter()
         try:
             sample = self.hardware.read()
         except Exception as exc:  # a backend read error must not stop the loop unguarded
@@ -299,10 +301,15 @@ class ControlLoop:
             message = f"read failed: {type(exc).__name__}: {exc}"
             self.guard.last_rejection = message
             return GuardResult(False, False, "read_error", message), now
+        read = time.perf_counter()
+        self.stages.record("read", read - started)
         now = self.hardware.now()
-        return self.guard.check_state(sample, now), now
+        result = self.guard.check_state(sample, now)
+        self.stages.record("guard", time.perf_counter() - read)
+        return result, now
 
     def tick(self) -> None:
+        clock = time.perf_counter
         result, now = self._read_guarded()
         if not self._watchdog_started:
             self.watchdog.start(now)
@@ -338,6 +345,7 @@ class ControlLoop:
             return safe_hold_effort(self.model, q, v, self.hold_damping)
 
         requested: FloatArray | None = None
+        before_controller = clock()
         if self.fault is None:
             try:
                 requested = self.controller.update(state, reference, self.period)
@@ -351,12 +359,21 @@ class ControlLoop:
             requested = self._reaction.effort(self.model, q, v, self.hold_damping, now)
             reference = self._reaction.reference(now)
         assert requested is not None
+        before_limiter = clock()
+        self.stages.record("controller", before_limiter - before_controller)
+        breakdown = getattr(self.controller, "stage_breakdown", None)
+        if breakdown:  # a chained controller's own stages (task, diff_ik, joint_controller)
+            for stage, seconds in breakdown.items():
+                self.stages.record(stage, seconds)
         limited = self.limiter.limit(requested, fallback, self.period)
         values = limited.effort[self._model_index]
         if self._position_mask.any():
             targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
             values = np.where(self._position_mask, targets[self._model_index], values)
+        before_write = clock()
+        self.stages.record("limiter", before_write - before_limiter)
         self._write(values, state.stamp, now)
+        self.stages.record("write", clock() - before_write)
         record = self.fault_record
         if self.fault is not None and record is not None and record.first_safe_command is None:
             self.fault_record = FaultRecord(

@@ -9,7 +9,8 @@ finger openings, speeds and efforts come from the measured joint state; object p
 contact forces from an object sensor (simulated in MuJoCo, perception on a real cell), each with
 its own stamp. DONE and FAILED freeze into safe hold, τ = g(q) − D v from the measured state.
 
-Per-stage compute times (task, differential IK, joint controller) are kept for telemetry.
+Per-stage compute times of the last tick (task, differential IK, joint controller) are in
+``stage_breakdown`` for the loop's telemetry.
 """
 
 from __future__ import annotations
@@ -83,7 +84,12 @@ class GraspRunner(Controller):
         self.base_frame = model.model.frames[model.base_frame_id].name
         self.fingers = gripper.indices
         self.records: list[TaskRecord] | None = [] if record else None
-        self.stage_times: dict[str, list[float]] = {"task": [], "diff_ik": [], "controller": []}
+        # The last compute's stages [s], read by the loop's telemetry (mutated in place).
+        self.stage_breakdown: dict[str, float] = {
+            "task": 0.0,
+            "diff_ik": 0.0,
+            "joint_controller": 0.0,
+        }
         self.last_output: TaskOutput | None = None
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
@@ -131,9 +137,10 @@ class GraspRunner(Controller):
             tau = np.array(tau, dtype=np.float64)
             tau[self.fingers] = self.gripper.compute(state, finger_target, limit, dt)
             after_controller = clock()
-        self.stage_times["task"].append(after_task - start)
-        self.stage_times["diff_ik"].append(after_ik - after_task)
-        self.stage_times["controller"].append(after_controller - after_ik)
+        breakdown = self.stage_breakdown
+        breakdown["task"] = after_task - start
+        breakdown["diff_ik"] = after_ik - after_task
+        breakdown["joint_controller"] = after_controller - after_ik
         if self.records is not None:
             self.records.append(self._record(state.stamp, output, observation))
         return tau

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,3 +74,66 @@ class TimingRecorder:
             jitter=Percentiles.of(self._jitter[:n].copy()),
             period=Percentiles.of(periods.copy()),
         )
+
+
+class StageRecorder:
+    """Per-stage compute times [s] of the last ``capacity`` ticks, one preallocated ring per
+    stage (read, controller, limiter, write, and whatever a chained controller reports: task,
+    diff_ik, joint_controller). A stage not run on a tick records nothing for it."""
+
+    def __init__(self, capacity: int = 1 << 14) -> None:
+        self.capacity = capacity
+        self._rings: dict[str, np.ndarray] = {}
+        self._counts: dict[str, int] = {}
+
+    def record(self, stage: str, seconds: float) -> None:
+        ring = self._rings.get(stage)
+        if ring is None:  # once per stage name, not per tick
+            ring = self._rings[stage] = np.zeros(self.capacity)
+            self._counts[stage] = 0
+        count = self._counts[stage]
+        ring[count % self.capacity] = seconds
+        self._counts[stage] = count + 1
+
+    def samples(self, stage: str) -> np.ndarray:
+        """A copy of the recorded times [s] of one stage (the last ``capacity`` at most)."""
+        ring = self._rings.get(stage)
+        if ring is None:
+            return np.zeros(0)
+        return ring[: min(self._counts[stage], self.capacity)].copy()
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return tuple(self._rings)
+
+    def summary(self) -> dict[str, Percentiles]:
+        return {stage: Percentiles.of(self.samples(stage)) for stage in self._rings}
+
+
+class GcMonitor:
+    """Garbage-collector pauses [s], measured with ``gc.callbacks`` (any thread's collections:
+    they stop every thread, the control thread included)."""
+
+    def __init__(self) -> None:
+        self.collections = 0
+        self.total = 0.0
+        self.longest = 0.0
+        self._started: float | None = None
+
+    def install(self) -> None:
+        if self._callback not in gc.callbacks:
+            gc.callbacks.append(self._callback)
+
+    def remove(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            pause = time.perf_counter() - self._started
+            self._started = None
+            self.collections += 1
+            self.total += pause
+            self.longest = max(self.longest, pause)

@@ -1,0 +1,187 @@
+"""``ct-bench loop``: does the full stack keep its period?
+
+Lockstep: the whole stack — grasp phase machine → differential IK (QP) → computed torque →
+limiter → MuJoCo — at 1 kHz, grasp trials back to back for ``--sim-seconds`` of sim time (default
+60 s); prints the real-time factor and the per-stage compute times, beside a bare loop that only
+steps the same MuJoCo scene with zero torque (the floor). Goal: ≥ 10× real time.
+
+Paced: the same stack with the loop in its own thread paced to 1 kHz on the monotonic clock (the
+simulation following the wall clock) for ``--paced-seconds`` of wall time (default 60 s); prints
+period jitter (tick start − scheduled start) p50/p99/max and overruns (a tick starting more than
+half a period late, or computing for more than a period). Then the same with the machine loaded
+by a second process spinning a busy loop on one core. Goal on this non-real-time kernel: p99
+jitter ≤ 100 µs and no overrun at 1 kHz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import mujoco
+import numpy as np
+
+from ct_controllers.bench.grasp import REGION, grasp_setup, top_down_grasp
+from ct_controllers.config import StackConfig, load_config
+from ct_controllers.hardware.mujoco_scene import build_scene
+from ct_controllers.model.description import load_description
+from ct_controllers.runtime.timing import Percentiles
+from ct_controllers.tasks.phases import GraspGoal
+
+GOAL_RTF = 10.0
+GOAL_JITTER_P99 = 100e-6  # [s]
+
+
+def _cubes(seed: int) -> Iterator[tuple[float, float, float]]:
+    rng = np.random.default_rng(seed)
+    while True:
+        x, y, yaw = (float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
+        yield x, y, yaw
+
+
+def lockstep(sim_seconds: float, seed: int) -> dict:
+    config = load_config(overrides={"mujoco.mode": "lockstep"})
+    stage_samples: dict[str, list[np.ndarray]] = {}
+    sim_time = wall = 0.0
+    trials = 0
+    for cube in _cubes(seed):
+        if sim_time >= sim_seconds:
+            break
+        setup = grasp_setup(config, cube)
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        loop = setup.stack.loop
+        start = time.perf_counter()
+        ticks = 0
+        while not setup.task.finished and sim_time + ticks * config.period < sim_seconds:
+            loop.run_ticks(10)
+            ticks += 10
+        wall += time.perf_counter() - start
+        sim_time += ticks * config.period
+        trials += 1
+        for stage in loop.stages.stages:
+            stage_samples.setdefault(stage, []).append(loop.stages.samples(stage))
+        stage_samples.setdefault("tick", []).append(
+            loop.timing._compute[: min(loop.timing.ticks, loop.timing.capacity)].copy()
+        )
+        setup.stack.shut_down()
+    floor_rtf = _floor_rtf(config, min(sim_seconds, 10.0))
+    stages = {}
+    for stage, parts in stage_samples.items():
+        figures = Percentiles.of(np.concatenate(parts))
+        stages[stage] = {"p50_us": figures.p50 * 1e6, "p99_us": figures.p99 * 1e6}
+    return {
+        "rtf": sim_time / wall,
+        "floor_rtf": floor_rtf,
+        "sim_seconds": sim_time,
+        "wall_seconds": wall,
+        "trials": trials,
+        "stages": stages,
+    }
+
+
+def _floor_rtf(config: StackConfig, sim_seconds: float) -> float:
+    """MuJoCo alone: the same scene stepped with zero torque, no controller, no Python stack."""
+    model = build_scene(load_description().urdf, timestep=config.mujoco_timestep).compile()
+    data = mujoco.MjData(model)
+    steps = round(sim_seconds / model.opt.timestep)
+    start = time.perf_counter()
+    for _ in range(steps):
+        mujoco.mj_step(model, data)
+    return sim_seconds / (time.perf_counter() - start)
+
+
+def paced(wall_seconds: float, seed: int) -> dict:
+    config = load_config(overrides={"mujoco.mode": "paced"})
+    jitter: list[np.ndarray] = []
+    compute: list[np.ndarray] = []
+    overruns = ticks = 0
+    deadline = time.monotonic() + wall_seconds
+    for cube in _cubes(seed):
+        if time.monotonic() >= deadline:
+            break
+        setup = grasp_setup(config, cube)
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        loop = setup.stack.loop
+        loop.start()
+        while not setup.task.finished and time.monotonic() < deadline:
+            time.sleep(0.05)
+        setup.stack.shut_down()
+        n = min(loop.timing.ticks, loop.timing.capacity)
+        jitter.append(loop.timing._jitter[:n].copy())
+        compute.append(loop.timing._compute[:n].copy())
+        overruns += loop.timing.overruns
+        ticks += loop.timing.ticks
+    figures = Percentiles.of(np.concatenate(jitter))
+    computing = Percentiles.of(np.concatenate(compute))
+    return {
+        "rate_hz": config.update_rate,
+        "ticks": ticks,
+        "jitter_p50_us": figures.p50 * 1e6,
+        "jitter_p99_us": figures.p99 * 1e6,
+        "jitter_max_us": figures.max * 1e6,
+        "compute_p99_us": computing.p99 * 1e6,
+        "overruns": overruns,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ct-bench loop",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--sim-seconds", type=float, default=60.0)
+    parser.add_argument("--paced-seconds", type=float, default=60.0)
+    parser.add_argument("--no-load", action="store_true", help="skip the loaded paced run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    for name in ("sim_seconds", "paced_seconds"):
+        if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
+            parser.error(f"--{name.replace('_', '-')} must be > 0")
+    report: dict = {"lockstep": lockstep(args.sim_seconds, args.seed)}
+    report["paced"] = paced(args.paced_seconds, args.seed)
+    if not args.no_load:
+        load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            report["paced_loaded"] = paced(args.paced_seconds, args.seed) | {
+                "load": "one other process spinning a Python busy loop (one core of two)"
+            }
+        finally:
+            load.kill()
+            load.wait()
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    step = report["lockstep"]
+    print(
+        f"ct-bench loop: full stack (grasp → diff IK (QP) → computed torque → limiter → "
+        f"MuJoCo) at {1000:.0f} Hz"
+    )
+    print(
+        f"  lockstep  {step['sim_seconds']:.1f} s sim in {step['wall_seconds']:.1f} s wall "
+        f"({step['trials']} grasp trials): {step['rtf']:.1f}x real time "
+        f"(goal ≥ {GOAL_RTF:.0f}x); MuJoCo alone (floor): {step['floor_rtf']:.1f}x"
+    )
+    print("  per tick [µs]   p50     p99")
+    for stage, figures in step["stages"].items():
+        print(f"    {stage:16s}{figures['p50_us']:7.1f} {figures['p99_us']:7.1f}")
+    for key, title in (("paced", "paced"), ("paced_loaded", "paced, loaded")):
+        if key not in report:
+            continue
+        run = report[key]
+        print(
+            f"  {title:13s} {run['ticks']} ticks at {run['rate_hz']:.0f} Hz: jitter p50 "
+            f"{run['jitter_p50_us']:.1f} µs, p99 {run['jitter_p99_us']:.1f} µs, max "
+            f"{run['jitter_max_us']:.1f} µs; overruns {run['overruns']}; compute p99 "
+            f"{run['compute_p99_us']:.1f} µs (goal p99 ≤ {GOAL_JITTER_P99 * 1e6:.0f} µs, "
+            "0 overruns)"
+        )
+        if "load" in run:
+            print(f"                load: {run['load']}")
+    return 0

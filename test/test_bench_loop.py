@@ -1,0 +1,39 @@
+"""ct_controllers.bench.loop: the loop benchmark runs end to end and reports what it promises."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ct_controllers.bench import loop
+
+
+def test_loop_benchmark_json_reports_lockstep_stages_and_paced_jitter(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A short run prints one JSON object with the lockstep real-time factor beside MuJoCo's
+    floor, every stage of the chain (task, diff_ik, joint_controller, read, guard, limiter,
+    write), and paced jitter percentiles in order with an overrun count, loaded and not."""
+    assert loop.main(["--sim-seconds", "1", "--paced-seconds", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    step = report["lockstep"]
+    assert 0 < step["rtf"] < step["floor_rtf"]
+    assert {
+        "read",
+        "guard",
+        "controller",
+        "task",
+        "diff_ik",
+        "joint_controller",
+        "limiter",
+        "write",
+    } <= set(step["stages"])
+    for figures in step["stages"].values():
+        assert 0 < figures["p50_us"] <= figures["p99_us"]
+    for key in ("paced", "paced_loaded"):
+        run = report[key]
+        assert run["rate_hz"] == 1000.0 and run["ticks"] > 500
+        assert run["jitter_p50_us"] <= run["jitter_p99_us"] <= run["jitter_max_us"]
+        assert run["overruns"] >= 0
+    assert "busy loop" in report["paced_loaded"]["load"]
