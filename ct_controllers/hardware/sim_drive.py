@@ -69,12 +69,15 @@ def motor_step(
     locked: np.ndarray,
     ramps: Mapping[int, float],
     dt: float,
+    servos: Mapping[int, tuple[float, float, float, float]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The motor model: (q, v) after ``dt`` [s] under ``efforts`` [N·m | N] (model order), with
     (M(q) + diag(rotor)) q̈ = τ − b(q, v) − friction·v for free joints; ``locked`` joints are held
     by their brakes; joints in ``ramps`` (index → deceleration [rad/s² | m/s²]) are slowed to rest
-    by their drive. Semi-implicit Euler in steps of at most ``SUBSTEP``; the joint limits are
-    end stops."""
+    by their drive; joints in ``servos`` (index → (target [rad | m], kp, kd, max effort)) are
+    position-servoed by their drive at every sub-step, as a drive's fast inner loop does:
+    τ = clip(kp (target − q) − kd v + g_i(q), ±max). Semi-implicit Euler in steps of at most
+    ``SUBSTEP``; the joint limits are end stops."""
     q, v = q.copy(), v.copy()
     steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
     h = dt / steps if steps else 0.0
@@ -87,9 +90,16 @@ def motor_step(
             acceleration[index] = -math.copysign(min(deceleration, speed / h), v[index])
         v[locked] = 0.0
         free = ~prescribed
+        applied = efforts
+        if servos:
+            applied = efforts.copy()
+            gravity = model.gravity(q)
+            for index, (target, kp, kd, limit) in servos.items():
+                tau = kp * (target - q[index]) - kd * v[index] + gravity[index]
+                applied[index] = min(max(tau, -limit), limit)
         if free.any():
             mass = model.mass_matrix(q) + np.diag(rotor)
-            force = efforts - model.bias(q, v) - FRICTION * v
+            force = applied - model.bias(q, v) - FRICTION * v
             force[free] -= mass[np.ix_(free, prescribed)] @ acceleration[prescribed]
             acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force[free])
         v += h * acceleration
@@ -239,6 +249,7 @@ class SimulatedDrives:
             efforts = np.zeros(self.model.nv)
             locked = np.zeros(self.model.nv, dtype=bool)
             ramps: dict[int, float] = {}
+            servos: dict[int, tuple[float, float, float, float]] = {}
             for drive, index in zip(self.drives, self._index, strict=True):
                 if not drive.pdo_ready or drive.node.nmt.state != "OPERATIONAL":
                     locked[index] = True
@@ -257,10 +268,11 @@ class SimulatedDrives:
                         inertia = self.model.mass_matrix(self.q)[index, index] + self.rotor[index]
                         kp = inertia * SERVO_BANDWIDTH**2
                         kd = 2.0 * inertia * SERVO_BANDWIDTH
+                        servos[index] = (target, kp, kd, drive.scaling.rated_effort)
                         tau = kp * (target - q) - kd * v + self.model.gravity(self.q)[index]
                         efforts[index] = float(
                             np.clip(tau, -drive.scaling.rated_effort, drive.scaling.rated_effort)
-                        )
+                        )  # reported as torque actual; the servo itself runs per sub-step
                     else:
                         locked[index] = True
                 elif drive.state is DriveState.QUICK_STOP_ACTIVE:
@@ -277,7 +289,7 @@ class SimulatedDrives:
                 else:
                     locked[index] = True
                 drive.applied_effort = efforts[index]
-            self._step(efforts, locked, ramps, dt)
+            self._step(efforts, locked, ramps, dt, servos)
             for drive in self.drives:
                 if drive.pdo_ready and drive.send_pdos:
                     self._publish(drive)
@@ -311,11 +323,16 @@ class SimulatedDrives:
         )
 
     def _step(
-        self, efforts: np.ndarray, locked: np.ndarray, ramps: dict[int, float], dt: float
+        self,
+        efforts: np.ndarray,
+        locked: np.ndarray,
+        ramps: dict[int, float],
+        dt: float,
+        servos: dict[int, tuple[float, float, float, float]],
     ) -> None:
         """Advance the motors by ``dt`` [s] (lock held)."""
         self.q, self.v = motor_step(
-            self.model, self.q, self.v, self.rotor, efforts, locked, ramps, dt
+            self.model, self.q, self.v, self.rotor, efforts, locked, ramps, dt, servos
         )
 
     def _publish(self, drive: _Drive) -> None:
