@@ -48,6 +48,7 @@ MISSING_JOINT = "missing_joint"
 DUPLICATE_JOINT = "duplicate_joint"
 LENGTH = "length"
 FRAME = "frame"
+READ_ERROR = "read_error"
 # Command-only reasons.
 INTERFACE = "interface"
 
@@ -63,6 +64,7 @@ STATE_REASONS = (
     DUPLICATE_JOINT,
     LENGTH,
     FRAME,
+    READ_ERROR,
 )
 COMMAND_REASONS = (
     NO_STAMP,
@@ -191,6 +193,10 @@ class BoundaryGuard:
         return result
 
     # --- state -----------------------------------------------------------------------------
+    def read_failed(self, message: str) -> GuardResult:
+        """A read that raised (bus or driver error): counted as ``state.read_error``."""
+        return self._count("state", _reject(READ_ERROR, message))
+
     def check_state(self, sample: StateSample, now: float) -> GuardResult:
         """Check ``sample`` against this process's clock ``now`` [s]."""
         return self._count("state", self._check_state(sample, now))

@@ -299,8 +299,7 @@ class ControlLoop:
         except Exception as exc:  # a backend read error must not stop the loop unguarded
             now = self.hardware.now()
             message = f"read failed: {type(exc).__name__}: {exc}"
-            self.guard.last_rejection = message
-            return GuardResult(False, False, "read_error", message), now
+            return self.guard.read_failed(message), now
         read = time.perf_counter()
         self.stages.record("read", read - started)
         now = self.hardware.now()
