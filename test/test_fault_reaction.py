@@ -4,6 +4,7 @@ Pinocchio, joint impedance, limiter), with sensor faults injected around the MuJ
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import hypothesis.strategies as st
@@ -296,5 +297,29 @@ def test_a_stalled_loop_latches_the_command_deadline():
         record = loop.fault_record
         assert record is not None and record.first_safe_command is not None
         assert record.first_safe_command == record.detected  # the same tick
+    finally:
+        stack.shut_down()
+
+
+def test_reset_and_wait_reports_the_outcome_from_another_thread():
+    """With the loop in its own thread, reset_fault_and_wait() returns why a reset was refused
+    (no fresh data) and None once the fault is cleared; it never claims a reset it did not
+    see processed."""
+    stack = new_stack()
+    try:
+        loop = stack.loop
+        assert loop.reset_fault_and_wait(0.5) is None  # nothing latched: nothing to refuse
+        injector(stack).inject("stall")
+        loop.start()
+        deadline = time.monotonic() + 5.0
+        while loop.fault is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert loop.fault is not None
+        refused = loop.reset_fault_and_wait(2.0)
+        assert refused is not None and "fresh" in refused
+        injector(stack).inject(None)
+        time.sleep(0.05)
+        assert loop.reset_fault_and_wait(2.0) is None
+        assert loop.fault is None
     finally:
         stack.shut_down()

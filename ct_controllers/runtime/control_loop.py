@@ -215,6 +215,8 @@ class ControlLoop:
         self._pending: _MotionRequest | None = None
         self._hold_requested = False
         self._reset_requested = False
+        self._reset_done = threading.Condition()
+        self._resets_processed = 0
         self._pending_controller: Controller | None = None
         self._request_lock = threading.Lock()
         self._next_motion_id = 1
@@ -455,6 +457,22 @@ class ControlLoop:
         with self._request_lock:
             self._reset_requested = True
 
+    def reset_fault_and_wait(self, timeout: float = 1.0) -> str | None:
+        """:meth:`reset_fault`, then wait (at most ``timeout`` [s]) for the tick that processes
+        it; None when the fault is cleared (or none was latched), else why not (the refusal, or
+        that no tick came). For callers on other threads while the loop thread runs (the ROS
+        ResetFault service); with ``run_ticks`` on the same thread it would only time out."""
+        if self.fault is None:
+            return None  # nothing latched, nothing to reset
+        with self._reset_done:
+            seen = self._resets_processed
+        self.reset_fault()
+        with self._reset_done:
+            processed = self._reset_done.wait_for(lambda: self._resets_processed > seen, timeout)
+        if not processed:
+            return f"no control tick within {timeout} s to process the reset"
+        return None if self.fault is None else (self.reset_refused or self.fault)
+
     def _take_requests(self, state: JointState, now: float) -> None:
         with self._request_lock:
             pending, self._pending = self._pending, None
@@ -465,6 +483,10 @@ class ControlLoop:
             self.controller = controller
         if reset and self.fault is not None:
             self._try_reset(state, now)
+        if reset:
+            with self._reset_done:
+                self._resets_processed += 1
+                self._reset_done.notify_all()
         if self.fault is not None:
             if pending is not None:  # no motion starts from a fault
                 self._set_motion(MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0))
