@@ -76,6 +76,11 @@ def sim_main(argv: list[str] | None = None) -> int:
             f"(limit {FINAL_ERROR_LIMIT:.0e} rad): {'OK' if summary.ok else 'FAILED'}"
         )
         print(f"  loop       compute {timing.compute.as_us()}; overruns {timing.overruns}")
+        stages = ", ".join(
+            f"{name} {figures.p50 * 1e6:.0f}/{figures.p99 * 1e6:.0f}"
+            for name, figures in summary.stages.items()
+        )
+        print(f"  stages     p50/p99 [µs]: {stages}")
     return 0 if summary.ok else 1
 
 

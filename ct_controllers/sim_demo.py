@@ -11,7 +11,7 @@ import numpy as np
 from ct_controllers.config import StackConfig
 from ct_controllers.runtime.control_loop import SUCCEEDED, LoopSnapshot
 from ct_controllers.runtime.stack import build_stack
-from ct_controllers.runtime.timing import TimingSummary
+from ct_controllers.runtime.timing import Percentiles, TimingSummary
 
 # Arm waypoints [rad], arm_joints order; each reached in MOVE_TIME then held for SETTLE_TIME.
 WAYPOINTS = (
@@ -35,6 +35,7 @@ class SimSummary:
     final_error: float  # [rad] max |q_goal − q| over arm joints at the end
     final_position: tuple[float, ...]  # [rad] arm joints at the end
     timing: TimingSummary
+    stages: dict[str, Percentiles]  # per-stage compute time [s]
 
     @property
     def real_time_factor(self) -> float:
@@ -83,6 +84,7 @@ def run_scripted_motion(config: StackConfig) -> SimSummary:
         final_error=float(np.max(np.abs(home - final.position[arm]))),
         final_position=tuple(float(x) for x in final.position[arm]),
         timing=loop.timing_summary(),
+        stages=loop.stages.summary(),
     )
 
 
