@@ -53,6 +53,7 @@ def sim_main(argv: list[str] | None = None) -> int:
                     "final_error_limit_rad": FINAL_ERROR_LIMIT,
                     "overruns": timing.overruns,
                     "compute": _us(timing.compute),
+                    "stages": {name: _us(figures) for name, figures in summary.stages.items()},
                     "ok": summary.ok,
                 }
             )

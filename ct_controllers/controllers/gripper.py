@@ -56,7 +56,8 @@ class GripperController:
             self._reference = q.copy()
         step = self.speed * dt
         self._reference = self._reference + np.clip(target - self._reference, -step, step)
-        limit = np.minimum(np.nan_to_num(np.maximum(effort_limit, 0.0)), self.max_effort)
+        # NaN > 0 is False: a NaN or negative limit gives 0 N.
+        limit = np.minimum(np.where(effort_limit > 0.0, effort_limit, 0.0), self.max_effort)
         gravity = self.model.gravity(state.q)[self.indices]
         tau = self.stiffness * (self._reference - q) - self.damping * v + gravity
         return np.clip(tau, -limit, limit)

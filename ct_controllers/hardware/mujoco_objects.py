@@ -53,15 +53,16 @@ class ObjectSensor:
             pose[:3, :3] = data.xmat[self.body_id].reshape(3, 3)
             pose[:3, 3] = data.xpos[self.body_id]
             forces = np.zeros(len(self.finger_ids))
-            for i in range(data.ncon):
-                contact = data.contact[i]
-                bodies = (model.geom_bodyid[contact.geom1], model.geom_bodyid[contact.geom2])
-                if self.body_id not in bodies:
-                    continue
-                other = bodies[1] if bodies[0] == self.body_id else bodies[0]
-                if other in self.finger_ids:
-                    mujoco.mj_contactForce(model, data, i, self._force)
-                    forces[self.finger_ids.index(other)] += abs(self._force[0])  # normal [N]
+            count = data.ncon
+            if count:
+                # Vectorised over contacts: only the object–finger ones are evaluated.
+                body1 = model.geom_bodyid[data.contact.geom1[:count]]
+                body2 = model.geom_bodyid[data.contact.geom2[:count]]
+                other = np.where(body1 == self.body_id, body2, body1)
+                touching = (body1 == self.body_id) | (body2 == self.body_id)
+                for i in np.flatnonzero(touching & np.isin(other, self.finger_ids)):
+                    mujoco.mj_contactForce(model, data, int(i), self._force)
+                    forces[self.finger_ids.index(int(other[i]))] += abs(self._force[0])  # [N]
             return ObjectObservation(float(data.time), pose, forces)
 
 

@@ -31,6 +31,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 
 from ct_controllers.config import ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import GainError  # noqa: E402
+from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
 from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
@@ -81,7 +82,12 @@ class ControlNode(Node):
         self.gc_monitor.install()
         gc.collect()
         gc.freeze()
-        self.stack.start()
+        try:
+            self.stack.start()
+        except Exception:
+            self.stack.shut_down()  # release what configure opened (buses, nodes, threads)
+            self.gc_monitor.remove()
+            raise
         self.state_publishers = StatePublishers(self, self.stack, self.manager, group)
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
@@ -152,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except (ConfigError, ValueError, LookupError) as exc:
+    except (ConfigError, ValueError, LookupError, LifecycleError) as exc:
         print(f"ct_control_node: {exc}", file=sys.stderr)
         return 2
     finally:

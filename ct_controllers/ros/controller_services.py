@@ -52,17 +52,14 @@ class ControllerServices:
         return response
 
     def _reset(self, request: Any, response: Any) -> Any:
+        """Clear a latched fault; the loop refuses unless fresh data is flowing, and the reply
+        is the outcome of the tick that processed the request."""
         loop = self.stack.loop
-        if loop.fault is None:
+        fault = loop.fault
+        if fault is None:
             response.ok, response.message = True, "no fault latched"
             return response
-        before = loop.snapshot()
-        after = loop.wait_for_snapshot(before.tick if before else -1, timeout=0.5)
-        if after is None or (before is not None and after.tick == before.tick):
-            response.ok = False
-            response.message = f"no fresh state from the hardware; fault stays: {loop.fault}"
-            return response
-        fault = loop.fault
-        loop.reset_fault()
-        response.ok, response.message = True, f"fault cleared: {fault}"
+        refusal = loop.reset_fault_and_wait(timeout=1.0)
+        response.ok = refusal is None
+        response.message = f"fault cleared: {fault}" if refusal is None else refusal
         return response

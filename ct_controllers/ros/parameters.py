@@ -39,7 +39,7 @@ DESCRIPTIONS = {
     "computed_torque.kd": "K_d per joint: [s⁻¹] in computed_torque mode, [N·m·s/rad | N·s/m] in pd",
     "computed_torque.model_mass_scale": "Link masses of the controller's model × this [-]",
     "hardware.armed": "Real drives refuse to activate unless true",
-    "hardware.max_state_age": "Oldest acceptable state sample, now − stamp [s]",
+    "hardware.max_state_age": "Oldest acceptable state sample, now − stamp [s]; 0 = state_timeout",
     "hardware.future_tolerance": "How far a state stamp may lie ahead of this clock [s]",
     "hardware.frame_id": "Frame id state messages must carry (empty = not checked)",
     "watchdog.enabled": "Watchdog on state and command freshness (on by default)",

@@ -96,6 +96,10 @@ class StatePublishers:
                 KeyValue(key="period_max_us", value=f"{timing.period.max * 1e6:.1f}"),
                 *self._stage_values(),
                 *self._gc_values(),
+                *(
+                    KeyValue(key=key, value=str(value))
+                    for key, value in self.stack.loop.diagnostics().items()
+                ),
             ],
         )
         message = DiagnosticArray(status=[status])
