@@ -55,14 +55,14 @@ class ObjectSensor:
             forces = np.zeros(len(self.finger_ids))
             count = data.ncon
             if count:
-                # Vectorised over contacts: only the object–finger ones are evaluated.
+                # Only the object's contacts are looked at (vectorised selection).
                 body1 = model.geom_bodyid[data.contact.geom1[:count]]
                 body2 = model.geom_bodyid[data.contact.geom2[:count]]
-                other = np.where(body1 == self.body_id, body2, body1)
-                touching = (body1 == self.body_id) | (body2 == self.body_id)
-                for i in np.flatnonzero(touching & np.isin(other, self.finger_ids)):
-                    mujoco.mj_contactForce(model, data, int(i), self._force)
-                    forces[self.finger_ids.index(int(other[i]))] += abs(self._force[0])  # [N]
+                for i in np.flatnonzero((body1 == self.body_id) | (body2 == self.body_id)):
+                    other = int(body2[i] if body1[i] == self.body_id else body1[i])
+                    if other in self.finger_ids:
+                        mujoco.mj_contactForce(model, data, int(i), self._force)
+                        forces[self.finger_ids.index(other)] += abs(self._force[0])  # normal [N]
             return ObjectObservation(float(data.time), pose, forces)
 
 

@@ -160,8 +160,7 @@ def _translated(pose: FloatArray, offset: FloatArray) -> FloatArray:
 
 
 def _finite(observation: GraspObservation) -> bool:
-    """Every number of the observation is finite. (A sum is finite exactly when no term is NaN
-    or ±inf, short of overflow near 1e308: one reduction per array instead of two.)"""
+    """Every number of the observation is finite."""
     arrays = [
         observation.tcp_pose,
         observation.finger_positions,
