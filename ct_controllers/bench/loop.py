@@ -16,6 +16,7 @@ jitter ≤ 100 µs and no overrun at 1 kHz.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import subprocess
@@ -30,7 +31,7 @@ from ct_controllers.bench.grasp import REGION, grasp_setup, top_down_grasp
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware.mujoco_scene import build_scene
 from ct_controllers.model.description import load_description
-from ct_controllers.runtime.timing import Percentiles
+from ct_controllers.runtime.timing import GcMonitor, Percentiles
 from ct_controllers.tasks.phases import GraspGoal
 
 GOAL_RTF = 10.0
@@ -95,11 +96,16 @@ def _floor_rtf(config: StackConfig, sim_seconds: float) -> float:
     return sim_seconds / (time.perf_counter() - start)
 
 
-def paced(wall_seconds: float, seed: int, rate: float = 1000.0) -> dict:
+def paced(wall_seconds: float, seed: int, rate: float = 1000.0, freeze: bool = True) -> dict:
+    """``freeze``: after each set-up, collect and ``gc.freeze()`` what was built (as the ROS
+    node does), so that collections during the run only scan what the run allocates."""
     config = load_config(overrides={"mujoco.mode": "paced", "update_rate": rate})
+    monitor = GcMonitor()
+    monitor.install()
     jitter: list[np.ndarray] = []
     compute: list[np.ndarray] = []
-    overruns = ticks = 0
+    overruns = ticks = gc_collections = 0
+    gc_total = 0.0
     deadline = time.monotonic() + wall_seconds
     for cube in _cubes(seed):
         if time.monotonic() >= deadline:
@@ -107,15 +113,24 @@ def paced(wall_seconds: float, seed: int, rate: float = 1000.0) -> dict:
         setup = grasp_setup(config, cube)
         setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
         loop = setup.stack.loop
+        if freeze:
+            gc.collect()
+            gc.freeze()
+        collections_before, total_before = monitor.collections, monitor.total
         loop.start()
         while not setup.task.finished and time.monotonic() < deadline:
             time.sleep(0.05)
         setup.stack.shut_down()
+        gc_collections += monitor.collections - collections_before
+        gc_total += monitor.total - total_before
+        if freeze:
+            gc.unfreeze()
         n = min(loop.timing.ticks, loop.timing.capacity)
         jitter.append(loop.timing._jitter[:n].copy())
         compute.append(loop.timing._compute[:n].copy())
         overruns += loop.timing.overruns
         ticks += loop.timing.ticks
+    monitor.remove()
     figures = Percentiles.of(np.concatenate(jitter))
     computing = Percentiles.of(np.concatenate(compute))
     return {
@@ -126,6 +141,9 @@ def paced(wall_seconds: float, seed: int, rate: float = 1000.0) -> dict:
         "jitter_max_us": figures.max * 1e6,
         "compute_p99_us": computing.p99 * 1e6,
         "overruns": overruns,
+        "gc_freeze": freeze,
+        "gc_collections": gc_collections,
+        "gc_pause_total_ms": gc_total * 1e3,
     }
 
 
@@ -145,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         help="[Hz] paced rate (its period must be a multiple of 1 ms)",
     )
     parser.add_argument("--lockstep-only", action="store_true")
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="paced runs without gc.freeze() after set-up (to compare)",
+    )
     parser.add_argument("--paced-only", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
@@ -156,13 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.paced_only:
         report["lockstep"] = lockstep(args.sim_seconds, args.seed)
     if not args.lockstep_only:
-        report["paced"] = paced(args.paced_seconds, args.seed, args.rate)
+        report["paced"] = paced(
+            args.paced_seconds, args.seed, args.rate, freeze=not args.no_gc_freeze
+        )
     if not args.no_load and not args.lockstep_only:
         load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
-            report["paced_loaded"] = paced(args.paced_seconds, args.seed, args.rate) | {
-                "load": "one other process spinning a Python busy loop (one core of two)"
-            }
+            report["paced_loaded"] = paced(
+                args.paced_seconds, args.seed, args.rate, freeze=not args.no_gc_freeze
+            ) | {"load": "one other process spinning a Python busy loop (one core of two)"}
         finally:
             load.kill()
             load.wait()
@@ -190,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{run['jitter_p50_us']:.1f} µs, p99 {run['jitter_p99_us']:.1f} µs, max "
             f"{run['jitter_max_us']:.1f} µs; overruns {run['overruns']}; compute p99 "
             f"{run['compute_p99_us']:.1f} µs (goal p99 ≤ {GOAL_JITTER_P99 * 1e6:.0f} µs, "
-            "0 overruns)"
+            f"0 overruns); gc.freeze {run['gc_freeze']}: {run['gc_collections']} collections, "
+            f"{run['gc_pause_total_ms']:.1f} ms in all"
         )
         if "load" in run:
             print(f"                load: {run['load']}")
