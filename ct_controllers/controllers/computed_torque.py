@@ -30,7 +30,7 @@ from ct_controllers.controllers.controller import (
     GainError,
     JointReference,
     JointState,
-    per_joint_gain,
+    gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
 
@@ -64,28 +64,15 @@ class ComputedTorqueController(Controller):
     ) -> ComputedTorqueController:
         """Build from controllers.yaml entries (``kp``, ``kd`` per joint in ``joint_names``
         order, ``mode``, optional ``model_mass_scale`` for model-error experiments)."""
-        missing = [n for n in model.joint_names if n not in set(joint_names)]
-        if missing:
-            raise GainError(f"computed_torque: no gains for joint(s) {', '.join(missing)}")
-        index = model.indices(joint_names)
-        gains = {}
-        for name in cls.GAIN_NAMES:
-            if name not in params:
-                raise GainError(f"computed_torque: parameter '{name}' is missing")
-            gains[name] = np.empty(model.nv)
-            gains[name][index] = per_joint_gain(name, params[name], len(joint_names))
+        gains = gains_by_name(
+            "computed_torque", cls.GAIN_NAMES, model.joint_names, joint_names, params
+        )
         scale = params.get("model_mass_scale", 1.0)
         if not isinstance(scale, (int, float)) or isinstance(scale, bool):
             raise GainError(f"model_mass_scale must be a number, got {scale!r}")
         if scale != 1.0:
             model = model.with_mass_scale(float(scale))
         return cls(model, gains["kp"], gains["kd"], str(params.get("mode", COMPUTED_TORQUE)))
-
-    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        unknown = sorted(set(gains) - set(self.GAIN_NAMES))
-        if unknown:
-            raise GainError(f"unknown gain(s) {unknown}; known: {list(self.GAIN_NAMES)}")
-        return {name: per_joint_gain(name, value, self.model.nv) for name, value in gains.items()}
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         feedback = self.kp * (reference.q - state.q) + self.kd * (reference.v - state.v)

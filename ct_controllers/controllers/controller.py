@@ -62,8 +62,41 @@ def per_joint_gain(name: str, value: object, size: int, maximum: float = np.inf)
     return array
 
 
+def gains_by_name(
+    controller: str,
+    gain_names: tuple[str, ...],
+    model_joint_names: tuple[str, ...],
+    joint_names: tuple[str, ...],
+    params: Mapping[str, object],
+) -> dict[str, FloatArray]:
+    """Per-joint gains given in ``joint_names`` order (controllers.yaml) → model order. Every
+    model joint needs a value; a missing joint or parameter raises :class:`GainError` naming it."""
+    duplicates = sorted({n for n in joint_names if joint_names.count(n) > 1})
+    if duplicates:
+        raise GainError(f"{controller}: joint(s) listed twice: {', '.join(duplicates)}")
+    missing = [n for n in model_joint_names if n not in set(joint_names)]
+    if missing:
+        raise GainError(f"{controller}: no gains for joint(s) {', '.join(missing)}")
+    index = {name: i for i, name in enumerate(model_joint_names)}
+    order = np.array([index[n] for n in joint_names if n in index], dtype=np.intp)
+    unknown = [n for n in joint_names if n not in index]
+    if unknown:
+        raise GainError(f"{controller}: unknown joint(s) {', '.join(unknown)}")
+    gains = {}
+    for name in gain_names:
+        if name not in params:
+            raise GainError(f"{controller}: parameter '{name}' is missing")
+        values = np.empty(len(model_joint_names))
+        values[order] = per_joint_gain(name, params[name], len(joint_names))
+        gains[name] = values
+    return gains
+
+
 class Controller(ABC):
-    """Subclasses implement :meth:`compute` and :meth:`validate_gains`."""
+    """Subclasses implement :meth:`compute`; controllers with per-joint gains list them in
+    ``GAIN_NAMES`` (the default :meth:`validate_gains` checks those, against ``self.model``)."""
+
+    GAIN_NAMES: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._staged: dict[str, FloatArray] | None = None
@@ -87,9 +120,14 @@ class Controller(ABC):
                 self.apply_gains(staged)
         return self.compute(state, reference, dt)
 
-    @abstractmethod
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        """Check a (partial) gain set; return validated copies or raise :class:`GainError`."""
+        """Check a (partial) gain set; return validated copies or raise :class:`GainError`.
+        Default: names from ``GAIN_NAMES``, each a vector of ``self.model.nv`` values ≥ 0."""
+        unknown = sorted(set(gains) - set(self.GAIN_NAMES))
+        if unknown:
+            raise GainError(f"unknown gain(s) {unknown}; known: {list(self.GAIN_NAMES)}")
+        size = self.model.nv  # type: ignore[attr-defined]
+        return {name: per_joint_gain(name, value, size) for name, value in gains.items()}
 
     def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
         """Install validated gains (called on the control thread at a tick boundary)."""

@@ -22,7 +22,7 @@ from ct_controllers.controllers.controller import (
     GainError,
     JointReference,
     JointState,
-    per_joint_gain,
+    gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
 
@@ -53,19 +53,9 @@ class JointImpedanceController(Controller):
         cls, model: RobotModel, joint_names: tuple[str, ...], params: Mapping[str, object]
     ) -> JointImpedanceController:
         """Build from controllers.yaml entries; per-joint vectors are in ``joint_names`` order."""
-        index = model.indices(joint_names)
-        # Every model joint needs a gain: the vectors below start as np.empty, so a joint left
-        # out would otherwise get whatever that memory held.
-        missing = [n for n in model.joint_names if n not in set(joint_names)]
-        if missing:
-            raise GainError(f"joint_impedance: no gains for joint(s) {', '.join(missing)}")
-        gains = {}
-        for name in cls.GAIN_NAMES:
-            if name not in params:
-                raise GainError(f"joint_impedance: parameter '{name}' is missing")
-            values = per_joint_gain(name, params[name], len(joint_names))
-            gains[name] = np.empty(model.nv)
-            gains[name][index] = values
+        gains = gains_by_name(
+            "joint_impedance", cls.GAIN_NAMES, model.joint_names, joint_names, params
+        )
         flags = {}
         for flag, default in (
             ("gravity_compensation", True),
@@ -77,12 +67,6 @@ class JointImpedanceController(Controller):
                 raise GainError(f"{flag} must be true or false, got {value!r}")
             flags[flag] = value
         return cls(model, gains["stiffness"], gains["damping"], **flags)
-
-    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        unknown = sorted(set(gains) - set(self.GAIN_NAMES))
-        if unknown:
-            raise GainError(f"unknown gain(s) {unknown}; known: {list(self.GAIN_NAMES)}")
-        return {name: per_joint_gain(name, value, self.model.nv) for name, value in gains.items()}
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         feedback = self.stiffness * (reference.q - state.q) + self.damping * (reference.v - state.v)

@@ -8,6 +8,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+
 
 class GoalArbiter:
     """Hands out tokens; only the newest token is current. Thread-safe."""
@@ -49,3 +51,25 @@ def guarded(execute: Callable[[Any], Any], result_type: Any) -> Callable[[Any], 
             )
 
     return run
+
+
+def motion_action_server(
+    node: Any, action_type: Any, name: str, execute: Callable[[Any], Any], callback_group: Any
+) -> Any:
+    """An action server as every motion action here has it: every goal is accepted (a rejected
+    one is aborted at once with its code and reason, which a bare rejection could not carry),
+    cancels are accepted, and the execute callback is :func:`guarded`."""
+    return ActionServer(
+        node,
+        action_type,
+        name,
+        execute_callback=guarded(execute, action_type.Result),
+        goal_callback=lambda _goal: GoalResponse.ACCEPT,
+        cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+        callback_group=callback_group,
+    )
+
+
+def parameter_value(node: Any, name: str) -> float:
+    """A numeric parameter of ``node`` as float (read when used: it may be set live)."""
+    return float(node.get_parameter(name).value)

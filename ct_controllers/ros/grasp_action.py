@@ -17,14 +17,13 @@ from typing import Any
 import numpy as np
 import rclpy
 from ct_interfaces.action import Grasp
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.hardware.mujoco_objects import ObjectSensor
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.ros.goals import guarded
+from ct_controllers.ros.goals import motion_action_server, parameter_value
 from ct_controllers.ros.pose_goals import GoalRejected, non_negative, pose_from_message
 from ct_controllers.runtime.grasp_runner import GraspRunner, ObjectReading
 from ct_controllers.runtime.stack import to_model_order
@@ -50,18 +49,10 @@ class GraspServer:
         self._feedback_model = RobotModel(
             stack.description.urdf, self.config.tcp_frame, self.config.base_frame
         )
-        self.server = ActionServer(
-            node,
-            Grasp,
-            "grasp",
-            execute_callback=guarded(self._execute, Result),
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-            callback_group=callback_group,
-        )
+        self.server = motion_action_server(node, Grasp, "grasp", self._execute, callback_group)
 
     def _parameter(self, name: str) -> float:
-        return float(self.node.get_parameter(name).value)
+        return parameter_value(self.node, name)
 
     def validate(self, goal: Any, q: np.ndarray) -> GraspGoal:
         now = self.node.get_clock().now().nanoseconds * 1e-9

@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 import rclpy
 from ct_interfaces.action import MoveJoints
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
-from ct_controllers.ros.goals import guarded
+from ct_controllers.ros.goals import motion_action_server
 from ct_controllers.runtime.control_loop import (
     FAILED,
     PREEMPTED,
@@ -40,14 +39,8 @@ class MoveJointsServer:
         self.config = stack.config
         self.loop = stack.loop
         self._arm = set(self.config.arm_joints)
-        self.server = ActionServer(
-            node,
-            MoveJoints,
-            "move_joints",
-            execute_callback=guarded(self._execute, Result),
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-            callback_group=callback_group,
+        self.server = motion_action_server(
+            node, MoveJoints, "move_joints", self._execute, callback_group
         )
 
     def validate(self, goal: Any) -> str | None:

@@ -15,12 +15,11 @@ from typing import Any
 import numpy as np
 import rclpy
 from ct_interfaces.action import MoveToPose
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
-from ct_controllers.ik.solver import IkSolver
+from ct_controllers.ik.solver import IkOptions, IkSolver
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.ros.goals import guarded
+from ct_controllers.ros.goals import motion_action_server, parameter_value
 from ct_controllers.ros.pose_goals import GoalRejected, non_negative, pose_from_message
 from ct_controllers.runtime.cartesian_chain import CartesianChain
 from ct_controllers.tasks.conditions import DwellCondition
@@ -41,22 +40,19 @@ class MoveToPoseServer:
         self.loop = stack.loop
         urdf = stack.description.urdf
         self._ik_model = RobotModel(urdf, self.config.tcp_frame, self.config.base_frame)
+        # Reachability at the boundary is not a hot path: a generous budget, so that a loaded
+        # machine does not turn "not found in 5 ms" into UNREACHABLE.
         self.ik = IkSolver(
             self._ik_model,
             locked={name: 0.0 for name in self.config.gripper_joints},
+            options=IkOptions(time_budget=0.2),
         )
-        self.server = ActionServer(
-            node,
-            MoveToPose,
-            "move_to_pose",
-            execute_callback=guarded(self._execute, Result),
-            goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-            callback_group=callback_group,
+        self.server = motion_action_server(
+            node, MoveToPose, "move_to_pose", self._execute, callback_group
         )
 
     def _parameter(self, name: str) -> float:
-        return float(self.node.get_parameter(name).value)
+        return parameter_value(self.node, name)
 
     def validate(self, goal: Any, q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
         """(target pose, position tolerance [m], orientation tolerance [rad], timeout [s]) or
