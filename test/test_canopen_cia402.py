@@ -6,6 +6,7 @@ stalled control loop. Also the pure CiA 402 functions (state machine, units)."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import time
@@ -26,7 +27,11 @@ from ct_controllers.runtime.stack import Stack, build_stack
 _channels = itertools.count()
 RATE = 100.0  # [Hz]: 10 ms SYNC cycles keep the pure-Python bus simulation far from its limits
 PERIOD = 1.0 / RATE
-STATE_TIMEOUT = 3 * PERIOD
+# [s] state, PDO and command deadlines: 6 periods, not the default 3 — the pure-Python bus and
+# drive threads of this simulation jitter by several ms on a busy 2-core machine (a 30 ms
+# deadline was missed by 1.8 ms in CI), which is not what these tests are about.
+STATE_TIMEOUT = 6 * PERIOD
+COMMAND_TIMEOUT = 6 * PERIOD
 HEARTBEAT_TIMEOUT = 0.1  # [s] heartbeats come from python-can's software timers: slack
 
 
@@ -112,6 +117,9 @@ def canopen_config(armed: bool = True, **overrides: object):  # type: ignore[no-
         "update_rate": RATE,
         "canopen.channel": f"ct_test_can_{next(_channels)}",
         "canopen.heartbeat_timeout": HEARTBEAT_TIMEOUT,
+        "canopen.pdo_timeout": STATE_TIMEOUT,
+        "watchdog.state_timeout": STATE_TIMEOUT,
+        "watchdog.command_timeout": COMMAND_TIMEOUT,
     }
     values.update(overrides)
     return load_config(overrides=values)
@@ -123,6 +131,18 @@ def make_rig(armed: bool = True, **overrides: object) -> Rig:
     assert isinstance(stack.hardware, CanopenCia402System)
     drives = simulated_drives_for(stack.hardware, new_robot_model(), home_by_name(config))
     return Rig(stack, drives)
+
+
+@pytest.fixture(autouse=True)
+def _frozen_heap() -> Iterator[None]:
+    """These tests run real-time deadlines of 30–100 ms against threads of this process. Late
+    in a long pytest session a full garbage collection of everything earlier tests left can
+    pause every thread for that long (seen in CI as a lost heartbeat). Freeze what exists, as
+    the control node does after start-up, so collections only scan what the test allocates."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture
@@ -209,7 +229,7 @@ def test_a_motion_in_torque_mode_reaches_its_target(rig):
     motion = loop.request_motion(list(target), list(target.values()), 0.5)
     loop.run_ticks(round(1.5 / PERIOD))
     assert loop.fault is None, loop.fault
-    assert loop.motion_status(motion).state == "succeeded"
+    assert loop.motion_status(motion).state == "succeeded", (loop.fault, loop.faults[-3:])
     assert arm_error(rig, target) < 1e-2
     modes = {r.mode for r in list(rig.drives.log)[-50:]}
     assert modes == {cia402.CYCLIC_SYNC_TORQUE}
@@ -267,7 +287,7 @@ def test_a_stalled_loop_gets_the_drives_quick_stopped_by_the_backend(rig):
     time.sleep(0.5)
     system = rig.system
     assert system.quick_stop_sent_at is not None
-    assert system.quick_stop_sent_at - stalled <= 3 * PERIOD + 2 * PERIOD + 0.02
+    assert system.quick_stop_sent_at - stalled <= COMMAND_TIMEOUT + 2 * PERIOD + 0.02
     assert set(rig.drives.states().values()) == {DriveState.QUICK_STOP_ACTIVE}
     assert max(abs(v) for v in rig.drives.velocities().values()) < 1e-6
     fault = system.fault()
@@ -295,7 +315,7 @@ def test_reset_after_a_drive_fault_re_enables_and_resumes(rig):
     assert set(rig.drives.states().values()) == {DriveState.OPERATION_ENABLED}
     motion = loop.request_motion(["joint6"], [1.1], 0.4)
     loop.run_ticks(round(1.0 / PERIOD))
-    assert loop.motion_status(motion).state == "succeeded"
+    assert loop.motion_status(motion).state == "succeeded", (loop.fault, loop.faults[-3:])
     assert arm_error(rig, {"joint6": 1.1}) < 1e-2
 
 
@@ -335,7 +355,7 @@ def test_a_motion_in_cyclic_synchronous_position_mode_reaches_its_target():
         motion = loop.request_motion(list(target), list(target.values()), 0.5)
         loop.run_ticks(round(1.3 / PERIOD))
         assert loop.fault is None, loop.fault
-        assert loop.motion_status(motion).state == "succeeded"
+        assert loop.motion_status(motion).state == "succeeded", (loop.fault, loop.faults[-3:])
         assert arm_error(rig, target) < 5e-3
         assert {r.mode for r in rig.drives.log} == {cia402.CYCLIC_SYNC_POSITION}
     finally:
