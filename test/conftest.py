@@ -5,8 +5,12 @@ Set before any test imports rclpy, and inherited by every process the tests star
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
+from collections.abc import Iterator
+
+import pytest
 
 from ct_controllers.ros.dds import loopback_environment
 
@@ -16,3 +20,15 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 90))
 _ros_home = tempfile.mkdtemp(prefix="ct_ros_home_")
 os.environ.setdefault("ROS_HOME", _ros_home)
 os.environ.setdefault("ROS_LOG_DIR", os.path.join(_ros_home, "log"))
+
+
+@pytest.fixture
+def frozen_heap() -> Iterator[None]:
+    """For tests with real-time deadlines of 30–100 ms against threads of this process: late in
+    a long pytest session a full garbage collection of everything earlier tests left can pause
+    every thread for that long (seen in CI as a lost heartbeat). Freeze what exists, as the
+    control node does after start-up, so collections only scan what the test allocates."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()

@@ -6,7 +6,6 @@ stalled control loop. Also the pure CiA 402 functions (state machine, units)."""
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import time
@@ -133,16 +132,7 @@ def make_rig(armed: bool = True, **overrides: object) -> Rig:
     return Rig(stack, drives)
 
 
-@pytest.fixture(autouse=True)
-def _frozen_heap() -> Iterator[None]:
-    """These tests run real-time deadlines of 30–100 ms against threads of this process. Late
-    in a long pytest session a full garbage collection of everything earlier tests left can
-    pause every thread for that long (seen in CI as a lost heartbeat). Freeze what exists, as
-    the control node does after start-up, so collections only scan what the test allocates."""
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # see conftest.frozen_heap
 
 
 @pytest.fixture

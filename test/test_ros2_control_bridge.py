@@ -7,7 +7,6 @@ and to restart."""
 
 from __future__ import annotations
 
-import gc
 import signal
 import time
 from collections.abc import Iterator
@@ -47,16 +46,7 @@ def new_plant() -> PlantProcess:
     return PlantProcess(STATES, COMMANDS, JOINTS)
 
 
-@pytest.fixture(autouse=True)
-def _frozen_heap() -> Iterator[None]:
-    """These tests run real-time deadlines of 30–100 ms against threads of this process. Late
-    in a long pytest session a full garbage collection of everything earlier tests left can
-    pause every thread for that long (seen in CI as a lost heartbeat). Freeze what exists, as
-    the control node does after start-up, so collections only scan what the test allocates."""
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # see conftest.frozen_heap
 
 
 @pytest.fixture(scope="module")

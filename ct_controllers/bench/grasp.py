@@ -14,7 +14,7 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +44,14 @@ class TrialResult:
     reason: str
     sim_time: float  # [s]
     phase_durations: dict[str, float] = field(default_factory=dict)
+
+
+def random_cubes(seed: int) -> Iterator[tuple[float, float, float]]:
+    """Cube poses (x [m], y [m], yaw [rad]) drawn uniformly over REGION, reproducible by seed."""
+    rng = np.random.default_rng(seed)
+    while True:
+        x, y, yaw = (float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
+        yield x, y, yaw
 
 
 def top_down_grasp(x: float, y: float, yaw: float) -> np.ndarray:
@@ -159,12 +167,11 @@ def run_trial(
 
 def run(trials: int, seed: int, config: StackConfig | None = None) -> dict:
     config = config or load_config(overrides={"mujoco.mode": "lockstep"})
-    rng = np.random.default_rng(seed)
+    cubes = random_cubes(seed)
     results = []
     wall = time.perf_counter()
     for trial in range(trials):
-        cube = tuple(float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
-        results.append(run_trial(config, trial, cube)[0])  # type: ignore[arg-type]
+        results.append(run_trial(config, trial, next(cubes))[0])
     wall = time.perf_counter() - wall
     successes = sum(r.success for r in results)
     durations = {}
@@ -249,9 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.trials, args.seed)
     if args.plot:
         config = load_config(overrides={"mujoco.mode": "lockstep"})
-        rng = np.random.default_rng(args.seed)
-        cube = tuple(float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
-        plot_trial(args.plot, config, cube)  # type: ignore[arg-type]
+        plot_trial(args.plot, config, next(random_cubes(args.seed)))
     if args.json:
         print(json.dumps(report))
         return 0

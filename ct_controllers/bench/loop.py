@@ -22,12 +22,11 @@ import math
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import mujoco
 import numpy as np
 
-from ct_controllers.bench.grasp import REGION, grasp_setup, top_down_grasp
+from ct_controllers.bench.grasp import grasp_setup, random_cubes, top_down_grasp
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware.mujoco_scene import build_scene
 from ct_controllers.model.description import load_description
@@ -38,19 +37,12 @@ GOAL_RTF = 10.0
 GOAL_JITTER_P99 = 100e-6  # [s]
 
 
-def _cubes(seed: int) -> Iterator[tuple[float, float, float]]:
-    rng = np.random.default_rng(seed)
-    while True:
-        x, y, yaw = (float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
-        yield x, y, yaw
-
-
 def lockstep(sim_seconds: float, seed: int) -> dict:
     config = load_config(overrides={"mujoco.mode": "lockstep"})
     stage_samples: dict[str, list[np.ndarray]] = {}
     sim_time = wall = 0.0
     trials = 0
-    for cube in _cubes(seed):
+    for cube in random_cubes(seed):
         if sim_time >= sim_seconds:
             break
         setup = grasp_setup(config, cube)
@@ -107,7 +99,7 @@ def paced(wall_seconds: float, seed: int, rate: float = 1000.0, freeze: bool = T
     overruns = ticks = gc_collections = 0
     gc_total = 0.0
     deadline = time.monotonic() + wall_seconds
-    for cube in _cubes(seed):
+    for cube in random_cubes(seed):
         if time.monotonic() >= deadline:
             break
         setup = grasp_setup(config, cube)
