@@ -155,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         node = ControlNode()
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
-        executor.spin()
+        # spin() waits without a timeout: a shutdown (SIGINT) whose wake-up it misses would
+        # leave the node running forever (seen once in CI: no exit 15 s after SIGINT). Waiting
+        # at most 0.1 s per turn re-checks the context, so a stop always ends the loop.
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except (ConfigError, ValueError, LookupError, LifecycleError) as exc:
