@@ -424,3 +424,19 @@ def test_switch_controller_takes_effect_at_the_next_tick_and_keeps_the_reference
     after = latest(stack)
     np.testing.assert_array_equal(after.reference_position, before.reference_position)
     assert np.max(np.abs(after.position - before.position)) < 1e-3
+
+
+def test_a_fault_latched_before_the_first_reference_still_ticks_safely(reference_model):
+    """A fault latched on the very first tick (before any reference exists: e.g. a watchdog
+    deadline passed between bring-up and the first tick) must not stop the loop: it writes the
+    fault reaction, finite, from the measured state."""
+    stack = new_stack()
+    try:
+        stack.loop.snapshot_decimation = 1
+        stack.loop._latch_fault("injected before the first tick", None, 0.0, 0.0)
+        stack.loop.run_ticks(20)
+        snapshot = latest(stack)
+        assert snapshot.fault is not None and "injected" in snapshot.fault
+        assert np.all(np.isfinite(snapshot.commanded_effort))
+    finally:
+        stack.shut_down()

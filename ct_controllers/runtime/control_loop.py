@@ -481,6 +481,8 @@ class ControlLoop:
             controller, self._pending_controller = self._pending_controller, None
         if controller is not None:
             self.controller = controller
+        if self._reference is None:  # the first measured state: hold it (faulted or not)
+            self._reference = JointReference.hold(state.q)
         if reset and self.fault is not None:
             self._try_reset(state, now)
         if reset:
@@ -491,8 +493,6 @@ class ControlLoop:
             if pending is not None:  # no motion starts from a fault
                 self._set_motion(MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0))
             return
-        if self._reference is None:
-            self._reference = JointReference.hold(state.q)
         if hold:
             if self._motion is not None and self._motion.state == RUNNING:
                 self._set_motion(self._status(self._motion, CANCELED, state.stamp))
