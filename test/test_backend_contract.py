@@ -22,8 +22,6 @@ from ct_controllers.hardware.interface import (
     LifecycleState,
 )
 
-pytestmark = pytest.mark.usefixtures("frozen_heap")  # see conftest.frozen_heap
-
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def rig(request) -> Iterator[Rig]:
