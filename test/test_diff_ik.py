@@ -317,3 +317,26 @@ def test_targets_are_validated(robot, home):
     with pytest.raises(ValueError, match="dt"):
         generator.update(state, CartesianTarget(pose, "base_link"), 0.0)
     assert generator.reference_q is None and generator.status is None
+
+
+def test_a_target_changed_in_place_is_checked_again(robot, home):
+    """The same target object is re-validated on every tick while its pose is writable: a pose
+    corrupted in place after an accepted tick is rejected on the next. A read-only target is
+    accepted tick after tick and tracked the same as a fresh object each tick."""
+    generator = DlsDiffIk(new_robot_model(), ARM, parameters())
+    state = JointState(0.0, home.copy(), np.zeros(9))
+    pose = offset_target(robot, home)
+    target = CartesianTarget(pose, "base_link")
+    generator.update(state, target, DT)
+    pose[:3, :3] *= 2
+    with pytest.raises(TargetError, match="rotation"):
+        generator.update(state, target, DT)
+
+    frozen = offset_target(robot, home)
+    frozen.setflags(write=False)
+    one_target = CartesianTarget(frozen, "base_link")
+    shared, q = DlsDiffIk(new_robot_model(), ARM, parameters()), home.copy()
+    for k in range(50):
+        q = shared.update(JointState(k * DT, q, np.zeros(9)), one_target, DT).q
+    fresh = run(DlsDiffIk(new_robot_model(), ARM, parameters()), home, frozen.copy(), 50)
+    np.testing.assert_array_equal(q, fresh[-1].q)

@@ -198,6 +198,29 @@ def test_command_is_reordered_by_name():
     np.testing.assert_array_equal(result.values, [1.0, 2.0, 0.5])
 
 
+def test_command_interfaces_are_rechecked_when_the_claim_changes():
+    """The same interface tuple, accepted against one claim, is rejected against a changed claim
+    (the verified tuple is remembered with the claim it was verified against)."""
+    guard = BoundaryGuard(JOINTS, LIMITS)
+    good = command(sequence=5)
+    assert guard.check_command(good, INTERFACES, last_sequence=4, now=NOW).accepted
+    changed = dict(INTERFACES) | {"c": "effort"}
+    again = JointCommand(good.stamp, 6, good.joint_names, good.interfaces, good.values)
+    result = guard.check_command(again, changed, last_sequence=5, now=NOW)
+    assert not result.accepted and result.reason == INTERFACE and "'c'" in result.message
+
+
+def test_huge_finite_values_are_still_accepted():
+    """Values whose sum of squares overflows (1e200) are finite, and accepted: the vectorised
+    check only hands them to the per-value one."""
+    guard = BoundaryGuard(JOINTS, LIMITS)
+    result = guard.check_state(sample(position=(1e200, 0.2, 0.3)), NOW)
+    assert result.accepted and result.sample is not None
+    assert result.sample.position[0] == 1e200
+    huge = command(values=(1e200, 2.0, 0.5))
+    assert guard.check_command(huge, INTERFACES, last_sequence=4, now=NOW).accepted
+
+
 # --- property tests ---------------------------------------------------------------------------
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 anything = st.floats(allow_nan=True, allow_infinity=True)

@@ -256,6 +256,12 @@ def _selector(index: NDArray[np.intp]) -> slice | NDArray[np.intp]:
     return index
 
 
+def _frozen_array(value: object) -> bool:
+    """A read-only array that owns its memory: no one can change it in place (a read-only view
+    of a writable array can still change through its base)."""
+    return isinstance(value, np.ndarray) and not value.flags.writeable and value.base is None
+
+
 class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
     """Shared tick of the DLS and QP generators (see the module docstring).
 
@@ -302,6 +308,8 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         self._posture: FloatArray | None = None
         self.status: DiffIkStatus | None = None
         self._cache: _ParameterCache | None = None
+        self._checked_target: CartesianTarget | None = None  # the last read-only target ...
+        self._checked_goal = CartesianTarget(np.eye(4), self.base_frame)  # ... and its check
 
     # --- parameters ------------------------------------------------------------------------
     def parameters_for(self, **changes: Any) -> DiffIkParameters:
@@ -384,7 +392,7 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
 
     # --- the tick --------------------------------------------------------------------------
     def compute(self, state: JointState, target: CartesianTarget, dt: float) -> JointReference:
-        goal = target.validated(self.base_frame)
+        goal = self._validated(target)
         parameters = self.parameters
         cache = self._cache_for(parameters)
         q_sel, v_sel = self._q_sel, self._v_sel
@@ -515,6 +523,16 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
             solver=solver,
         )
         return JointReference(q=q_ref.copy(), v=v_full, a=a_full)
+
+    def _validated(self, target: CartesianTarget) -> CartesianTarget:
+        """``target.validated`` for this generator's base frame, once per target object when its
+        arrays are read-only (then nothing can have changed since it was checked)."""
+        if target is self._checked_target:
+            return self._checked_goal
+        goal = target.validated(self.base_frame)
+        if _frozen_array(target.pose) and (target.twist is None or _frozen_array(target.twist)):
+            self._checked_target, self._checked_goal = target, goal
+        return goal
 
     @staticmethod
     def _rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:

@@ -55,9 +55,11 @@ class GripperController:
         if self._reference is None:
             self._reference = q.copy()
         step = self.speed * dt
-        self._reference = self._reference + np.clip(target - self._reference, -step, step)
-        # NaN > 0 is False: a NaN or negative limit gives 0 N.
-        limit = np.minimum(np.where(effort_limit > 0.0, effort_limit, 0.0), self.max_effort)
+        # reference += clip(target − reference, −step, step), with min/max (np.clip is slower).
+        change = np.minimum(np.maximum(target - self._reference, -step), step)
+        self._reference = self._reference + change
+        # fmax ignores NaN: a NaN or negative limit gives 0 N.
+        limit = np.minimum(np.fmax(effort_limit, 0.0), self.max_effort)
         gravity = self.model.gravity(state.q)[self.indices]
         tau = self.stiffness * (self._reference - q) - self.damping * v + gravity
-        return np.clip(tau, -limit, limit)
+        return np.minimum(np.maximum(tau, -limit), limit)

@@ -11,6 +11,7 @@ and the clamp disagree. Each tick reports which joints were changed by which ste
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -48,6 +49,12 @@ class CommandLimiter:
         if not (np.all(np.isfinite(self.rate_limit)) and np.all(self.rate_limit > 0)):
             raise ValueError(f"effort-rate limits must be finite and positive: {self.rate_limit}")
         self._previous: FloatArray | None = None
+        self._negative_limit = -self.effort_limit
+        self._step_dt = math.nan
+        self._step = self.rate_limit  # rate_limit · dt for the last dt [N·m | N]
+        # "Nothing flagged", shared by the results (read-only: no one can set a flag in it).
+        self._no_flags = np.zeros(self.effort_limit.shape, dtype=bool)
+        self._no_flags.setflags(write=False)
 
     def reset(self, previous_effort: FloatArray | None = None) -> None:
         """Forget (or set) the last written effort, e.g. on activation."""
@@ -63,21 +70,28 @@ class CommandLimiter:
         effort = np.array(requested, dtype=np.float64)
         if effort.shape != self.effort_limit.shape:
             raise ValueError(f"expected {self.effort_limit.size} efforts, got {effort.shape}")
-        non_finite = ~np.isfinite(effort)
-        if non_finite.any():
-            safe = np.nan_to_num(
-                np.asarray(fallback(), dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0
-            )
-            effort[non_finite] = safe[non_finite]
-        rate_limited = np.zeros(effort.shape, dtype=bool)
+        # A sum of squares is finite exactly when every value is (or overflows, and the
+        # element-wise test below then finds nothing): one vector call on the healthy path.
+        non_finite = self._no_flags
+        if not math.isfinite(effort.dot(effort)):
+            non_finite = ~np.isfinite(effort)
+            if non_finite.any():
+                safe = np.nan_to_num(
+                    np.asarray(fallback(), dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0
+                )
+                effort[non_finite] = safe[non_finite]
+        rate_limited = self._no_flags
         if self._previous is not None:
-            step = self.rate_limit * dt
-            low, high = self._previous - step, self._previous + step
-            rate_limited = (effort < low) | (effort > high)
-            effort = np.clip(effort, low, high)
-        saturated = np.abs(effort) > self.effort_limit
-        effort = np.clip(effort, -self.effort_limit, self.effort_limit)
-        self._previous = effort.copy()
+            if dt != self._step_dt:
+                self._step_dt, self._step = dt, self.rate_limit * dt
+            limited = np.maximum(effort, self._previous - self._step)
+            np.minimum(limited, self._previous + self._step, out=limited)
+            rate_limited = limited != effort
+            effort = limited
+        clamped = np.maximum(effort, self._negative_limit)
+        np.minimum(clamped, self.effort_limit, out=clamped)
+        saturated = clamped != effort
+        self._previous = clamped.copy()
         return LimiterResult(
-            effort=effort, saturated=saturated, rate_limited=rate_limited, non_finite=non_finite
+            effort=clamped, saturated=saturated, rate_limited=rate_limited, non_finite=non_finite
         )

@@ -34,6 +34,7 @@ import numpy as np
 
 from ct_controllers.hardware.interface import FloatArray, JointCommand, StateSample
 
+_FLOAT = np.dtype(np.float64)
 CLOCK_DOMAIN_GAP = 1.0e6  # [s] (11.6 days): an offset this large is another clock, not latency
 
 # State rejection reasons.
@@ -169,6 +170,8 @@ class BoundaryGuard:
         self._last_stamp = -math.inf  # [s] of the last accepted state sample
         self._last_sequence: int | None = None  # of the last accepted state sample
         self.last_rejection: str = ""
+        # The command interface tuple last verified, and the claim it was verified against.
+        self._verified_interfaces: tuple[object, dict[str, str]] = (None, {})
 
     def reset(self) -> None:
         """Forget the last accepted sample (a backend restart may start its stamps over)."""
@@ -231,35 +234,14 @@ class BoundaryGuard:
         expected = self.limits.expected_frame
         if expected and sample.frame_id is not None and sample.frame_id != expected:
             return _reject(FRAME, f"frame id '{sample.frame_id}', expected '{expected}'")
-        arrays = {
-            "positions": np.asarray(sample.position, dtype=np.float64).reshape(-1),
-            "velocities": np.asarray(sample.velocity, dtype=np.float64).reshape(-1),
-            "efforts": np.asarray(sample.effort, dtype=np.float64).reshape(-1),
-        }
-        order, rejection = _name_order(
-            sample.joint_names, self.joint_names, {k: v.size for k, v in arrays.items()}
-        )
-        if rejection is not None:
-            return rejection
-        assert order is not None
-        position = arrays["positions"][order]
-        velocity = arrays["velocities"][order]
-        effort = arrays["efforts"][order]
-        for what, values in (("position", position), ("velocity", velocity)):
-            bad = ~np.isfinite(values)
-            if bad.any():
-                return _reject(
-                    NON_FINITE,
-                    f"non-finite {what} for joint(s) "
-                    + ", ".join(
-                        f"{n}={v}"
-                        for n, v, b in zip(self.joint_names, values, bad, strict=True)
-                        if b
-                    ),
-                )
-        if np.isinf(effort).any():
-            names = [n for n, e in zip(self.joint_names, effort, strict=True) if np.isinf(e)]
-            return _reject(NON_FINITE, f"infinite effort for joint(s) {', '.join(names)}")
+        values = self._in_order_and_finite(sample)
+        if values is not None:  # the common case, every tick: checked in a few vector operations
+            position, velocity, effort = values
+        else:
+            checked = self._checked_values(sample)
+            if isinstance(checked, GuardResult):
+                return checked
+            position, velocity, effort = checked
         with self._lock:
             last_stamp, last_sequence = self._last_stamp, self._last_sequence
             if stamp < last_stamp or (
@@ -298,6 +280,63 @@ class BoundaryGuard:
             ),
         )
 
+    def _in_order_and_finite(
+        self, sample: StateSample
+    ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        """(position, velocity, effort) when the sample is already in this hardware's joint
+        order, as float64 vectors of the right length, every value finite: what every tick of a
+        healthy backend sends, checked in a few vector operations. None: the full check
+        decides (and names what is wrong). A sum of squares is finite exactly when every term
+        is (or overflows past 1e154, which the full check then accepts)."""
+        names = sample.joint_names
+        if names is not self.joint_names and tuple(names) != self.joint_names:
+            return None
+        position, velocity, effort = sample.position, sample.velocity, sample.effort
+        shape = (len(self.joint_names),)
+        for values in (position, velocity, effort):
+            if type(values) is not np.ndarray or values.shape != shape or values.dtype != _FLOAT:
+                return None
+        if not math.isfinite(position.dot(position) + velocity.dot(velocity) + effort.dot(effort)):
+            return None
+        return position, velocity, effort
+
+    def _checked_values(
+        self, sample: StateSample
+    ) -> tuple[FloatArray, FloatArray, FloatArray] | GuardResult:
+        """(position, velocity, effort) re-ordered by name to this hardware's order, or the
+        rejection naming the unknown, missing or duplicate joint, the length or the non-finite
+        value."""
+        arrays = {
+            "positions": np.asarray(sample.position, dtype=np.float64).reshape(-1),
+            "velocities": np.asarray(sample.velocity, dtype=np.float64).reshape(-1),
+            "efforts": np.asarray(sample.effort, dtype=np.float64).reshape(-1),
+        }
+        order, rejection = _name_order(
+            sample.joint_names, self.joint_names, {k: v.size for k, v in arrays.items()}
+        )
+        if rejection is not None:
+            return rejection
+        assert order is not None
+        position = arrays["positions"][order]
+        velocity = arrays["velocities"][order]
+        effort = arrays["efforts"][order]
+        for what, values in (("position", position), ("velocity", velocity)):
+            bad = ~np.isfinite(values)
+            if bad.any():
+                return _reject(
+                    NON_FINITE,
+                    f"non-finite {what} for joint(s) "
+                    + ", ".join(
+                        f"{n}={v}"
+                        for n, v, b in zip(self.joint_names, values, bad, strict=True)
+                        if b
+                    ),
+                )
+        if np.isinf(effort).any():
+            names = [n for n, e in zip(self.joint_names, effort, strict=True) if np.isinf(e)]
+            return _reject(NON_FINITE, f"infinite effort for joint(s) {', '.join(names)}")
+        return position, velocity, effort
+
     # --- commands --------------------------------------------------------------------------
     def check_command(
         self,
@@ -317,22 +356,12 @@ class BoundaryGuard:
         last_sequence: int,
         now: float,
     ) -> GuardResult:
-        names = command.joint_names
-        sizes = {"interfaces": len(command.interfaces), "values": len(command.values)}
-        order, rejection = _name_order(names, self.joint_names, sizes)
-        if rejection is not None:
-            return rejection
-        assert order is not None
-        values = np.asarray(command.values, dtype=np.float64)[order]
-        for name, i, value in zip(self.joint_names, order, values, strict=True):
-            if command.interfaces[i] != interfaces[name]:
-                return _reject(
-                    INTERFACE,
-                    f"joint '{name}' is commanded through '{interfaces[name]}', "
-                    f"got '{command.interfaces[i]}'",
-                )
-            if not math.isfinite(float(value)):
-                return _reject(NON_FINITE, f"joint '{name}': non-finite value {value}")
+        values = self._command_in_order_and_finite(command, interfaces)
+        if values is None:
+            checked = self._checked_command_values(command, interfaces)
+            if isinstance(checked, GuardResult):
+                return checked
+            values = checked
         if command.stamp is None or not math.isfinite(command.stamp):
             return _reject(NO_STAMP, f"non-finite stamp {command.stamp}")
         if command.stamp - now > self.limits.future_tolerance:
@@ -347,3 +376,49 @@ class BoundaryGuard:
                 f"sequence {command.sequence} is not after the last one ({last_sequence})",
             )
         return GuardResult(accepted=True, fresh=True, reason=None, message="", values=values)
+
+    def _command_in_order_and_finite(
+        self, command: JointCommand, interfaces: Mapping[str, str]
+    ) -> FloatArray | None:
+        """A float64 copy of the values when the command names this hardware's joints in its
+        order, through the claimed interfaces, every value finite — the control loop's every
+        tick. The interface tuple is compared element by element once and then recognised by
+        identity while the claim is unchanged. None: the full check decides."""
+        if command.joint_names is not self.joint_names and (
+            tuple(command.joint_names) != self.joint_names
+        ):
+            return None
+        given = command.interfaces
+        verified_tuple, verified_claim = self._verified_interfaces
+        if given is not verified_tuple or interfaces != verified_claim:
+            if type(given) is not tuple or given != tuple(
+                interfaces.get(name) for name in self.joint_names
+            ):
+                return None
+            self._verified_interfaces = (given, dict(interfaces))
+        values = np.array(command.values, dtype=np.float64)
+        if values.shape != (len(self.joint_names),) or not math.isfinite(values.dot(values)):
+            return None
+        return values
+
+    def _checked_command_values(
+        self, command: JointCommand, interfaces: Mapping[str, str]
+    ) -> FloatArray | GuardResult:
+        """The values re-ordered by name to this hardware's order, or the rejection naming the
+        joint, interface, length or non-finite value."""
+        sizes = {"interfaces": len(command.interfaces), "values": len(command.values)}
+        order, rejection = _name_order(command.joint_names, self.joint_names, sizes)
+        if rejection is not None:
+            return rejection
+        assert order is not None
+        values = np.asarray(command.values, dtype=np.float64)[order]
+        for name, i, value in zip(self.joint_names, order, values, strict=True):
+            if command.interfaces[i] != interfaces[name]:
+                return _reject(
+                    INTERFACE,
+                    f"joint '{name}' is commanded through '{interfaces[name]}', "
+                    f"got '{command.interfaces[i]}'",
+                )
+            if not math.isfinite(float(value)):
+                return _reject(NON_FINITE, f"joint '{name}': non-finite value {value}")
+        return values

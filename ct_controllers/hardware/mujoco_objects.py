@@ -43,6 +43,7 @@ class ObjectSensor:
         self.body_id = _body_id(model, body)
         self.finger_ids = tuple(_body_id(model, name) for name in finger_bodies)
         self._force = np.zeros(6)
+        self._elliptic = model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
 
     def observe(self) -> ObjectObservation:
         data = self.system.data
@@ -55,14 +56,25 @@ class ObjectSensor:
             forces = np.zeros(len(self.finger_ids))
             count = data.ncon
             if count:
-                # Only the object's contacts are looked at (vectorised selection).
-                body1 = model.geom_bodyid[data.contact.geom1[:count]]
-                body2 = model.geom_bodyid[data.contact.geom2[:count]]
-                for i in np.flatnonzero((body1 == self.body_id) | (body2 == self.body_id)):
-                    other = int(body2[i] if body1[i] == self.body_id else body1[i])
-                    if other in self.finger_ids:
+                contact = data.contact
+                body1 = model.geom_bodyid[contact.geom1[:count]]
+                body2 = model.geom_bodyid[contact.geom2[:count]]
+                # The body on the other side of each contact of the object (-1: not the object's).
+                other = np.where(body1 == self.body_id, body2, -1)
+                other = np.where(body2 == self.body_id, body1, other)
+                if self._elliptic:
+                    # Elliptic cones: the first constraint row of a contact is its normal force
+                    # (what mj_contactForce copies); an excluded contact has no row (address -1).
+                    address = contact.efc_address[:count]
+                    normal = np.zeros(count)
+                    rows = address >= 0
+                    normal[rows] = data.efc_force[address[rows]]
+                    for k, finger in enumerate(self.finger_ids):
+                        forces[k] = np.abs(normal[other == finger]).sum()  # [N]
+                else:  # pyramidal: the normal force is decoded from the pyramid's edges
+                    for i in np.flatnonzero(np.isin(other, self.finger_ids)):
                         mujoco.mj_contactForce(model, data, int(i), self._force)
-                        forces[self.finger_ids.index(other)] += abs(self._force[0])  # normal [N]
+                        forces[self.finger_ids.index(int(other[i]))] += abs(self._force[0])
             return ObjectObservation(float(data.time), pose, forces)
 
 

@@ -91,6 +91,9 @@ class GraspRunner(Controller):
             "joint_controller": 0.0,
         }
         self.last_output: TaskOutput | None = None
+        self._target: CartesianTarget | None = None
+        self._finger_values = (math.nan, math.nan)  # (target [m], effort limit [N]) ...
+        self._finger_arrays: tuple[FloatArray, ...] = ()  # ... as per-finger arrays
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         return self.arm_controller.validate_gains(gains)
@@ -128,12 +131,18 @@ class GraspRunner(Controller):
             tau = safe_hold_effort(self.model, state.q, state.v, self.hold_damping)
             after_ik = after_controller = clock()
         else:
-            target = CartesianTarget(pose=output.tcp_target, frame=self.base_frame)
-            joint_reference = self.diff_ik.update(state, target, dt)
+            if self._target is None or self._target.pose is not output.tcp_target:
+                # The task hands out one read-only array per stage: one target object per stage,
+                # which the generator recognises and does not re-validate every tick.
+                self._target = CartesianTarget(pose=output.tcp_target, frame=self.base_frame)
+            joint_reference = self.diff_ik.update(state, self._target, dt)
             after_ik = clock()
             tau = self.arm_controller.update(state, joint_reference, dt)
-            finger_target = np.full(len(self.fingers), output.finger_target)
-            limit = np.full(len(self.fingers), output.finger_effort_limit)
+            fingers = (output.finger_target, output.finger_effort_limit)
+            if fingers != self._finger_values:
+                self._finger_values = fingers
+                self._finger_arrays = tuple(np.full(len(self.fingers), value) for value in fingers)
+            finger_target, limit = self._finger_arrays
             tau = np.array(tau, dtype=np.float64)
             tau[self.fingers] = self.gripper.compute(state, finger_target, limit, dt)
             after_controller = clock()

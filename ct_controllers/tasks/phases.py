@@ -147,10 +147,9 @@ class Transition:
 
 def pose_error(target: FloatArray, current: FloatArray) -> tuple[float, float]:
     """(position error [m], orientation error [rad]) between two base-frame poses."""
-    position = float(np.linalg.norm(target[:3, 3] - current[:3, 3]))
-    rotation = target[:3, :3] @ current[:3, :3].T
-    angle = float(np.linalg.norm(pin.log3(rotation)))
-    return position, angle
+    offset = target[:3, 3] - current[:3, 3]
+    rotation = pin.log3(target[:3, :3].dot(current[:3, :3].T))
+    return math.sqrt(offset.dot(offset)), math.sqrt(rotation.dot(rotation))
 
 
 def _translated(pose: FloatArray, offset: FloatArray) -> FloatArray:
@@ -160,27 +159,33 @@ def _translated(pose: FloatArray, offset: FloatArray) -> FloatArray:
 
 
 def _finite(observation: GraspObservation) -> bool:
-    """Every number of the observation is finite."""
-    arrays = [
-        observation.tcp_pose,
-        observation.finger_positions,
-        observation.finger_velocities,
-        observation.finger_efforts,
-    ]
-    if observation.contact_forces is not None:
-        arrays.append(observation.contact_forces)
-    if observation.object_pose is not None:
-        arrays.append(observation.object_pose)
-    # One vectorised check over all of them (measured 3 µs against 8 µs for one per array).
-    return math.isfinite(observation.stamp) and bool(
-        np.isfinite(np.concatenate([np.ravel(a) for a in arrays])).all()
+    """Every number of the observation is finite: a sum of squares is finite exactly when every
+    term is (a finite one past 1e154 overflows and reads as not finite: no sensor reports
+    such numbers)."""
+    vdot = np.vdot
+    total = (
+        vdot(observation.tcp_pose, observation.tcp_pose)
+        + vdot(observation.finger_positions, observation.finger_positions)
+        + vdot(observation.finger_velocities, observation.finger_velocities)
+        + vdot(observation.finger_efforts, observation.finger_efforts)
     )
+    if observation.contact_forces is not None:
+        total += vdot(observation.contact_forces, observation.contact_forces)
+    if observation.object_pose is not None:
+        total += vdot(observation.object_pose, observation.object_pose)
+    return math.isfinite(observation.stamp) and math.isfinite(total)
 
 
 class GraspTask:
     def __init__(self, parameters: GraspParameters | None = None) -> None:
         self.parameters = parameters or GraspParameters()
         self.goal: GraspGoal | None = None
+        self._handlers = {
+            Phase.APPROACH: self._approach,
+            Phase.CLOSE: self._close,
+            Phase.HOLD: self._hold,
+            Phase.RELEASE: self._release,
+        }
         self.reset()
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -203,6 +208,7 @@ class GraspTask:
         self._release_tcp: FloatArray | None = None
         self._carry_targets: list[tuple[str, FloatArray]] = []
         self._phase_durations: dict[Phase, float] = {}
+        self._stage_target: FloatArray | None = None  # of the current stage, read-only
 
     def start(self, goal: GraspGoal) -> None:
         """Begin a run. Refused unless freshly reset (no implicit restart after DONE/FAILED)."""
@@ -245,18 +251,12 @@ class GraspTask:
                 f"{self.phase.value} timed out after {p.timeouts[self.phase]} s",
                 {"elapsed": elapsed},
             )
-        handler = {
-            Phase.APPROACH: self._approach,
-            Phase.CLOSE: self._close,
-            Phase.HOLD: self._hold,
-            Phase.RELEASE: self._release,
-        }[self.phase]
-        result = handler(now, observation, usable)
+        result = self._handlers[self.phase](now, observation, usable)
         return result if result is not None else self._output()
 
     # --- phases --------------------------------------------------------------------------------
     def _approach(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
-        target = self._approach_target()
+        target = self._target()
         position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
         p = self.parameters
         within = position <= p.position_tolerance and angle <= p.orientation_tolerance
@@ -318,7 +318,7 @@ class GraspTask:
             return self._fail(now, "object slipped out of the grasp", {"slip": slip})
         names = [name for name, _ in self._carry_targets]
         stage_index = names.index(self.stage)
-        target = self._carry_targets[stage_index][1]
+        target = self._target()
         position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
         reached = position <= p.position_tolerance and angle <= p.orientation_tolerance
         values = {"position_error": position, "orientation_error": angle, "slip": slip}
@@ -417,6 +417,7 @@ class GraspTask:
 
     def _next_stage(self, now: float, stage: str) -> None:
         self.stage = stage
+        self._stage_target = None
         self._stage_start = now
         # The "hold" stage's window is the goal's hold duration; every other one is the dwell.
         dwell = self.goal.hold_duration if stage == "hold" and self.goal else self.parameters.dwell
@@ -444,18 +445,30 @@ class GraspTask:
         goal = self.goal
         assert goal is not None
         p = self.parameters
+        closed = self.phase == Phase.CLOSE or self.phase == Phase.HOLD
+        finger_target = 0.0 if closed else p.open_width
+        return TaskOutput(self.phase, self.stage, self._target(), finger_target, goal.grasp_effort)
+
+    def _target(self) -> FloatArray:
+        """The TCP target of the current stage: computed once when the stage begins, then the
+        same read-only array every tick (consumers may rely on its identity to skip work)."""
+        if self._stage_target is None:
+            self._stage_target = self._compute_target()
+            self._stage_target.setflags(write=False)
+        return self._stage_target
+
+    def _compute_target(self) -> FloatArray:
+        p = self.parameters
         if self.phase == Phase.APPROACH:
-            return TaskOutput(
-                self.phase, self.stage, self._approach_target(), p.open_width, goal.grasp_effort
-            )
+            return self._approach_target()
         if self.phase == Phase.CLOSE:
-            return TaskOutput(self.phase, self.stage, self._hold_pose, 0.0, goal.grasp_effort)
+            assert self._hold_pose is not None
+            return np.array(self._hold_pose)
         if self.phase == Phase.HOLD:
-            target = dict(self._carry_targets)[self.stage]
-            return TaskOutput(self.phase, self.stage, target, 0.0, goal.grasp_effort)
+            return np.array(dict(self._carry_targets)[self.stage])
+        # RELEASE, or DONE on the tick it is entered (the release pose is held through it).
         assert self._release_tcp is not None
-        target = self._release_tcp
         if self.stage == "retreat":
             tool_z = self._release_tcp[:3, 2]
-            target = _translated(self._release_tcp, -2 * p.retreat_distance * tool_z)
-        return TaskOutput(self.phase, self.stage, target, p.open_width, goal.grasp_effort)
+            return _translated(self._release_tcp, -2 * p.retreat_distance * tool_z)
+        return np.array(self._release_tcp)
