@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ct_controllers.model.description import share_directory
+from ct_controllers.runtime.realtime import RealtimeSettings
 
 NODE_KEYS = ("/ct/controller_manager", "ct/controller_manager", "controller_manager", "/**")
 
@@ -125,6 +126,7 @@ class StackConfig:
     state_timeout: float = 0.0  # [s], 0 = 3 control periods
     command_timeout: float = 0.0  # [s], 0 = 3 control periods
     fault_reaction: str = "damp"
+    realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     bridge: BridgeParams | None = None
     canopen: CanopenParams | None = None
 
@@ -285,6 +287,14 @@ class StackConfig:
                 "parameter 'canopen.heartbeat_timeout' must exceed 'canopen.heartbeat_period' "
                 f"({canopen.heartbeat_timeout} <= {canopen.heartbeat_period} s)"
             )
+        try:
+            realtime = RealtimeSettings(
+                priority=get("realtime.priority", int),
+                cpu=get("realtime.cpu", int),
+                lock_memory=get("realtime.lock_memory", bool),
+            )
+        except ValueError as exc:
+            raise ConfigError(f"parameter {exc}") from None
         acceleration = numbers("references.max_acceleration", len(joints))
         jerk = numbers("references.max_jerk", len(joints))
         for name, values in (("max_acceleration", acceleration), ("max_jerk", jerk)):
@@ -316,6 +326,7 @@ class StackConfig:
             state_timeout=seconds("watchdog.state_timeout", allow_zero=True),
             command_timeout=seconds("watchdog.command_timeout", allow_zero=True),
             fault_reaction=one_of("watchdog.fault_reaction", FAULT_REACTIONS),
+            realtime=realtime,
             bridge=bridge,
             canopen=canopen,
         )

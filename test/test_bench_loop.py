@@ -36,4 +36,5 @@ def test_loop_benchmark_json_reports_lockstep_stages_and_paced_jitter(
         assert run["rate_hz"] == 1000.0 and run["ticks"] > 500
         assert run["jitter_p50_us"] <= run["jitter_p99_us"] <= run["jitter_max_us"]
         assert run["overruns"] >= 0
+        assert run["scheduling"].startswith(("SCHED_FIFO", "SCHED_OTHER"))  # what the thread got
     assert "busy loop" in report["paced_loaded"]["load"]

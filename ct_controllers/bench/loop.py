@@ -88,10 +88,22 @@ def _floor_rtf(config: StackConfig, sim_seconds: float) -> float:
     return sim_seconds / (time.perf_counter() - start)
 
 
-def paced(wall_seconds: float, seed: int, rate: float = 1000.0, freeze: bool = True) -> dict:
+def paced(
+    wall_seconds: float,
+    seed: int,
+    rate: float = 1000.0,
+    freeze: bool = True,
+    realtime: bool = True,
+) -> dict:
     """``freeze``: after each set-up, collect and ``gc.freeze()`` what was built (as the ROS
-    node does), so that collections during the run only scan what the run allocates."""
-    config = load_config(overrides={"mujoco.mode": "paced", "update_rate": rate})
+    node does), so that collections during the run only scan what the run allocates.
+    ``realtime``: the loop thread's scheduling as configured (SCHED_FIFO 50 by default), else
+    normal scheduling (``realtime.priority`` 0)."""
+    overrides: dict[str, object] = {"mujoco.mode": "paced", "update_rate": rate}
+    if not realtime:
+        overrides["realtime.priority"] = 0
+    config = load_config(overrides=overrides)
+    scheduling = ""
     monitor = GcMonitor()
     monitor.install()
     jitter: list[np.ndarray] = []
@@ -113,6 +125,8 @@ def paced(wall_seconds: float, seed: int, rate: float = 1000.0, freeze: bool = T
         while not setup.task.finished and time.monotonic() < deadline:
             time.sleep(0.05)
         setup.stack.shut_down()
+        if loop.realtime_report is not None:
+            scheduling = loop.realtime_report.describe()
         gc_collections += monitor.collections - collections_before
         gc_total += monitor.total - total_before
         if freeze:
@@ -136,6 +150,7 @@ def paced(wall_seconds: float, seed: int, rate: float = 1000.0, freeze: bool = T
         "gc_freeze": freeze,
         "gc_collections": gc_collections,
         "gc_pause_total_ms": gc_total * 1e3,
+        "scheduling": scheduling,
     }
 
 
@@ -161,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         help="paced runs without gc.freeze() after set-up (to compare)",
     )
     parser.add_argument("--paced-only", action="store_true")
+    parser.add_argument(
+        "--no-realtime",
+        action="store_true",
+        help="paced runs with normal scheduling instead of the configured SCHED_FIFO (to compare)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -172,13 +192,21 @@ def main(argv: list[str] | None = None) -> int:
         report["lockstep"] = lockstep(args.sim_seconds, args.seed)
     if not args.lockstep_only:
         report["paced"] = paced(
-            args.paced_seconds, args.seed, args.rate, freeze=not args.no_gc_freeze
+            args.paced_seconds,
+            args.seed,
+            args.rate,
+            freeze=not args.no_gc_freeze,
+            realtime=not args.no_realtime,
         )
     if not args.no_load and not args.lockstep_only:
         load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
             report["paced_loaded"] = paced(
-                args.paced_seconds, args.seed, args.rate, freeze=not args.no_gc_freeze
+                args.paced_seconds,
+                args.seed,
+                args.rate,
+                freeze=not args.no_gc_freeze,
+                realtime=not args.no_realtime,
             ) | {"load": "one other process spinning a Python busy loop (one core of two)"}
         finally:
             load.kill()
@@ -210,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             f"0 overruns); gc.freeze {run['gc_freeze']}: {run['gc_collections']} collections, "
             f"{run['gc_pause_total_ms']:.1f} ms in all"
         )
+        print(f"                loop thread: {run['scheduling'] or 'normal scheduling'}")
         if "load" in run:
             print(f"                load: {run['load']}")
     return 0

@@ -26,6 +26,7 @@ are skipped, not bunched) and that is counted too.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -56,7 +57,14 @@ from ct_controllers.references.joint_trajectory import (
     TrajectoryError,
 )
 from ct_controllers.runtime.fault_reaction import FaultReaction
+from ct_controllers.runtime.realtime import (
+    RealtimeReport,
+    RealtimeSettings,
+    apply_to_current_thread,
+)
 from ct_controllers.runtime.timing import StageRecorder, TimingRecorder, TimingSummary
+
+LOG = logging.getLogger("ct_controllers")
 
 RUNNING = "running"
 SUCCEEDED = "succeeded"
@@ -145,10 +153,14 @@ class ControlLoop:
         overrun_fraction: float = 0.5,
         watchdog: WatchdogConfig | None = None,
         fault_reaction: str = DAMP,
+        realtime: RealtimeSettings | None = None,
     ) -> None:
         """``watchdog`` None = on, with 3 control periods for both deadlines;
         ``fault_reaction``: damp (default) | hold | quick_stop | disable (the last two only for
-        hardware that offers them)."""
+        hardware that offers them); ``realtime``: scheduling of the loop thread (None = SCHED_FIFO
+        priority 50), applied when the loop keeps a period (paced, or a backend whose read waits
+        for the bus cycle) — a free-running lockstep loop never sleeps, and a real-time priority
+        would only starve the rest of the machine."""
         if not period > 0:
             raise ValueError(f"period must be positive, got {period}")
         self.hardware = hardware
@@ -191,6 +203,8 @@ class ControlLoop:
                 f"(offers: {', '.join(hardware.fault_reactions)})"
             )
         self.fault_reaction = fault_reaction
+        self.realtime = realtime if realtime is not None else RealtimeSettings()
+        self.realtime_report: RealtimeReport | None = None  # set when the loop thread starts
         self.guard: BoundaryGuard = hardware.guard
         self.watchdog = Watchdog(watchdog or WatchdogConfig.for_period(period))
         self._watchdog_started = False
@@ -635,6 +649,11 @@ class ControlLoop:
                 "fault.count": len(self.faults),
                 "fault.reset_refused": self.reset_refused,
                 "stale_ticks": self.stale_ticks,
+                "loop.scheduling": (
+                    self.realtime_report.describe()
+                    if self.realtime_report is not None
+                    else "not applied (not started, or a free-running lockstep loop)"
+                ),
             }
         )
         if record is not None and record.reaction_time is not None:
@@ -688,6 +707,10 @@ class ControlLoop:
         self._thread.start()
 
     def _run(self) -> None:
+        if self.paced or self.hardware.paced_by_read:
+            self.realtime_report = apply_to_current_thread(self.realtime)
+            for problem in self.realtime_report.problems:
+                LOG.warning("control loop thread: %s; running without it", problem)
         scheduled = time.perf_counter()
         while not self._stop.is_set():
             try:

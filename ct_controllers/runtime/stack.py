@@ -179,5 +179,6 @@ def build_stack(
             enabled=config.watchdog_enabled,
         ),
         fault_reaction=config.fault_reaction,
+        realtime=config.realtime,
     )
     return Stack(config, description, model, hardware, controller, loop, controllers)
