@@ -42,6 +42,7 @@ to keep) for comparison; see ``ct-bench diffik``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,8 +101,8 @@ class QpDiffIk(DifferentialIkBase):
             for row in range(column + 1):
                 upper_rows.append(row)
                 upper_cols.append(column)
-        self._upper_rows = np.array(upper_rows, dtype=np.intp)
-        self._upper_cols = np.array(upper_cols, dtype=np.intp)
+        # Flat (row-major) index of each upper-triangle entry: P_x = hessian.take(index).
+        self._upper_flat = np.array(upper_rows, dtype=np.intp) * n + np.array(upper_cols)
         self._margin_for: DiffIkParameters | None = None
         self._inverse_for: DiffIkParameters | None = None
         self._inverse = np.ones(n)
@@ -143,10 +144,11 @@ class QpDiffIk(DifferentialIkBase):
             margin = self.parameters.position_margin
             self._margin_for = self.parameters
             self._low_limit, self._high_limit = self._lower + margin, self._upper - margin
-        low = (self._low_limit - task.q) / dt
+        inverse_dt = 1.0 / dt
+        low = (self._low_limit - task.q) * inverse_dt
         np.minimum(low, 0.0, out=low)
         np.maximum(low, -task.velocity_limit, out=low)
-        high = (self._high_limit - task.q) / dt
+        high = (self._high_limit - task.q) * inverse_dt
         np.maximum(high, 0.0, out=high)
         np.minimum(high, task.velocity_limit, out=high)
         return low, high
@@ -185,18 +187,14 @@ class QpDiffIk(DifferentialIkBase):
             # warm_starting=True: each solve starts from the previous primal and dual solution,
             # kept inside OSQP (no copy through Python).
             solver.update_data_vec(q=gradient, l=u_low, u=u_high)
-            solver.update_data_mat(
-                P_x=hessian[self._upper_rows, self._upper_cols], P_i=None, A_x=None, A_i=None
-            )
+            solver.update_data_mat(P_x=hessian.take(self._upper_flat), P_i=None, A_x=None, A_i=None)
             solver.solve()
             info = solver.info
             ok = info.status_val in _OSQP_OK
             status = str(info.status)
             u = np.array(solver.solution.x)  # a copy: the solver's buffer changes next tick
         elif self._problem is not None:  # the public interface (another osqp version)
-            self._problem.update(
-                Px=hessian[self._upper_rows, self._upper_cols], q=gradient, l=u_low, u=u_high
-            )
+            self._problem.update(Px=hessian.take(self._upper_flat), q=gradient, l=u_low, u=u_high)
             result = self._problem.solve(raise_error=False)
             ok = result.info.status_val in _OSQP_OK
             status = str(result.info.status)
@@ -210,7 +208,7 @@ class QpDiffIk(DifferentialIkBase):
             ok = exitflag >= 1
             status = "solved" if ok else f"daqp exitflag {exitflag}"
             u = np.array(x)
-        if not ok or not np.isfinite(u.dot(u)):
+        if not ok or not math.isfinite(u.dot(u)):
             # v = 0 is always feasible: hold q* and say so.
             return np.zeros_like(task.q), False, f"{status}: holding"
         velocity = bandwidth * u + feedforward

@@ -44,37 +44,50 @@ class ObjectSensor:
         self.finger_ids = tuple(_body_id(model, name) for name in finger_bodies)
         self._force = np.zeros(6)
         self._elliptic = model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+        self._identity = np.eye(4)
+        # Per geom: whether it belongs to the object, and the index of the finger it belongs to
+        # (-1 for none): a contact is then classified with two table look-ups.
+        bodies = np.asarray(model.geom_bodyid)
+        self._object_geom = bodies == self.body_id
+        self._finger_of_geom = np.full(model.ngeom, -1, dtype=np.intp)
+        for index, finger_id in enumerate(self.finger_ids):
+            self._finger_of_geom[bodies == finger_id] = index
 
     def observe(self) -> ObjectObservation:
         data = self.system.data
         model = self.system.model
         assert data is not None and model is not None
         with self.system.lock:
-            pose = np.eye(4)
+            pose = self._identity.copy()
             pose[:3, :3] = data.xmat[self.body_id].reshape(3, 3)
             pose[:3, 3] = data.xpos[self.body_id]
             forces = np.zeros(len(self.finger_ids))
             count = data.ncon
             if count:
                 contact = data.contact
-                body1 = model.geom_bodyid[contact.geom1[:count]]
-                body2 = model.geom_bodyid[contact.geom2[:count]]
-                # The body on the other side of each contact of the object (-1: not the object's).
-                other = np.where(body1 == self.body_id, body2, -1)
-                other = np.where(body2 == self.body_id, body1, other)
-                if self._elliptic:
-                    # Elliptic cones: the first constraint row of a contact is its normal force
-                    # (what mj_contactForce copies); an excluded contact has no row (address -1).
-                    address = contact.efc_address[:count]
-                    normal = np.zeros(count)
-                    rows = address >= 0
-                    normal[rows] = data.efc_force[address[rows]]
-                    for k, finger in enumerate(self.finger_ids):
-                        forces[k] = np.abs(normal[other == finger]).sum()  # [N]
-                else:  # pyramidal: the normal force is decoded from the pyramid's edges
-                    for i in np.flatnonzero(np.isin(other, self.finger_ids)):
-                        mujoco.mj_contactForce(model, data, int(i), self._force)
-                        forces[self.finger_ids.index(int(other[i]))] += abs(self._force[0])
+                geoms = contact.geom[:count]  # (count, 2)
+                # Per contact: the finger index on the other side of the object, -1 if none.
+                finger = np.where(
+                    self._object_geom[geoms[:, 0]],
+                    self._finger_of_geom[geoms[:, 1]],
+                    np.where(self._object_geom[geoms[:, 1]], self._finger_of_geom[geoms[:, 0]], -1),
+                )
+                touching = finger >= 0
+                if touching.any():
+                    indices = np.flatnonzero(touching)
+                    if self._elliptic:
+                        # Elliptic cones: a contact's first constraint row is its normal force
+                        # (what mj_contactForce copies); an excluded contact has no row (-1).
+                        address = contact.efc_address[indices]
+                        normal = np.zeros(indices.size)
+                        rows = address >= 0
+                        normal[rows] = data.efc_force[address[rows]]
+                    else:  # pyramidal: the normal force is decoded from the pyramid's edges
+                        normal = np.empty(indices.size)
+                        for k, i in enumerate(indices.tolist()):
+                            mujoco.mj_contactForce(model, data, i, self._force)
+                            normal[k] = self._force[0]
+                    np.add.at(forces, finger[indices], np.abs(normal))  # [N]
             return ObjectObservation(float(data.time), pose, forces)
 
 

@@ -101,6 +101,9 @@ class MujocoSystem(SystemInterface):
         self._sim_start = 0.0
         self._max_catch_up_steps = config.max_catch_up_periods * self._steps_per_period
         self.lagged_reads = 0  # paced mode: reads that hit the catch-up bound
+        # Wall time [s] spent in mj_step and the steps taken: what physics costs inside a run.
+        self.physics_seconds = 0.0
+        self.physics_steps = 0
 
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> MujocoSystem:
@@ -178,6 +181,7 @@ class MujocoSystem(SystemInterface):
             if self.config.mode == PACED and self.state is LifecycleState.ACTIVE:
                 target = self._sim_start + (time.monotonic() - self._wall_start)
                 steps = 0
+                start = time.perf_counter()
                 while self.data.time + 0.5 * self.config.timestep < target:
                     if steps == self._max_catch_up_steps:
                         # Too far behind: give up the lost time rather than run open loop.
@@ -186,6 +190,8 @@ class MujocoSystem(SystemInterface):
                         break
                     mujoco.mj_step(self.model, self.data)
                     steps += 1
+                self.physics_seconds += time.perf_counter() - start
+                self.physics_steps += steps
             return StateSample(
                 stamp=float(self.data.time),
                 joint_names=self.joint_names,
@@ -199,8 +205,11 @@ class MujocoSystem(SystemInterface):
         with self.lock:
             self.data.ctrl[self._ctrl_adr] = values
             if self.config.mode == LOCKSTEP:
+                start = time.perf_counter()
                 for _ in range(self._steps_per_period):
                     mujoco.mj_step(self.model, self.data)
+                self.physics_seconds += time.perf_counter() - start
+                self.physics_steps += self._steps_per_period
 
     @property
     def unstable(self) -> bool:
