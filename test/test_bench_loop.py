@@ -20,7 +20,7 @@ def test_loop_benchmark_json_reports_lockstep_stages_and_paced_jitter(
     step = report["lockstep"]
     assert 0 < step["rtf"] < step["floor_rtf"]
     # MuJoCo's share of the run, measured inside the backend, is part of the write stage.
-    assert 0 < step["physics_mean_us"] < 1e6 / step["rtf"]
+    assert 0 < step["physics_mean_us"] < 1e3 / step["rtf"]  # < the wall time of a 1 ms tick
     assert {
         "read",
         "guard",
