@@ -9,7 +9,6 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from helpers import lockstep_config
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
@@ -46,6 +45,7 @@ def test_an_injected_overrun_is_counted_and_reported_on_diagnostics() -> None:
         {"joint_impedance": "ct_controllers/JointImpedance"},
         "joint_impedance",
     )
+    publishers: StatePublishers | None = None
     rclpy.init()
     try:
         node = rclpy.create_node("ct_telemetry_test", namespace="/ct")
@@ -56,8 +56,9 @@ def test_an_injected_overrun_is_counted_and_reported_on_diagnostics() -> None:
         executor.add_node(node)
         executor.add_node(listener)
         stack.bring_up()
-        StatePublishers(node, stack, manager, ReentrantCallbackGroup(), diagnostics_rate=5.0)
+        publishers = StatePublishers(node, stack, manager, diagnostics_rate=5.0)
         stack.loop.run_ticks(500)  # lockstep: 0.5 s of sim time, the slow tick among them
+        publishers.start()
         overruns = stack.loop.timing.overruns
         assert overruns >= 1  # the slow tick (others may overrun on a loaded machine, too)
         deadline = time.monotonic() + 10.0
@@ -75,5 +76,7 @@ def test_an_injected_overrun_is_counted_and_reported_on_diagnostics() -> None:
         for stage in ("read", "guard", "controller", "limiter", "write"):
             assert np.isfinite(float(values[f"stage_{stage}_p50_us"]))
     finally:
+        if publishers is not None:
+            publishers.stop()
         stack.shut_down()
         rclpy.shutdown()

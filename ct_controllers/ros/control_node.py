@@ -78,17 +78,18 @@ class ControlNode(Node):
         # Everything built so far lives for the node's life: move it out of the collector's
         # generations so that collections (which stop every thread, the control thread too)
         # only scan what the running node allocates. Pauses are measured either way.
-        self.gc_monitor = GcMonitor()
-        self.gc_monitor.install()
         gc.collect()
         gc.freeze()
+        self.gc_monitor = GcMonitor()  # measures the collections of the running node
+        self.gc_monitor.install()
         try:
             self.stack.start()
         except Exception:
             self.stack.shut_down()  # release what configure opened (buses, nodes, threads)
             self.gc_monitor.remove()
             raise
-        self.state_publishers = StatePublishers(self, self.stack, self.manager, group)
+        self.state_publishers = StatePublishers(self, self.stack, self.manager)
+        self.state_publishers.start()
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
         """Validate a set as a whole; stage each controller's gains for the next tick boundary,
@@ -112,7 +113,8 @@ class ControlNode(Node):
         return SetParametersResult(successful=True)
 
     def shutdown(self) -> None:
-        """Stop the loop and deactivate the hardware; print the timing summary."""
+        """Stop publishing and the loop, deactivate the hardware; print the timing summary."""
+        self.state_publishers.stop()
         self.stack.shut_down()
         self.gc_monitor.remove()
         timing = self.loop.timing_summary()

@@ -176,6 +176,7 @@ class ControlLoop:
             raise ValueError(f"model joint(s) not driven by the hardware: {', '.join(missing)}")
         self._interfaces = tuple(hardware.command_interfaces)
         self._position_mask = np.array([i == POSITION for i in self._interfaces])
+        self._any_position = bool(self._position_mask.any())
         if any(i not in (EFFORT, POSITION) for i in self._interfaces):
             raise ValueError(f"unsupported command interfaces {self._interfaces}")
         self.hold_damping = (
@@ -382,7 +383,7 @@ class ControlLoop:
                 self.stages.record(stage, seconds)
         limited = self.limiter.limit(requested, fallback, self.period)
         values = limited.effort[self._model_index]
-        if self._position_mask.any():
+        if self._any_position:
             targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
             values = np.where(self._position_mask, targets[self._model_index], values)
         before_write = clock()
