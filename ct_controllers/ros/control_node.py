@@ -118,6 +118,8 @@ class ControlNode(Node):
         self.stack.shut_down()
         self.gc_monitor.remove()
         timing = self.loop.timing_summary()
+        report = self.loop.realtime_report
+        scheduling = "normal scheduling" if report is None else report.describe()
         stages = ", ".join(
             f"{stage} {figures.p50 * 1e6:.0f}/{figures.p99 * 1e6:.0f}"
             for stage, figures in self.loop.stages.summary().items()
@@ -127,7 +129,8 @@ class ControlNode(Node):
             f"{timing.compute.as_us()}, jitter {timing.jitter.as_us()}\n"
             f"  stages p50/p99 [µs]: {stages}\n"
             f"  gc: {self.gc_monitor.collections} collections, longest pause "
-            f"{self.gc_monitor.longest * 1e6:.0f} µs",
+            f"{self.gc_monitor.longest * 1e6:.0f} µs\n"
+            f"  loop thread: {scheduling}",
             flush=True,
         )
 
