@@ -44,6 +44,17 @@ def random_arm_configuration(robot, arm, rng, lower=None, upper=None) -> np.ndar
     return q
 
 
+def assert_converged_within_limits(robot, result: IkResult, target: np.ndarray) -> None:
+    """Converged by an independent FK (every component ≤ TOLERANCE), the reported residual is
+    that error, and q is within the joint limits."""
+    assert result.converged, (result.position_error, result.orientation_error)
+    error = pose_error(robot.frame_pose(result.q), target)
+    assert np.abs(error).max() <= TOLERANCE
+    np.testing.assert_allclose(error[:3], result.position_error, atol=1e-12)
+    np.testing.assert_allclose(error[3:], result.orientation_error, atol=1e-12)
+    assert np.all(result.q >= robot.limits.lower) and np.all(result.q <= robot.limits.upper)
+
+
 def test_random_reachable_targets_are_solved_within_limits(robot, arm):
     """TRAC-IK protocol in small: 60 random targets (FK of random in-limit configurations),
     nominal seed. Every result converges; the pose error re-computed from the returned q by an
@@ -55,12 +66,7 @@ def test_random_reachable_targets_are_solved_within_limits(robot, arm):
         target = robot.frame_pose(random_arm_configuration(robot, arm, rng))
         result = solver.solve(target)
         assert isinstance(result, IkResult)
-        assert result.converged, (result.position_error, result.orientation_error)
-        error = pose_error(robot.frame_pose(result.q), target)
-        assert np.abs(error).max() <= TOLERANCE
-        np.testing.assert_allclose(error[:3], result.position_error, atol=1e-12)
-        np.testing.assert_allclose(error[3:], result.orientation_error, atol=1e-12)
-        assert np.all(result.q >= robot.limits.lower) and np.all(result.q <= robot.limits.upper)
+        assert_converged_within_limits(robot, result, target)
         assert result.q[robot.q_index("left_finger_joint")] == 0.02
         assert result.joint_names == robot.joint_names
 
@@ -204,12 +210,7 @@ def test_batched_restarts_solve_within_limits(robot, arm):
         seed[arm] = np.where(q_true[arm] > 0.5 * (lower + upper), lower, upper)
         target = robot.frame_pose(q_true)
         result = solver.solve(target, seed)
-        assert result.converged, (result.position_error, result.orientation_error)
-        error = pose_error(robot.frame_pose(result.q), target)
-        assert np.abs(error).max() <= TOLERANCE
-        np.testing.assert_allclose(error[:3], result.position_error, atol=1e-12)
-        np.testing.assert_allclose(error[3:], result.orientation_error, atol=1e-12)
-        assert np.all(result.q >= robot.limits.lower) and np.all(result.q <= robot.limits.upper)
+        assert_converged_within_limits(robot, result, target)
         restarted += result.restarts > 0
     assert restarted > 0
 
