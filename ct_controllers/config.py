@@ -127,6 +127,7 @@ class StackConfig:
     command_timeout: float = 0.0  # [s], 0 = 3 control periods
     fault_reaction: str = "damp"
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
+    cartesian_update_rate: float = 0.0  # [Hz] task + differential IK; 0 = update_rate
     bridge: BridgeParams | None = None
     canopen: CanopenParams | None = None
 
@@ -153,6 +154,13 @@ class StackConfig:
     @property
     def period(self) -> float:
         return 1.0 / self.update_rate
+
+    @property
+    def cartesian_divisor(self) -> int:
+        """Control ticks per step of the Cartesian stage (task + differential IK), ≥ 1."""
+        if not self.cartesian_update_rate:
+            return 1
+        return round(self.update_rate / self.cartesian_update_rate)
 
     @staticmethod
     def from_parameters(params: Mapping[str, Any]) -> StackConfig:
@@ -295,6 +303,15 @@ class StackConfig:
             )
         except ValueError as exc:
             raise ConfigError(f"parameter {exc}") from None
+        cartesian_rate = float(get("cartesian.update_rate", (int, float)))
+        if cartesian_rate:
+            ratio = rate / cartesian_rate if cartesian_rate > 0 else math.nan
+            if not (ratio >= 1 and abs(ratio - round(ratio)) < 1e-9):
+                raise ConfigError(
+                    "parameter 'cartesian.update_rate': must divide update_rate "
+                    f"({rate} Hz) into a whole number ≥ 1 of control ticks, got {cartesian_rate} "
+                    "Hz (0 = update_rate)"
+                )
         acceleration = numbers("references.max_acceleration", len(joints))
         jerk = numbers("references.max_jerk", len(joints))
         for name, values in (("max_acceleration", acceleration), ("max_jerk", jerk)):
@@ -327,6 +344,7 @@ class StackConfig:
             command_timeout=seconds("watchdog.command_timeout", allow_zero=True),
             fault_reaction=one_of("watchdog.fault_reaction", FAULT_REACTIONS),
             realtime=realtime,
+            cartesian_update_rate=cartesian_rate,
             bridge=bridge,
             canopen=canopen,
         )

@@ -3,6 +3,7 @@ into a StackConfig, and plugins resolved by name."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -248,3 +249,23 @@ def test_reference_limits_are_validated(overrides, named):
     """Reference limits out of range or of the wrong length raise ConfigError naming them."""
     with pytest.raises(ConfigError, match=named):
         load_config(overrides=overrides)
+
+
+@pytest.mark.parametrize(
+    ("update_rate", "cartesian_rate", "divisor"),
+    [(1000, 0.0, 1), (1000, 1000, 1), (1000, 250, 4), (500, 100, 5), (1000, 1, 1000)],
+)
+def test_cartesian_rate_gives_whole_ticks_per_step(update_rate, cartesian_rate, divisor):
+    """cartesian.update_rate divides update_rate into whole control ticks (0 = every tick)."""
+    config = load_config(
+        overrides={"update_rate": update_rate, "cartesian.update_rate": cartesian_rate}
+    )
+    assert config.cartesian_divisor == divisor
+
+
+@pytest.mark.parametrize("cartesian_rate", [300, 2000, -250, math.nan])
+def test_cartesian_rate_that_does_not_divide_is_named(cartesian_rate):
+    """A Cartesian rate that is not update_rate / n (n ≥ 1 whole) raises ConfigError naming
+    the parameter."""
+    with pytest.raises(ConfigError, match=re.escape("'cartesian.update_rate'")):
+        load_config(overrides={"update_rate": 1000, "cartesian.update_rate": cartesian_rate})

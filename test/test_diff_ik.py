@@ -340,3 +340,34 @@ def test_a_target_changed_in_place_is_checked_again(robot, home):
         q = shared.update(JointState(k * DT, q, np.zeros(9)), one_target, DT).q
     fresh = run(DlsDiffIk(new_robot_model(), ARM, parameters()), home, frozen.copy(), 50)
     np.testing.assert_array_equal(q, fresh[-1].q)
+
+
+def test_multi_rate_generator_solves_every_kth_tick_and_follows_the_segment_between(robot, home):
+    """With update_divisor 4, the generator equals a single-rate one run at 4·dt on every 4th
+    tick (same q*, v*), and the three ticks between are equally spaced points of that segment:
+    q*_j − q*_(j−1) = dt·v*, v* constant. A divisor < 1 is refused by name."""
+    target = offset_target(robot, home)
+    multi = DlsDiffIk(new_robot_model(), ARM, parameters(), update_divisor=4)
+    single = DlsDiffIk(new_robot_model(), ARM, parameters())
+    q_multi, q_single = home.copy(), home.copy()
+    zeros = np.zeros(9)
+    for k in range(60):
+        references = []
+        for j in range(4):
+            state = JointState((4 * k + j) * DT, q_multi, zeros)
+            references.append(multi.update(state, CartesianTarget(target, "base_link"), DT))
+            q_multi = references[-1].q
+        reference = single.update(
+            JointState(4 * k * DT, q_single, zeros), CartesianTarget(target, "base_link"), 4 * DT
+        )
+        q_single = reference.q
+        np.testing.assert_allclose(references[-1].q, reference.q, rtol=0, atol=1e-12)
+        for j in range(4):
+            np.testing.assert_array_equal(references[j].v, reference.v)
+        for j in range(1, 4):
+            np.testing.assert_allclose(
+                references[j].q - references[j - 1].q, DT * reference.v, rtol=0, atol=1e-12
+            )
+    assert np.linalg.norm(robot.frame_pose(q_multi)[:3, 3] - target[:3, 3]) < 0.1
+    with pytest.raises(GainError, match="update_divisor"):
+        DlsDiffIk(new_robot_model(), ARM, parameters(), update_divisor=0)

@@ -42,11 +42,13 @@ def parameters(**changes) -> DiffIkParameters:
     return DiffIkParameters(**{"bandwidth": np.full(7, 10.0), **changes})
 
 
-def test_long_random_runs_keep_integrated_positions_and_velocities_within_limits(robot):
+@pytest.mark.parametrize("divisor", [1, 4])
+def test_long_random_runs_keep_integrated_positions_and_velocities_within_limits(robot, divisor):
     """24 runs of 400 ticks from random in-margin starts, each with 4 random targets (near, far,
     unreachable, some whose solution lies beyond the joint limits), random bandwidths and dt in
     [0.5, 4] ms: every integrated q* stays in [lower + margin, upper − margin] and every |v*| ≤
-    velocity_scale × the URDF limit — exactly (no tolerance beyond 1e-12)."""
+    velocity_scale × the URDF limit — exactly (no tolerance beyond 1e-12). Also with the QP
+    solved every 4th tick (update_divisor 4): the points between two solves stay inside too."""
     rng = np.random.default_rng(3)
     arm = robot.indices(ARM)
     margin = 0.05
@@ -63,6 +65,7 @@ def test_long_random_runs_keep_integrated_positions_and_velocities_within_limits
                 max_linear_velocity=rng.uniform(0.1, 2.0),
                 max_angular_velocity=rng.uniform(0.5, 5.0),
             ),
+            update_divisor=divisor,
         )
         q = robot.neutral()
         q[arm] = rng.uniform(lower, upper)

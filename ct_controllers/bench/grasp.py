@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ct_controllers.config import StackConfig, load_config
+from ct_controllers.config import ConfigError, StackConfig, load_config
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
@@ -105,7 +105,7 @@ def grasp_setup(
     reader = sense or default_sense
     model = RobotModel(stack.description.urdf, config.tcp_frame, config.base_frame)
     task = GraspTask()
-    diff_ik = QpDiffIk(model, config.arm_joints)
+    diff_ik = QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor)
     arm = stack.controllers["computed_torque"]
     runner = GraspRunner(
         model=model,
@@ -118,6 +118,7 @@ def grasp_setup(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
         ),
         record=record,
+        task_divisor=config.cartesian_divisor,
     )
     stack.loop.switch_controller(runner)
     return GraspSetup(stack, task, runner, sensor)
@@ -250,19 +251,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="FILE.png", help="also run one trial and plot it")
+    parser.add_argument(
+        "--cartesian-rate",
+        type=float,
+        default=0.0,
+        help="[Hz] rate of the task + differential-IK stage (cartesian.update_rate; 0: every tick)",
+    )
     args = parser.parse_args(argv)
     if args.trials < 1:
         parser.error("--trials must be >= 1")
-    report = run(args.trials, args.seed)
+    try:
+        config = load_config(
+            overrides={"mujoco.mode": "lockstep", "cartesian.update_rate": args.cartesian_rate}
+        )
+    except ConfigError as exc:
+        parser.error(str(exc))
+    report = run(args.trials, args.seed, config)
     if args.plot:
-        config = load_config(overrides={"mujoco.mode": "lockstep"})
         plot_trial(args.plot, config, next(random_cubes(args.seed)))
     if args.json:
         print(json.dumps(report))
         return 0
     print(
         f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), cube x ∈ "
-        f"{REGION['x']} m, y ∈ {REGION['y']} m, yaw ∈ ±45°"
+        f"{REGION['x']} m, y ∈ {REGION['y']} m, yaw ∈ ±45°; task + diff IK at "
+        f"{config.update_rate / config.cartesian_divisor:.0f} Hz"
     )
     print(
         f"  success {report['successes']}/{report['trials']} = {report['success_rate']:.1%} "

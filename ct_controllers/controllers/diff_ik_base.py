@@ -25,6 +25,14 @@ the measured state and re-synchronised to it when the two drift apart):
 6. integration: q*ₖ₊₁ = q*ₖ + dt·v on the controlled joints (the others hold where they were),
    v* = v, a* = 0 or (vₖ − vₖ₋₁)/dt.
 
+Multi-rate (``update_divisor`` K ≥ 1, as a ros2_control chained controller with its own
+``update_rate``): the solve above runs on every K-th tick with dt_K = K·dt, giving v and
+q*_end = q*_start + dt_K·v; the K ticks it covers hand the joint controller the points of that
+segment, q*_j = q*_start + j·dt·v (j = 1..K), v* = v — the references a 1/dt-rate generator would
+give if v stayed constant over the K ticks. The segment lies inside the QP's position bounds
+because both ends do (the bounds are convex). A new target is taken at the next solve, at most
+K − 1 ticks later. K = 1 is the single-rate generator.
+
 Units: λ_min, λ_max in m on the position rows and, as the same number, dimensionless on the
 orientation rows (the task is taken with 1 m ≡ 1 rad; rescale with ``task_weights``). This λ
 enters squared, on J Jᵀ: it is not the Levenberg–Marquardt damping of the full IK solver.
@@ -278,7 +286,19 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         joint_names: Sequence[str],
         parameters: DiffIkParameters | None = None,
         frame: str | None = None,
+        update_divisor: int = 1,
     ) -> None:
+        """``update_divisor`` K: solve every K-th tick and follow the solution's segment in
+        between (see the module docstring); 1 = every tick."""
+        if isinstance(update_divisor, bool) or not isinstance(update_divisor, int):
+            raise GainError(f"update_divisor: must be an integer ≥ 1, got {update_divisor!r}")
+        if update_divisor < 1:
+            raise GainError(f"update_divisor: must be ≥ 1, got {update_divisor}")
+        self.update_divisor = update_divisor
+        # The segment being followed between two solves: q*_start (model order), v and a
+        # (model order), and the ticks of it handed out so far.
+        self._segment: tuple[FloatArray, FloatArray, FloatArray] | None = None
+        self._segment_ticks = 0
         self.model = model
         self.joint_names = tuple(joint_names)
         if not self.joint_names:
@@ -367,6 +387,7 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         """Forget q* (the next tick starts from the measured state), or start from ``state``.
         Without a ``posture`` parameter, the posture is taken again from that state."""
         self._q_ref = None
+        self._segment = None
         self._v_previous = np.zeros(len(self.joint_names))
         if self.parameters.posture is None:
             self._posture = None
@@ -392,6 +413,24 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
 
     # --- the tick --------------------------------------------------------------------------
     def compute(self, state: JointState, target: CartesianTarget, dt: float) -> JointReference:
+        segment = self._segment
+        if segment is not None and self._segment_ticks < self.update_divisor:
+            # Between two solves: the next point of the last solution's segment.
+            self._segment_ticks += 1
+            q_start, v_full, a_full = segment
+            return JointReference(
+                q=q_start + (self._segment_ticks * dt) * v_full, v=v_full.copy(), a=a_full.copy()
+            )
+        if self.update_divisor == 1:
+            return self._solve_tick(state, target, dt)
+        end = self._solve_tick(state, target, dt * self.update_divisor)
+        q_start = end.q - (dt * self.update_divisor) * end.v  # q* where this solve started
+        self._segment = (q_start, end.v, end.a)
+        self._segment_ticks = 1
+        return JointReference(q=q_start + dt * end.v, v=end.v.copy(), a=end.a.copy())
+
+    def _solve_tick(self, state: JointState, target: CartesianTarget, dt: float) -> JointReference:
+        """One solve over ``dt`` [s] (the single-rate tick): q*, v*, a* at its end."""
         goal = self._validated(target)
         parameters = self.parameters
         cache = self._cache_for(parameters)

@@ -88,10 +88,11 @@ class QpDiffIk(DifferentialIkBase):
         parameters: DiffIkParameters | None = None,
         frame: str | None = None,
         qp_solver: str = OSQP,
+        update_divisor: int = 1,
     ) -> None:
         if qp_solver not in QP_SOLVERS:
             raise GainError(f"qp_solver: '{qp_solver}' is not one of {', '.join(QP_SOLVERS)}")
-        super().__init__(model, joint_names, parameters, frame)
+        super().__init__(model, joint_names, parameters, frame, update_divisor)
         self.qp_solver = self.solver_name = qp_solver
         n = len(self.joint_names)
         # CSC order of the upper triangle of a dense n x n matrix: column by column.

@@ -145,13 +145,14 @@ class GraspServer:
         return GraspRunner(
             model=model,
             task=GraspTask(),
-            diff_ik=QpDiffIk(model, config.arm_joints),
+            diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
             arm_controller=self.stack.controllers[self.manager.selected],
             gripper=GripperController(model, config.gripper_joints),
             sense_object=sense,
             hold_damping=to_model_order(
                 model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
             ),
+            task_divisor=config.cartesian_divisor,
         )
 
     def _follow(self, goal_handle: Any, token: int, runner: GraspRunner) -> Any:

@@ -103,7 +103,11 @@ class MoveToPoseServer:
         )
         chain = CartesianChain(
             model,
-            QpDiffIk(model, self.config.arm_joints),
+            QpDiffIk(
+                model,
+                self.config.arm_joints,
+                update_divisor=self.config.cartesian_divisor,
+            ),
             self.stack.controllers[self.manager.selected],
             pose,
         )

@@ -42,6 +42,7 @@ DESCRIPTIONS = {
     "hardware.max_state_age": "Oldest acceptable state sample, now − stamp [s]; 0 = state_timeout",
     "hardware.future_tolerance": "How far a state stamp may lie ahead of this clock [s]",
     "hardware.frame_id": "Frame id state messages must carry (empty = not checked)",
+    "cartesian.update_rate": "Task + differential IK rate [Hz], divides update_rate; 0 = same",
     "realtime.priority": "SCHED_FIFO priority of the control thread, 1–99; 0 = normal",
     "realtime.cpu": "CPU the control thread is pinned to; -1 = any",
     "realtime.lock_memory": "Lock the process's memory in RAM (mlockall)",

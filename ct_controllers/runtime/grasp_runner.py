@@ -72,8 +72,16 @@ class GraspRunner(Controller):
         sense_object: Callable[[], ObjectReading],
         hold_damping: FloatArray,
         record: bool = False,
+        task_divisor: int = 1,
     ) -> None:
+        """``task_divisor`` K: observe and step the phase machine every K-th tick (the
+        Cartesian stage's own rate, with a differential IK of the same ``update_divisor``); the
+        ticks between follow its last output. 1 = every tick."""
         super().__init__()
+        if isinstance(task_divisor, bool) or not isinstance(task_divisor, int) or task_divisor < 1:
+            raise ValueError(f"task_divisor must be an integer ≥ 1, got {task_divisor!r}")
+        self.task_divisor = task_divisor
+        self._ticks = 0
         self.model = model
         self.task = task
         self.diff_ik = diff_ik
@@ -123,9 +131,16 @@ class GraspRunner(Controller):
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         clock = time.perf_counter
         start = clock()
-        observation = self.observe(state)
-        output = self.task.update(state.stamp, observation)
-        self.last_output = output
+        breakdown = self.stage_breakdown
+        observation: GraspObservation | None = None
+        if self._ticks % self.task_divisor == 0 or self.last_output is None:
+            observation = self.observe(state)
+            output = self.task.update(state.stamp, observation)
+            self.last_output = output
+        else:  # between two task steps: follow its last output; no task stage this tick
+            output = self.last_output
+            breakdown.pop("task", None)
+        self._ticks += 1
         after_task = clock()
         if output.tcp_target is None:  # DONE or FAILED: safe hold from the measured state
             tau = safe_hold_effort(self.model, state.q, state.v, self.hold_damping)
@@ -146,11 +161,11 @@ class GraspRunner(Controller):
             tau = np.array(tau, dtype=np.float64)
             tau[self.fingers] = self.gripper.compute(state, finger_target, limit, dt)
             after_controller = clock()
-        breakdown = self.stage_breakdown
-        breakdown["task"] = after_task - start
+        if observation is not None:
+            breakdown["task"] = after_task - start
         breakdown["diff_ik"] = after_ik - after_task
         breakdown["joint_controller"] = after_controller - after_ik
-        if self.records is not None:
+        if self.records is not None and observation is not None:
             self.records.append(self._record(state.stamp, output, observation))
         return tau
 
