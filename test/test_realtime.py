@@ -125,3 +125,28 @@ def test_the_loop_thread_gets_fifo_when_paced_and_nothing_in_lockstep():
         assert os.sched_getscheduler(thread.native_id) == os.SCHED_OTHER
     finally:
         lockstep.shut_down()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+def test_without_privileges_fifo_is_refused_and_reported_not_raised():
+    """A process that may not use real-time scheduling (an unprivileged user with no rtprio
+    limit — here a child that drops root for 'nobody') gets a report naming SCHED_FIFO and the
+    missing privilege, and runs on with normal scheduling."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, resource\n"
+        "from ct_controllers.runtime.realtime import RealtimeSettings, apply_to_current_thread\n"
+        "resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "report = apply_to_current_thread(RealtimeSettings(priority=50))\n"
+        "print(report.policy); print(report.problems[0])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    policy, problem = result.stdout.strip().splitlines()
+    assert policy == "SCHED_OTHER"
+    assert "could not enable SCHED_FIFO priority 50" in problem and "CAP_SYS_NICE" in problem
