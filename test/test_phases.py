@@ -289,3 +289,25 @@ def test_pose_error_matches_an_independent_rotation_angle() -> None:
     relative = b[:3, :3] @ a[:3, :3].T
     assert angle == pytest.approx(math.acos((np.trace(relative) - 1) / 2))
     assert position == pytest.approx(0.05)
+
+
+def test_slip_is_the_object_displacement_in_the_tcp_frame() -> None:
+    """The slip measure equals ‖(T_tcp⁻¹ T_object).p − reference.p‖ computed with a general 4x4
+    inverse, for random rigid TCP and object poses (second algorithm: no rigid-body shortcut)."""
+    rng = np.random.default_rng(5)
+    task = GraspTask()
+    for _ in range(50):
+        tcp, cube, reference = np.eye(4), np.eye(4), np.eye(4)
+        tcp[:3, :3], cube[:3, :3] = pin.exp3(rng.normal(size=3)), pin.exp3(rng.normal(size=3))
+        tcp[:3, 3], cube[:3, 3] = rng.normal(size=3), rng.normal(size=3)
+        reference[:3, 3] = rng.normal(scale=0.05, size=3)
+        observation = GraspObservation(
+            stamp=0.0,
+            tcp_pose=tcp,
+            finger_positions=np.zeros(2),
+            finger_velocities=np.zeros(2),
+            finger_efforts=np.zeros(2),
+            object_pose=cube,
+        )
+        expected = np.linalg.norm((np.linalg.inv(tcp) @ cube)[:3, 3] - reference[:3, 3])
+        assert task._slip(observation, reference) == pytest.approx(expected, rel=1e-12, abs=1e-12)

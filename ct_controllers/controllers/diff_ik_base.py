@@ -457,8 +457,9 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         error = np.empty(6)
         error[:3] = goal.pose[:3, 3] - placement.translation
         error[3:] = pin.log3(goal.pose[:3, :3].dot(placement.rotation.T))
-        position_error = math.sqrt(error[:3].dot(error[:3]))
-        orientation_error = math.sqrt(error[3:].dot(error[3:]))
+        ex, ey, ez, erx, ery, erz = error.tolist()  # scalar maths: cheaper than 4 array calls
+        position_error = math.sqrt(ex * ex + ey * ey + ez * ez)
+        orientation_error = math.sqrt(erx * erx + ery * ery + erz * erz)
 
         jacobian = full_jacobian[:, v_sel]
         active = jacobian if cache.all_rows else jacobian[cache.rows]
@@ -576,8 +577,9 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
     @staticmethod
     def _rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:
         """The largest α ≤ 1 with ‖α twist_lin‖ ≤ v_max and ‖α twist_ang‖ ≤ ω_max."""
-        linear = math.sqrt(twist[:3].dot(twist[:3]))
-        angular = math.sqrt(twist[3:].dot(twist[3:]))
+        vx, vy, vz, wx, wy, wz = twist.tolist()
+        linear = math.sqrt(vx * vx + vy * vy + vz * vz)
+        angular = math.sqrt(wx * wx + wy * wy + wz * wz)
         scale = 1.0
         if linear > parameters.max_linear_velocity:
             scale = parameters.max_linear_velocity / linear

@@ -403,8 +403,12 @@ class GraspTask:
         pose in the TCP frame then)."""
         if obs.object_pose is None or reference is None:
             return 0.0  # unobserved: slip cannot be judged (a real gripper needs a sensor)
-        now_in_tcp = self._relative(obs.tcp_pose, obs.object_pose)
-        return float(np.linalg.norm(now_in_tcp[:3, 3] - reference[:3, 3]))
+        tcp = obs.tcp_pose
+        # The object's position in the TCP frame, R_tcpᵀ (p_object − p_tcp): the translation of
+        # T_tcp⁻¹ T_object without inverting a 4x4 (the TCP pose is a rigid transform).
+        offset = tcp[:3, :3].T.dot(np.asarray(obs.object_pose)[:3, 3] - tcp[:3, 3])
+        offset -= reference[:3, 3]
+        return math.sqrt(offset.dot(offset))
 
     @staticmethod
     def _relative(tcp_pose: FloatArray, object_pose: FloatArray) -> FloatArray:
