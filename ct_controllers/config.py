@@ -128,6 +128,7 @@ class StackConfig:
     fault_reaction: str = "damp"
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     cartesian_update_rate: float = 0.0  # [Hz] task + differential IK; 0 = update_rate
+    overrun_fraction: float = 0.5  # [-] of a period: a tick starting later is an overrun
     bridge: BridgeParams | None = None
     canopen: CanopenParams | None = None
 
@@ -303,6 +304,12 @@ class StackConfig:
             )
         except ValueError as exc:
             raise ConfigError(f"parameter {exc}") from None
+        overrun_fraction = float(get("overrun_fraction", (int, float)))
+        if not 0 < overrun_fraction <= 1:
+            raise ConfigError(
+                f"parameter 'overrun_fraction': must be in (0, 1] of a period, got "
+                f"{overrun_fraction}"
+            )
         cartesian_rate = float(get("cartesian.update_rate", (int, float)))
         if cartesian_rate:
             ratio = rate / cartesian_rate if cartesian_rate > 0 else math.nan
@@ -345,6 +352,7 @@ class StackConfig:
             fault_reaction=one_of("watchdog.fault_reaction", FAULT_REACTIONS),
             realtime=realtime,
             cartesian_update_rate=cartesian_rate,
+            overrun_fraction=overrun_fraction,
             bridge=bridge,
             canopen=canopen,
         )

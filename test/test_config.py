@@ -269,3 +269,18 @@ def test_cartesian_rate_that_does_not_divide_is_named(cartesian_rate):
     the parameter."""
     with pytest.raises(ConfigError, match=re.escape("'cartesian.update_rate'")):
         load_config(overrides={"update_rate": 1000, "cartesian.update_rate": cartesian_rate})
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.1, 1.5, math.nan])
+def test_overrun_fraction_out_of_range_is_named(fraction):
+    """overrun_fraction outside (0, 1] of a period raises ConfigError naming it."""
+    with pytest.raises(ConfigError, match=re.escape("'overrun_fraction'")):
+        load_config(overrides={"overrun_fraction": fraction})
+
+
+def test_overrun_fraction_reaches_the_loop():
+    """The configured fraction is the one the control loop counts overruns with."""
+    from ct_controllers.runtime.stack import build_stack
+
+    stack = build_stack(load_config(overrides={"mujoco.mode": "lockstep", "overrun_fraction": 0.2}))
+    assert stack.loop.overrun_fraction == 0.2

@@ -13,6 +13,7 @@ from ct_controllers.config import load_parameters
 
 DESCRIPTIONS = {
     "update_rate": "Control loop rate [Hz]",
+    "overrun_fraction": "A tick starting this part of a period late is an overrun, in (0, 1]",
     "robot_description": "URDF or xacro file; empty = the bundled ct_arm",
     "backend": "Hardware backend (xacro argument): mujoco | ros2_control_bridge | canopen",
     "base_frame": "Frame every goal pose must be expressed in",

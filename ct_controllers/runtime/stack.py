@@ -180,5 +180,6 @@ def build_stack(
         ),
         fault_reaction=config.fault_reaction,
         realtime=config.realtime,
+        overrun_fraction=config.overrun_fraction,
     )
     return Stack(config, description, model, hardware, controller, loop, controllers)
