@@ -163,6 +163,11 @@ class StackConfig:
             return 1
         return round(self.update_rate / self.cartesian_update_rate)
 
+    @property
+    def effective_cartesian_rate(self) -> float:
+        """[Hz] ``cartesian.update_rate``, or ``update_rate`` when 0."""
+        return self.update_rate / self.cartesian_divisor
+
     @staticmethod
     def from_parameters(params: Mapping[str, Any]) -> StackConfig:
         def get(name: str, kind: type | tuple[type, ...]) -> Any:

@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), cube x ∈ "
         f"{REGION['x']} m, y ∈ {REGION['y']} m, yaw ∈ ±45°; task + diff IK at "
-        f"{config.update_rate / config.cartesian_divisor:.0f} Hz"
+        f"{config.effective_cartesian_rate:.0f} Hz"
     )
     print(
         f"  success {report['successes']}/{report['trials']} = {report['success_rate']:.1%} "

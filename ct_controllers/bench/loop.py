@@ -78,7 +78,7 @@ def lockstep(sim_seconds: float, seed: int, cartesian_rate: float = 0.0) -> dict
         "sim_seconds": sim_time,
         "wall_seconds": wall,
         "trials": trials,
-        "cartesian_rate_hz": config.update_rate / config.cartesian_divisor,
+        "cartesian_rate_hz": config.effective_cartesian_rate,
         "physics_mean_us": physics / max(total_ticks, 1) * 1e6,
         "stages": stages,
     }
@@ -153,7 +153,7 @@ def paced(
     computing = Percentiles.of(np.concatenate(compute))
     return {
         "rate_hz": config.update_rate,
-        "cartesian_rate_hz": config.update_rate / config.cartesian_divisor,
+        "cartesian_rate_hz": config.effective_cartesian_rate,
         "ticks": ticks,
         "jitter_p50_us": figures.p50 * 1e6,
         "jitter_p99_us": figures.p99 * 1e6,
@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {}
     if not args.paced_only:
         report["lockstep"] = lockstep(args.sim_seconds, args.seed, args.cartesian_rate)
-    if not args.lockstep_only:
-        report["paced"] = paced(
+
+    def paced_run() -> dict:
+        return paced(
             args.paced_seconds,
             args.seed,
             args.rate,
@@ -219,17 +220,15 @@ def main(argv: list[str] | None = None) -> int:
             realtime=not args.no_realtime,
             cartesian_rate=args.cartesian_rate,
         )
+
+    if not args.lockstep_only:
+        report["paced"] = paced_run()
     if not args.no_load and not args.lockstep_only:
         load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
-            report["paced_loaded"] = paced(
-                args.paced_seconds,
-                args.seed,
-                args.rate,
-                freeze=not args.no_gc_freeze,
-                realtime=not args.no_realtime,
-                cartesian_rate=args.cartesian_rate,
-            ) | {"load": "one other process spinning a Python busy loop (one core of two)"}
+            report["paced_loaded"] = paced_run() | {
+                "load": "one other process spinning a Python busy loop (one core of two)"
+            }
         finally:
             load.kill()
             load.wait()

@@ -101,9 +101,8 @@ class MujocoSystem(SystemInterface):
         self._sim_start = 0.0
         self._max_catch_up_steps = config.max_catch_up_periods * self._steps_per_period
         self.lagged_reads = 0  # paced mode: reads that hit the catch-up bound
-        # Wall time [s] spent in mj_step and the steps taken: what physics costs inside a run.
+        # Wall time [s] spent in mj_step: what physics costs inside a run.
         self.physics_seconds = 0.0
-        self.physics_steps = 0
 
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> MujocoSystem:
@@ -191,7 +190,6 @@ class MujocoSystem(SystemInterface):
                     mujoco.mj_step(self.model, self.data)
                     steps += 1
                 self.physics_seconds += time.perf_counter() - start
-                self.physics_steps += steps
             return StateSample(
                 stamp=float(self.data.time),
                 joint_names=self.joint_names,
@@ -209,7 +207,6 @@ class MujocoSystem(SystemInterface):
                 for _ in range(self._steps_per_period):
                     mujoco.mj_step(self.model, self.data)
                 self.physics_seconds += time.perf_counter() - start
-                self.physics_steps += self._steps_per_period
 
     @property
     def unstable(self) -> bool:
