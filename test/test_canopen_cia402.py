@@ -32,6 +32,12 @@ PERIOD = 1.0 / RATE
 STATE_TIMEOUT = 6 * PERIOD
 COMMAND_TIMEOUT = 6 * PERIOD
 HEARTBEAT_TIMEOUT = 0.1  # [s] heartbeats come from python-can's software timers: slack
+# [N·m·s/rad | N·s/m] joint impedance damping for 100 Hz. The bundled gains are for 1 kHz: at
+# 10 ms the sampled loop's fastest mode (joint1 against joint3, which are nearly parallel at
+# home) has T·λmax(M⁻¹D) = 2.4, beyond the explicit-update bound of 2; the torque rate limit
+# holds it to a limit cycle that a few late SYNCs grow until the arm swings (a CI failure: 0.56
+# rad off target). With these, T·λmax ≤ 0.9 over random configurations.
+DAMPING_100HZ = [10.0, 30.0, 5.0, 15.0, 3.0, 3.0, 0.5, 4.0, 4.0]
 
 
 # --- pure CiA 402 ----------------------------------------------------------------------------
@@ -119,6 +125,7 @@ def canopen_config(armed: bool = True, **overrides: object):  # type: ignore[no-
         "canopen.pdo_timeout": STATE_TIMEOUT,
         "watchdog.state_timeout": STATE_TIMEOUT,
         "watchdog.command_timeout": COMMAND_TIMEOUT,
+        "joint_impedance.damping": DAMPING_100HZ,
     }
     values.update(overrides)
     return load_config(overrides=values)

@@ -23,8 +23,9 @@ of the control loop (reported through :meth:`fault`, latched until :meth:`reset_
   until the first write the enabled drives hold their position in CSP): the backend then sends
   the CiA 402 quick stop itself (the drive decelerates on its quick-stop ramp, 605Ah), since
   nothing else can act.
-``read()`` blocks until the next SYNC's sample (at most one period), so the control loop runs on
-the bus's cycle.
+``read()`` blocks until the next SYNC's sample (at most 1.5 periods: a SYNC that comes a little
+late is waited for, not ticked over with the old sample), so the control loop runs on the bus's
+cycle, one tick per SYNC.
 
 Units: commands [N·m | N] (torque mode) or [rad | m] (position mode); the per-joint
 :class:`~ct_controllers.hardware.cia402.JointScaling` converts to per-mille and encoder counts.
@@ -592,7 +593,7 @@ class CanopenCia402System(SystemInterface):
                     self._sample is not None
                     and (self._sample.sequence or 0) > self._returned_sequence
                 ),
-                timeout=self.config.period,
+                timeout=1.5 * self.config.period,
             )
             sample = self._sample
             if sample is None:
