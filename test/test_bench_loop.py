@@ -14,7 +14,8 @@ def test_loop_benchmark_json_reports_lockstep_stages_and_paced_jitter(
 ) -> None:
     """A short run prints one JSON object with the lockstep real-time factor beside MuJoCo's
     floor, every stage of the chain (task, diff_ik, joint_controller, read, guard, limiter,
-    write), and paced jitter percentiles in order with an overrun count, loaded and not."""
+    write), and paced jitter percentiles in order with an overrun count, loaded and not, each
+    beside the machine's floor measured alike."""
     assert loop.main(["--sim-seconds", "1", "--paced-seconds", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     step = report["lockstep"]
@@ -39,4 +40,12 @@ def test_loop_benchmark_json_reports_lockstep_stages_and_paced_jitter(
         assert run["jitter_p50_us"] <= run["jitter_p99_us"] <= run["jitter_max_us"]
         assert run["overruns"] >= 0
         assert run["scheduling"].startswith(("SCHED_FIFO", "SCHED_OTHER"))  # what the thread got
+        # The machine's floor ran as long, paced and scheduled alike, spinning the stack's
+        # median compute per tick.
+        floor = run["floor"]
+        assert floor["ticks"] == 1000 and floor["rate_hz"] == run["rate_hz"]
+        assert floor["scheduling"] == run["scheduling"]
+        assert 0 < floor["work_us"] <= run["compute_p99_us"]
+        assert floor["compute_max_us"] >= floor["work_us"]
+        assert floor["jitter_p50_us"] <= floor["jitter_p99_us"] <= floor["jitter_max_us"]
     assert "busy loop" in report["paced_loaded"]["load"]

@@ -62,7 +62,14 @@ from ct_controllers.runtime.realtime import (
     RealtimeSettings,
     apply_to_current_thread,
 )
-from ct_controllers.runtime.timing import StageRecorder, TimingRecorder, TimingSummary
+from ct_controllers.runtime.timing import (
+    StageRecorder,
+    TimingRecorder,
+    TimingSummary,
+    is_overrun,
+    next_start,
+    sleep_until,
+)
 
 LOG = logging.getLogger("ct_controllers")
 
@@ -685,19 +692,17 @@ class ControlLoop:
 
     def _one_timed_tick(self, scheduled: float) -> float:
         if self.paced:
-            _sleep_until(scheduled)
+            sleep_until(scheduled)
         start = time.perf_counter()
         if not self.paced:
             scheduled = start
         self.tick()
         compute = time.perf_counter() - start
-        late = start - scheduled
-        overrun = late > self.overrun_fraction * self.period or compute > self.period
+        overrun = is_overrun(start - scheduled, compute, self.period, self.overrun_fraction)
         self.timing.record(start, scheduled, compute, overrun)
-        following = scheduled + self.period
-        if self.paced and time.perf_counter() > following + self.period:
-            following = time.perf_counter()  # fell a whole period behind: re-base, do not bunch
-        return following
+        if not self.paced:
+            return scheduled + self.period
+        return next_start(scheduled, self.period)
 
     def start(self) -> None:
         """Run the loop in its own thread until :meth:`stop`."""
@@ -728,12 +733,3 @@ class ControlLoop:
 
     def timing_summary(self) -> TimingSummary:
         return self.timing.summary()
-
-
-def _sleep_until(deadline: float) -> None:
-    """Sleep most of the way, then spin the last 200 µs (sleep overshoots by ~50-100 µs)."""
-    remaining = deadline - time.perf_counter()
-    if remaining > 2e-4:
-        time.sleep(remaining - 2e-4)
-    while time.perf_counter() < deadline:
-        pass
