@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from ct_controllers.config import StackConfig, load_config
+from ct_controllers.controllers.controller import Controller, JointReference, JointState
 from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import FloatArray, RobotModel
 
@@ -48,3 +49,29 @@ def home_by_name(config: StackConfig | None = None) -> dict[str, float]:
 def random_configuration(model: RobotModel, rng: np.random.Generator) -> FloatArray:
     """A uniformly random q within the URDF position limits (model order)."""
     return rng.uniform(model.limits.lower, model.limits.upper)
+
+
+def reference_sensitivity(
+    controller: Controller, state: JointState, dt: float = 1e-3, step: float = 1e-6
+) -> tuple[FloatArray, FloatArray]:
+    """(∂τ/∂q*, ∂τ/∂v*) of ``controller.compute`` at ``state``, by central differences about the
+    reference q* = state.q, v* = 0, a* = 0: the controller's feedback gains as the plant sees
+    them, computed from its output only."""
+    n = state.q.size
+    zero = np.zeros(n)
+    by_q, by_v = np.empty((n, n)), np.empty((n, n))
+    for j in range(n):
+        delta = np.zeros(n)
+        delta[j] = step
+        for out, (plus, minus) in (
+            (by_q, ((delta, zero), (-delta, zero))),
+            (by_v, ((zero, delta), (zero, -delta))),
+        ):
+            upper = controller.compute(
+                state, JointReference(q=state.q + plus[0], v=plus[1], a=zero), dt
+            )
+            lower = controller.compute(
+                state, JointReference(q=state.q + minus[0], v=minus[1], a=zero), dt
+            )
+            out[:, j] = (upper - lower) / (2 * step)
+    return by_q, by_v

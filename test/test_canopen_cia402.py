@@ -36,11 +36,11 @@ HEARTBEAT_TIMEOUT = 0.1  # [s] heartbeats come from python-can's software timers
 # delay between a sample and its torque, the joint impedance's linearized loop has spectral
 # radius 1.59 at home (unstable) — the torque rate limit holds it to a limit cycle that late
 # SYNCs grow until the arm swings (CI failures: 0.56 and 3.3 rad off target) — and the safe
-# hold's damping reaches 1.19 over random configurations. Computed torque with its bundled
-# gains stays at 0.998 there with one or two periods of delay; this hold damping
-# [N·m·s/rad | N·s/m] at 1.0 (the position integrator; velocities decay). README, Controllers.
+# hold's damping reaches 1.25 over random configurations. Computed torque with its bundled
+# gains stays at 0.993 there with one or two periods of delay; this hold damping
+# [N·m·s/rad | N·s/m] at 1.0 with one (the position integrator; velocities decay). README.
 CONTROLLER_100HZ = "computed_torque"
-HOLD_DAMPING_100HZ = [10.0, 10.0, 5.0, 5.0, 1.0, 1.0, 0.2, 2.0, 2.0]
+HOLD_DAMPING_100HZ = [10.0, 10.0, 5.0, 5.0, 2.0, 2.0, 1.0, 2.0, 2.0]
 
 
 # --- pure CiA 402 ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import new_robot_model, random_configuration
+from helpers import new_robot_model, random_configuration, reference_sensitivity
 
 from ct_controllers.controllers.computed_torque import (
     COMPUTED_TORQUE,
@@ -179,3 +179,20 @@ def test_from_parameters_maps_gains_by_name() -> None:
     )
     for name, value in zip(names, kp, strict=True):
         assert controller.kp[model.q_index(name)] == value
+
+
+def test_linear_feedback_is_the_torques_sensitivity_to_the_reference() -> None:
+    """(K, D) of linear_feedback are ∂τ/∂q* and ∂τ/∂v* of compute() (central differences at a
+    random state): M(q)K_p and M(q)K_d in computed-torque mode, diag(K_p) and diag(K_d) in the
+    PD modes."""
+    model = new_robot_model()
+    rng = np.random.default_rng(5)
+    kp, kd = rng.uniform(50.0, 400.0, model.nv), rng.uniform(1.0, 40.0, model.nv)
+    q = random_configuration(model, rng)
+    state = JointState(stamp=0.0, q=q, v=rng.normal(size=model.nv))
+    for mode in (COMPUTED_TORQUE, PD, PD_GRAVITY):
+        controller = ComputedTorqueController(model, kp, kd, mode)
+        expected_k, expected_d = controller.linear_feedback(q)
+        by_q, by_v = reference_sensitivity(controller, state)
+        np.testing.assert_allclose(by_q, expected_k, rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(by_v, expected_d, rtol=1e-6, atol=1e-5)

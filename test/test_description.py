@@ -8,12 +8,15 @@ import xml.etree.ElementTree as ET
 import pytest
 from helpers import bundled_description
 
+from ct_controllers.hardware.mujoco_scene import build_scene
 from ct_controllers.model.description import (
     DescriptionError,
     default_description_path,
+    joint_armature,
     load_description,
     parse_description,
 )
+from ct_controllers.model.robot import RobotModel
 
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 ALL_JOINTS = (*ARM_JOINTS, "left_finger_joint", "right_finger_joint")
@@ -155,3 +158,23 @@ def test_plain_urdf_file_loads_like_the_xacro(tmp_path):
     description = load_description(file)
     assert description.hardware == bundled_description().hardware
     assert description.urdf == bundled_description().urdf
+
+
+def test_armature_is_read_and_reaches_both_models():
+    """Each arm joint of the bundled URDF carries <dynamics armature="0.1">, the fingers none;
+    Pinocchio's model.armature and MuJoCo's dof_armature both hold exactly that, by joint name.
+    A negative or non-numeric armature is refused naming its joint."""
+    urdf = bundled_description().urdf
+    armature = joint_armature(urdf)
+    assert armature == {f"joint{i}": 0.1 for i in range(1, 8)}
+    model = RobotModel(urdf)
+    compiled = build_scene(urdf).compile()
+    for name in model.joint_names:
+        expected = armature.get(name, 0.0)
+        assert model.model.armature[model.v_index(name)] == expected
+        joint = compiled.joint(name)
+        assert compiled.dof_armature[joint.dofadr[0]] == expected
+    for bad in ("-0.1", "heavy"):
+        broken = urdf.replace('armature="0.1"', f'armature="{bad}"', 1)
+        with pytest.raises(DescriptionError, match=r"joint 'joint1': armature"):
+            joint_armature(broken)

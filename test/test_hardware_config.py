@@ -92,3 +92,24 @@ def test_the_backend_is_logged_loudly_at_start(caplog):
     stack.shut_down()
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("ct_controllers/MujocoSystem" in m and "simulation" in m for m in messages)
+
+
+def test_gains_unstable_at_the_rate_are_warned_of_at_build_time(caplog):
+    """The bundled gains at 1 kHz build without a stability warning. At a 100 Hz loop the
+    joint impedance's are warned of once, naming the controller and the rate, with a spectral
+    radius above 1 and the configuration where it is worst. Computed torque (T·K_d = 0.4 there)
+    and the safe hold's damping are not."""
+    with caplog.at_level(logging.WARNING, logger="ct_controllers"):
+        build_stack(load_config(overrides={"mujoco.mode": "lockstep"}), bundled_description())
+    assert not [r for r in caplog.records if "spectral radius" in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ct_controllers"):
+        config = load_config(overrides={"mujoco.mode": "lockstep", "update_rate": 100.0})
+        build_stack(config, bundled_description())
+    warnings = [r.getMessage() for r in caplog.records if "spectral radius" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("controller 'joint_impedance': unstable at update_rate 100 Hz")
+    figure = re.search(r"spectral radius (\d+\.\d+) at q = \[([^\]]+)\]", warnings[0])
+    assert figure is not None
+    assert float(figure.group(1)) > 1.0
+    assert len(figure.group(2).split(",")) == 9  # one value per joint

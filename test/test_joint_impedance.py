@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import bundled_config, new_robot_model, random_configuration
+from helpers import bundled_config, new_robot_model, random_configuration, reference_sensitivity
 
 from ct_controllers.controllers.controller import GainError, JointReference, JointState
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
@@ -319,3 +319,18 @@ def test_feed_forward_effort_is_added() -> None:
         controller.update(state, with_ff, 0.001),
         controller.update(state, reference, 0.001) + effort,
     )
+
+
+def test_linear_feedback_is_the_torques_sensitivity_to_the_reference(model, rng):
+    """(K, D) of linear_feedback are ∂τ/∂q* and ∂τ/∂v* of compute() (central differences at
+    random states): diag(K), diag(D) plainly, M(q)K and M(q)D with inertia decoupling."""
+    stiffness, damping = rng.uniform(10.0, 500.0, model.nv), rng.uniform(1.0, 50.0, model.nv)
+    for decoupling in (False, True):
+        controller = JointImpedanceController(
+            model, stiffness, damping, inertia_decoupling=decoupling
+        )
+        q = random_configuration(model, rng)
+        expected_k, expected_d = controller.linear_feedback(q)
+        by_q, by_v = reference_sensitivity(controller, _state(q, rng.normal(size=model.nv)))
+        np.testing.assert_allclose(by_q, expected_k, rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(by_v, expected_d, rtol=1e-6, atol=1e-5)

@@ -134,6 +134,42 @@ class Controller(ABC):
         for name, value in gains.items():
             setattr(self, name, value.copy())
 
+    def linear_feedback(self, q: FloatArray) -> tuple[FloatArray, FloatArray] | None:
+        """(K, D): this controller's feedback linearized at configuration ``q`` [rad | m],
+        τ ≈ −K δq − D δv, as nv × nv matrices [N·m/rad | N/m] and [N·m·s/rad | N·s/m] in model
+        order; None for controllers without joint feedback. See :func:`sampled_loop_radius`."""
+        return None
+
     @abstractmethod
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         """Efforts in model order [N·m | N]."""
+
+
+def sampled_loop_radius(
+    mass_matrix: FloatArray,
+    stiffness: FloatArray,
+    damping: FloatArray,
+    period: float,
+    delay: int = 0,
+) -> float:
+    """Spectral radius of the sampled closed loop M q̈ = τ, τ = −K q − D v measured ``delay``
+    periods before it is applied, then held for one period T [s] (zero-order hold): below 1
+    every motion decays, above 1 some grows (the torque rate limit then holds it to a limit
+    cycle: a chattering joint). Linearized about one configuration (M [kg·m² | kg] fixed, no
+    Coriolis). A joint without stiffness leaves its position an integrator: exactly 1.
+
+    The double integrator discretizes exactly: q⁺ = q + T v + T²/2 M⁻¹τ, v⁺ = v + T M⁻¹τ; the
+    state is [x_k, x_k−1, …, x_k−delay] with x = (q, v)."""
+    n = mass_matrix.shape[0]
+    inverse_mass = np.linalg.inv(mass_matrix)
+    transition = np.eye(2 * n)
+    transition[:n, n:] = period * np.eye(n)
+    gain = np.vstack((0.5 * period * period * inverse_mass, period * inverse_mass))
+    feedback = -gain @ np.hstack((stiffness, damping))  # x_{k+1} += this @ x_{k-delay}
+    size = 2 * n * (delay + 1)
+    closed = np.zeros((size, size))
+    closed[: 2 * n, : 2 * n] = transition
+    closed[: 2 * n, 2 * n * delay : 2 * n * (delay + 1)] += feedback
+    for i in range(1, delay + 1):  # the delay line
+        closed[2 * n * i : 2 * n * (i + 1), 2 * n * (i - 1) : 2 * n * i] = np.eye(2 * n)
+    return float(np.abs(np.linalg.eigvals(closed)).max())

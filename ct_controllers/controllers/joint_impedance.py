@@ -68,6 +68,12 @@ class JointImpedanceController(Controller):
             flags[flag] = value
         return cls(model, gains["stiffness"], gains["damping"], **flags)
 
+    def linear_feedback(self, q: FloatArray) -> tuple[FloatArray, FloatArray]:
+        if self.inertia_decoupling:  # K [s⁻²], D [s⁻¹] act through M(q)
+            mass = self.model.mass_matrix(q)
+            return mass * self.stiffness, mass * self.damping
+        return np.diag(self.stiffness), np.diag(self.damping)
+
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         feedback = self.stiffness * (reference.q - state.q) + self.damping * (reference.v - state.v)
         model, data = self.model.model, self.model.data

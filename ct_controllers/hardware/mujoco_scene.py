@@ -3,8 +3,9 @@
 The robot is walked link by link: each URDF link becomes a body at its joint origin, with the
 URDF inertial (mass, COM, full inertia tensor) taken as given (``inertiafromgeom = false``), so the
 simulated arm is the Pinocchio arm; collision shapes become geoms. Deliberate differences from the
-Pinocchio model: none in kinematics or rigid-body dynamics (no armature, no joint damping or
-friction, no joint-level force limit); MuJoCo adds joint-range constraints and contacts.
+Pinocchio model: none in kinematics or rigid-body dynamics (the same armature, from
+``<dynamics armature>``; no joint damping or friction, no joint-level force limit); MuJoCo adds
+joint-range constraints and contacts.
 
 Around the robot: a floor, a table whose top is the base plane z = 0, and a 5 cm cube on it.
 Actuators, one per joint: a ``motor`` (effort interface; ctrl and force range = the URDF effort
@@ -22,7 +23,7 @@ import mujoco
 import numpy as np
 
 from ct_controllers.hardware.interface import EFFORT, POSITION
-from ct_controllers.model.description import DescriptionError
+from ct_controllers.model.description import DescriptionError, joint_armature
 
 TCP_SITE = "tcp"
 CUBE_BODY = "cube"
@@ -142,6 +143,7 @@ def build_scene(
     if not (np.isfinite(mass_scale) and mass_scale > 0):
         raise ValueError(f"mass_scale must be finite and positive, got {mass_scale}")
     root = ET.fromstring(urdf)
+    armature = joint_armature(urdf)
     links = {link.get("name", ""): link for link in root.findall("link")}
     joints = root.findall("joint")
     children: dict[str, list[ET.Element]] = {}
@@ -195,6 +197,7 @@ def build_scene(
                 )
                 axis = joint.find("axis")
                 mj_joint.axis = _floats(None if axis is None else axis.get("xyz"), "1 0 0")
+                mj_joint.armature = armature.get(joint.get("name", ""), 0.0)
                 limit = joint.find("limit")
                 if kind != "continuous" and limit is not None:
                     mj_joint.range = [

@@ -49,15 +49,16 @@ SUBSTEP = 0.0005  # [s] integration step of the motor model
 
 
 def rotor_inertia(model: RobotModel) -> np.ndarray:
-    """Reflected rotor inertia per joint, model order: ``ROTOR_INERTIA`` [kg·m²] for revolute
-    joints, ``ROTOR_MASS`` [kg] for prismatic ones."""
+    """Reflected rotor inertia per joint, model order, beyond the armature the model's M
+    already has: the drives reflect ``ROTOR_INERTIA`` [kg·m²] on revolute joints and
+    ``ROTOR_MASS`` [kg] on prismatic ones in all."""
     rotor = np.full(model.nv, ROTOR_INERTIA)
     pin_model = model.model
     for name in model.joint_names:
         # JointModelPX/PY/PZ and JointModelPrismaticUnaligned are the 1-DOF prismatic joints.
         if pin_model.joints[pin_model.getJointId(name)].shortname().startswith("JointModelP"):
             rotor[model.v_index(name)] = ROTOR_MASS
-    return rotor
+    return np.maximum(rotor - pin_model.armature, 0.0)
 
 
 def motor_step(

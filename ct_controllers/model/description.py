@@ -6,6 +6,7 @@ hardware configuration; this module expands it and reads the parts everybody nee
 
 from __future__ import annotations
 
+import math
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -77,6 +78,34 @@ def load_description(
     else:
         urdf = file.read_text()
     return parse_description(urdf, source=str(file))
+
+
+def joint_armature(urdf: str) -> dict[str, float]:
+    """Joint name → armature [kg·m² | kg]: the reflected inertia of the joint's drive (rotor
+    inertia × gear ratio²), which a geared arm's joint-space inertia adds on its diagonal.
+    Standard URDF has no element for it; ct_controllers reads the attribute ``armature`` of
+    ``<joint><dynamics>`` (as MJCF's joint ``armature``), and both the Pinocchio model
+    (``model.armature``) and the MuJoCo scene (joint ``armature``) take it. Joints without it:
+    none in the result (zero)."""
+    try:
+        root = ET.fromstring(urdf)
+    except ET.ParseError as exc:
+        raise DescriptionError(f"not valid XML: {exc}") from exc
+    armature: dict[str, float] = {}
+    for joint in root.findall("joint"):
+        dynamics = joint.find("dynamics")
+        text = None if dynamics is None else dynamics.get("armature")
+        if text is None:
+            continue
+        name = joint.get("name", "")
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            raise DescriptionError(f"joint '{name}': armature must be a number >= 0, got {text!r}")
+        armature[name] = value
+    return armature
 
 
 def parse_description(urdf: str, source: str = "<string>") -> RobotDescription:

@@ -19,6 +19,8 @@ import numpy as np
 import pinocchio as pin
 from numpy.typing import NDArray
 
+from ct_controllers.model.description import joint_armature
+
 FloatArray = NDArray[np.float64]
 
 
@@ -50,7 +52,15 @@ class RobotModel:
         self, urdf: str | pin.Model, tcp_frame: str = "tcp", base_frame: str = "base_link"
     ):
         """``urdf``: URDF text, or an already built ``pin.Model`` (copied)."""
-        self.model = pin.Model(urdf) if isinstance(urdf, pin.Model) else pin.buildModelFromXML(urdf)
+        if isinstance(urdf, pin.Model):
+            self.model = pin.Model(urdf)
+        else:
+            self.model = pin.buildModelFromXML(urdf)
+            # The drives' reflected inertia (<dynamics armature>): crba, rnea and aba add it.
+            for name, value in joint_armature(urdf).items():
+                if self.model.existJointName(name):
+                    index = self.model.joints[self.model.getJointId(name)].idx_v
+                    self.model.armature[index] = value
         self.data = self.model.createData()
         # Movable joints only (index 0 is Pinocchio's 'universe').
         self.joint_names: tuple[str, ...] = tuple(self.model.names[1:])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ct_controllers.config import ConfigError, StackConfig
-from ct_controllers.controllers.controller import Controller
+from ct_controllers.controllers.controller import Controller, sampled_loop_radius
 from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.hardware.guard import GuardLimits
 from ct_controllers.hardware.interface import LifecycleState, SystemInterface
@@ -22,6 +22,8 @@ from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.runtime.control_loop import ControlLoop
 
 LOG = logging.getLogger("ct_controllers")
+# Random configurations (besides home) at which start-up checks the gains' sampled loops.
+STABILITY_SAMPLES = 24
 # The plugin each `backend:` value selects through the xacro argument; a description given
 # directly (robot_description) that names one of these must name the backend's.
 BACKEND_PLUGINS = {
@@ -81,6 +83,55 @@ def to_model_order(
     return out
 
 
+def _warn_of_unstable_gains(
+    config: StackConfig, model: RobotModel, controllers: dict[str, Controller]
+) -> None:
+    """Gains are rate-dependent: warn (at start-up) of each controller, and of the safe hold's
+    damping, whose sampled loop at ``update_rate`` grows somewhere (spectral radius of the
+    linearized loop above 1 at ``home_positions`` or at one of ``STABILITY_SAMPLES`` random
+    configurations, one joint at zero in each, as where joint axes line up). The plant is the
+    model (URDF inertia and armature); a loop over a bus or ROS topics gets a period of delay,
+    MuJoCo none. Real drives with more rotor inertia than the URDF says are safer than this."""
+    delay = 0 if config.backend == "mujoco" else 1
+    home = to_model_order(model, config.joint_names, config.home_positions, "home_positions")
+    rng = np.random.default_rng(0)
+    configurations = [home]
+    lower, upper = model.limits.lower, model.limits.upper
+    for i in range(STABILITY_SAMPLES):
+        q = rng.uniform(lower, upper)
+        joint = i % model.nv
+        q[joint] = min(max(0.0, lower[joint]), upper[joint])
+        configurations.append(q)
+    masses = [model.mass_matrix(q) for q in configurations]
+    hold = np.diag(to_model_order(model, config.joint_names, config.safe_hold_damping, "hold"))
+    loops: dict[str, Controller | tuple[np.ndarray, np.ndarray]] = {
+        f"controller '{name}'": controller for name, controller in controllers.items()
+    }
+    loops["safe_hold.damping"] = (np.zeros_like(hold), hold)
+    for name, feedback in loops.items():
+        worst, at = 0.0, home
+        for q, mass in zip(configurations, masses, strict=True):
+            gains = feedback.linear_feedback(q) if isinstance(feedback, Controller) else feedback
+            if gains is None:
+                break
+            radius = sampled_loop_radius(mass, gains[0], gains[1], config.period, delay)
+            if radius > worst:
+                worst, at = radius, q
+        if worst > 1.0 + 1e-6:
+            LOG.warning(
+                "%s: unstable at update_rate %g Hz: its linearized sampled loop (%d period(s) of "
+                "delay) has spectral radius %.3f at q = %s [rad | m] (worst of %d "
+                "configurations), so motions there grow or chatter against the torque rate "
+                "limit: lower its gains or raise update_rate",
+                name,
+                config.update_rate,
+                delay,
+                worst,
+                "[" + ", ".join(f"{value:.2f}" for value in at) + "]",
+                len(configurations),
+            )
+
+
 def build_stack(
     config: StackConfig,
     description: RobotDescription | None = None,
@@ -138,6 +189,7 @@ def build_stack(
         controllers[name] = controller_type.from_parameters(
             controller_model, config.joint_names, params
         )
+    _warn_of_unstable_gains(config, model, controllers)
     controller = controllers[config.default_controller]
     limiter = CommandLimiter(
         model.limits.effort,
