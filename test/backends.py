@@ -14,6 +14,7 @@ from typing import Any
 
 from helpers import bundled_description, home_by_name, new_robot_model
 
+from ct_controllers.bench.faults import SLOW_LOOP_GAINS
 from ct_controllers.bench.ros2_control_plant import PlantProcess
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware import cia402
@@ -25,13 +26,6 @@ from ct_controllers.runtime.stack import Stack, build_stack
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
 REAL_RATE = 100.0  # [Hz] for the real-drive backends (pure-Python bus and DDS round trips)
-# The bundled impedance gains are tuned for 1 kHz; at 100 Hz with an asynchronous transport
-# (the bridge: up to two periods from measurement to applied effort) the damping destabilizes
-# the base joint. A quarter of them keeps D·T/J well below 1.
-SLOW_LOOP_GAINS = {
-    "joint_impedance.stiffness": [150.0, 150.0, 75.0, 75.0, 12.5, 12.5, 2.5, 25.0, 25.0],
-    "joint_impedance.damping": [12.5, 12.5, 6.25, 6.25, 0.75, 0.75, 0.125, 1.0, 1.0],
-}
 _unique = itertools.count()
 
 
@@ -142,6 +136,7 @@ def make_rig(backend: str, **overrides: Any) -> Rig:
                 "watchdog.state_timeout": 0.06,
                 "watchdog.command_timeout": 0.06,
                 "canopen.pdo_timeout": 0.06,
+                **SLOW_LOOP_GAINS,
                 **overrides,
             }
         )
