@@ -49,6 +49,12 @@ def test_a_thread_kept_off_the_cpu_shows_as_stalls_and_overruns():
     assert max(run.stall_max, run.jitter.max) >= 2e-3
 
 
+def test_work_longer_than_a_period_overruns_every_tick():
+    """A stack slower than its period makes a floor of the same work: every tick overruns."""
+    run = paced_floor(500.0, 2.5e-3, 0.02)
+    assert run.ticks == 10 and run.overruns == 10
+
+
 def test_the_overrun_rule_is_the_control_loops():
     """Late by more than the fraction of a period, or computing longer than a period; exactly
     at either bound is not an overrun."""
@@ -59,9 +65,9 @@ def test_the_overrun_rule_is_the_control_loops():
 
 @pytest.mark.parametrize(
     ("rate", "work", "seconds", "named"),
-    [(0.0, 0.0, 1.0, "rate"), (100.0, 0.01, 1.0, "work"), (100.0, 0.0, -1.0, "seconds")],
+    [(0.0, 0.0, 1.0, "rate"), (100.0, -0.001, 1.0, "work"), (100.0, 0.0, -1.0, "seconds")],
 )
 def test_bad_arguments_are_refused_by_name(rate, work, seconds, named):
-    """A non-positive rate or duration, or work of a whole period or more, raises naming it."""
+    """A non-positive rate or duration, or negative work, raises naming it."""
     with pytest.raises(ValueError, match=named):
         paced_floor(rate, work, seconds)

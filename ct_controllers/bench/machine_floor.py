@@ -65,8 +65,8 @@ def paced_floor(
     if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"rate must be > 0 Hz, got {rate}")
     period = 1.0 / rate
-    if not (math.isfinite(work) and 0 <= work < period):
-        raise ValueError(f"work must be in [0, {period}) s (one period), got {work}")
+    if not (math.isfinite(work) and work >= 0):
+        raise ValueError(f"work must be finite and >= 0 s, got {work}")
     if not (math.isfinite(seconds) and seconds > 0):
         raise ValueError(f"seconds must be > 0, got {seconds}")
     count = max(1, round(seconds * rate))
