@@ -6,9 +6,11 @@ import itertools
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+
+T = TypeVar("T")
 
 
 class GoalArbiter:
@@ -19,11 +21,16 @@ class GoalArbiter:
         self._counter = itertools.count(1)
         self._current = 0
 
-    def start(self) -> int:
-        """A new goal becomes current; the previous one is preempted."""
+    def start(self, take_over: Callable[[], T]) -> tuple[int, T]:
+        """A new goal becomes current (the previous one is preempted) and ``take_over`` — what
+        hands it the loop: its motion request, its chained controller — runs, both under one
+        lock: the current goal is always the one whose motion the loop runs, even when two
+        goals start at once (otherwise the earlier-started could request last and both end
+        PREEMPTED). If ``take_over`` raises, nothing changes and the exception propagates."""
         with self._lock:
+            result = take_over()
             self._current = next(self._counter)
-            return self._current
+            return self._current, result
 
     def is_current(self, token: int) -> bool:
         return token == self._current

@@ -121,10 +121,11 @@ class GraspServer:
         except GoalRejected as rejection:
             goal_handle.abort()
             return self._result(rejection.code, str(rejection), None)
-        token = self.arbiter.start()
         runner = self._runner(hardware)
         runner.task.start(request)
-        self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner)
+        token, _ = self.arbiter.start(
+            lambda: self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner)
+        )
         try:
             return self._follow(goal_handle, token, runner)
         finally:

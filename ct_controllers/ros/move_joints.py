@@ -75,22 +75,24 @@ class MoveJointsServer:
     def _execute(self, goal_handle: Any) -> Any:
         goal = goal_handle.request
         problem = self.validate(goal)
-        motion_id = None
-        token = self.arbiter.start() if problem is None else None
-        if problem is None:
+        motion_id = token = None
+
+        def take_over() -> int:
+            # The request is validated before anything changes (raises ValueError).
+            motion = self.loop.request_motion(
+                list(goal.joint_names), list(goal.positions), goal.duration
+            )
             self.manager.use(goal.controller)
+            return motion
+
+        if problem is None:
             try:
-                motion_id = self.loop.request_motion(
-                    list(goal.joint_names), list(goal.positions), goal.duration
-                )
+                token, motion_id = self.arbiter.start(take_over)
             except ValueError as exc:  # e.g. outside the joint limits
                 problem = str(exc)
-        if motion_id is None:
-            if token is not None:
-                self._release(token)
+        if motion_id is None or token is None:
             goal_handle.abort()
             return Result(error_code=Result.INVALID_GOAL, message=problem or "invalid goal")
-        assert token is not None
         indices = self.stack.model.indices(list(goal.joint_names))
         try:
             return self._follow(goal_handle, token, motion_id, indices, np.array(goal.positions))

@@ -97,7 +97,6 @@ class MoveToPoseServer:
         except GoalRejected as rejection:
             goal_handle.abort()
             return Result(error_code=rejection.code, message=str(rejection))
-        token = self.arbiter.start()
         model = RobotModel(
             self.stack.description.urdf, self.config.tcp_frame, self.config.base_frame
         )
@@ -111,7 +110,9 @@ class MoveToPoseServer:
             self.stack.controllers[self.manager.selected],
             pose,
         )
-        self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain)
+        token, _ = self.arbiter.start(
+            lambda: self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain)
+        )
         try:
             return self._follow(
                 goal_handle, token, chain, position_tolerance, orientation_tolerance, timeout

@@ -1,0 +1,61 @@
+"""ct_controllers.ros.goals.GoalArbiter: one current goal; taking over the loop and becoming
+current happen together, so two goals starting at once cannot interleave."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ct_controllers.ros.goals import GoalArbiter
+
+
+def test_the_current_goal_is_the_one_that_took_over_last_even_when_starts_overlap():
+    """While goal A is inside its take-over, goal B's start waits: B's take-over runs after A's
+    has returned, never during it, and B (the last to take over the loop) is the current one."""
+    arbiter = GoalArbiter()
+    order: list[str] = []
+    inside_a = threading.Event()
+    b_starting = threading.Event()
+    overlapped: list[bool] = []
+    tokens: dict[str, int] = {}
+
+    def take_over_a() -> str:
+        inside_a.set()
+        assert b_starting.wait(5.0)
+        time.sleep(0.05)  # B is now blocked in start(), not running its take-over
+        order.append("A")
+        return "motion A"
+
+    def take_over_b() -> str:
+        overlapped.append(len(order) == 0)  # A's take-over not finished?
+        order.append("B")
+        return "motion B"
+
+    def start_a() -> None:
+        tokens["A"], _ = arbiter.start(take_over_a)
+
+    thread = threading.Thread(target=start_a)
+    thread.start()
+    assert inside_a.wait(5.0)
+    b_starting.set()
+    tokens["B"], motion = arbiter.start(take_over_b)
+    thread.join(5.0)
+    assert order == ["A", "B"] and overlapped == [False] and motion == "motion B"
+    assert arbiter.is_current(tokens["B"]) and not arbiter.is_current(tokens["A"])
+
+
+def test_a_failed_take_over_changes_nothing():
+    """A take-over that raises propagates its exception; the goal that was current stays so."""
+    arbiter = GoalArbiter()
+    token, _ = arbiter.start(lambda: None)
+
+    def invalid() -> None:
+        raise ValueError("position outside the joint limits")
+
+    with pytest.raises(ValueError, match="joint limits"):
+        arbiter.start(invalid)
+    assert arbiter.is_current(token)
+    arbiter.finish(token)
+    assert not arbiter.is_current(token)
