@@ -183,6 +183,19 @@ def test_gain_parameters_are_validated_as_a_whole(client: Client) -> None:
     client.set_parameters(Parameter(name, value=old))
 
 
+def test_gains_unstable_where_the_arm_is_are_refused(client: Client) -> None:
+    """A damping of 10⁴ N·m·s/rad on every joint makes the 1 kHz sampled loop grow where the
+    arm is (T·D/M far above 2): the set is refused naming the controller, the rate and the
+    spectral radius, and the old value stays."""
+    name = "joint_impedance.damping"
+    old = list(client.get_parameter(name).double_array_value)
+    (result,) = client.set_parameters(Parameter(name, value=[1e4] * len(old)))
+    assert not result.successful
+    assert "joint_impedance" in result.reason and "update_rate 1000 Hz" in result.reason
+    assert "spectral radius" in result.reason and "not applied" in result.reason
+    assert list(client.get_parameter(name).double_array_value) == old
+
+
 def test_list_and_switch_controllers_with_ros2_control_semantics(client: Client) -> None:
     """ListControllers names both loaded controllers with their plugin types, joint_impedance
     active; a strict switch naming an unknown controller fails and changes nothing; deactivating

@@ -74,11 +74,18 @@ class ComputedTorqueController(Controller):
             model = model.with_mass_scale(float(scale))
         return cls(model, gains["kp"], gains["kd"], str(params.get("mode", COMPUTED_TORQUE)))
 
-    def linear_feedback(self, q: FloatArray) -> tuple[FloatArray, FloatArray]:
+    def linear_feedback(
+        self,
+        q: FloatArray,
+        gains: Mapping[str, FloatArray] | None = None,
+        model: RobotModel | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        gains = gains or {}
+        kp, kd = gains.get("kp", self.kp), gains.get("kd", self.kd)
         if self.mode == COMPUTED_TORQUE:  # K_p [s⁻²], K_d [s⁻¹] act through the model's M(q)
-            mass = self.model.mass_matrix(q)
-            return mass * self.kp, mass * self.kd
-        return np.diag(self.kp), np.diag(self.kd)
+            mass = (model or self.model).mass_matrix(q)
+            return mass * kp, mass * kd
+        return np.diag(kp), np.diag(kd)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         feedback = self.kp * (reference.q - state.q) + self.kd * (reference.v - state.v)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ct_controllers.model.robot import RobotModel
+
 FloatArray = NDArray[np.float64]
 
 
@@ -134,10 +136,17 @@ class Controller(ABC):
         for name, value in gains.items():
             setattr(self, name, value.copy())
 
-    def linear_feedback(self, q: FloatArray) -> tuple[FloatArray, FloatArray] | None:
+    def linear_feedback(
+        self,
+        q: FloatArray,
+        gains: Mapping[str, FloatArray] | None = None,
+        model: RobotModel | None = None,
+    ) -> tuple[FloatArray, FloatArray] | None:
         """(K, D): this controller's feedback linearized at configuration ``q`` [rad | m],
         τ ≈ −K δq − D δv, as nv × nv matrices [N·m/rad | N/m] and [N·m·s/rad | N·s/m] in model
-        order; None for controllers without joint feedback. See :func:`sampled_loop_radius`."""
+        order; None for controllers without joint feedback. ``gains`` (validated, model order)
+        replace the current ones where given; ``model``, a copy of the controller's own, lets
+        another thread than the control loop's evaluate it. See :func:`sampled_loop_radius`."""
         return None
 
     @abstractmethod

@@ -68,11 +68,19 @@ class JointImpedanceController(Controller):
             flags[flag] = value
         return cls(model, gains["stiffness"], gains["damping"], **flags)
 
-    def linear_feedback(self, q: FloatArray) -> tuple[FloatArray, FloatArray]:
+    def linear_feedback(
+        self,
+        q: FloatArray,
+        gains: Mapping[str, FloatArray] | None = None,
+        model: RobotModel | None = None,
+    ) -> tuple[FloatArray, FloatArray]:
+        gains = gains or {}
+        stiffness = gains.get("stiffness", self.stiffness)
+        damping = gains.get("damping", self.damping)
         if self.inertia_decoupling:  # K [s⁻²], D [s⁻¹] act through M(q)
-            mass = self.model.mass_matrix(q)
-            return mass * self.stiffness, mass * self.damping
-        return np.diag(self.stiffness), np.diag(self.damping)
+            mass = (model or self.model).mass_matrix(q)
+            return mass * stiffness, mass * damping
+        return np.diag(stiffness), np.diag(damping)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         feedback = self.stiffness * (reference.q - state.q) + self.damping * (reference.v - state.v)

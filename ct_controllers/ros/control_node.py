@@ -106,11 +106,33 @@ class ControlNode(Node):
                 }
                 target = self.stack.controllers[controller]
                 staged[controller] = target.validate_gains(model_order)
+                self._check_stability(controller, staged[controller])
         except (ValueError, TypeError, ConfigError, GainError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         for controller, gains in staged.items():
             self.stack.controllers[controller].stage_gains(gains)
         return SetParametersResult(successful=True)
+
+    def _check_stability(self, controller: str, gains: dict[str, Any]) -> None:
+        """Refuse (GainError) gains whose sampled loop at update_rate would grow at the measured
+        configuration; warn of gains that are stable here but not everywhere checked."""
+        check = self.stack.gain_stability.get(controller)
+        snapshot = self.loop.snapshot()
+        if check is None or snapshot is None:
+            return
+        here = check.at(snapshot.position, gains)
+        if here is not None and not here.stable:
+            raise GainError(
+                f"{controller}: these gains make the loop unstable where the arm is, at "
+                f"update_rate {self.config.update_rate:g} Hz ({check.delay} period(s) of delay): "
+                f"{here.describe()}; not applied"
+            )
+        worst = check.worst(gains)
+        if worst is not None and not worst.stable:
+            self.get_logger().warning(
+                f"{controller}: the new gains are stable here but not everywhere at update_rate "
+                f"{self.config.update_rate:g} Hz: {worst.describe()}"
+            )
 
     def shutdown(self) -> None:
         """Stop publishing and the loop, deactivate the hardware; print the timing summary."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ct_controllers.config import ConfigError, StackConfig
-from ct_controllers.controllers.controller import Controller, sampled_loop_radius
+from ct_controllers.controllers.controller import Controller
 from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.hardware.guard import GuardLimits
 from ct_controllers.hardware.interface import LifecycleState, SystemInterface
@@ -20,10 +20,13 @@ from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
 from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.runtime.control_loop import ControlLoop
+from ct_controllers.runtime.gain_stability import (
+    GainStability,
+    check_configurations,
+    loop_delay,
+)
 
 LOG = logging.getLogger("ct_controllers")
-# Random configurations (besides home) at which start-up checks the gains' sampled loops.
-STABILITY_SAMPLES = 24
 # The plugin each `backend:` value selects through the xacro argument; a description given
 # directly (robot_description) that names one of these must name the backend's.
 BACKEND_PLUGINS = {
@@ -42,6 +45,8 @@ class Stack:
     controller: Controller  # the one running at start (config.default_controller)
     loop: ControlLoop
     controllers: dict[str, Controller] = field(default_factory=dict)  # all loaded, by name
+    # Their gains' stability at the loop's rate (and the safe hold's): controller name → check.
+    gain_stability: dict[str, GainStability] = field(default_factory=dict)
 
     def start(self) -> None:
         """Configure and activate the hardware, then start the loop thread."""
@@ -83,53 +88,43 @@ def to_model_order(
     return out
 
 
-def _warn_of_unstable_gains(
+def gain_stabilities(
     config: StackConfig, model: RobotModel, controllers: dict[str, Controller]
-) -> None:
-    """Gains are rate-dependent: warn (at start-up) of each controller, and of the safe hold's
-    damping, whose sampled loop at ``update_rate`` grows somewhere (spectral radius of the
-    linearized loop above 1 at ``home_positions`` or at one of ``STABILITY_SAMPLES`` random
-    configurations, one joint at zero in each, as where joint axes line up). The plant is the
-    model (URDF inertia and armature); a loop over a bus or ROS topics gets a period of delay,
-    MuJoCo none. Real drives with more rotor inertia than the URDF says are safer than this."""
-    delay = 0 if config.backend == "mujoco" else 1
+) -> dict[str, GainStability]:
+    """One :class:`GainStability` per loaded controller (by name) and one for the safe hold's
+    damping (``safe_hold.damping``), at ``update_rate`` with the backend's delay."""
     home = to_model_order(model, config.joint_names, config.home_positions, "home_positions")
-    rng = np.random.default_rng(0)
-    configurations = [home]
-    lower, upper = model.limits.lower, model.limits.upper
-    for i in range(STABILITY_SAMPLES):
-        q = rng.uniform(lower, upper)
-        joint = i % model.nv
-        q[joint] = min(max(0.0, lower[joint]), upper[joint])
-        configurations.append(q)
-    masses = [model.mass_matrix(q) for q in configurations]
+    configurations = check_configurations(model, home)
+    delay = loop_delay(config.backend)
     hold = np.diag(to_model_order(model, config.joint_names, config.safe_hold_damping, "hold"))
-    loops: dict[str, Controller | tuple[np.ndarray, np.ndarray]] = {
-        f"controller '{name}'": controller for name, controller in controllers.items()
+    checks = {
+        name: GainStability(model, controller, configurations, config.period, delay)
+        for name, controller in controllers.items()
     }
-    loops["safe_hold.damping"] = (np.zeros_like(hold), hold)
-    for name, feedback in loops.items():
-        worst, at = 0.0, home
-        for q, mass in zip(configurations, masses, strict=True):
-            gains = feedback.linear_feedback(q) if isinstance(feedback, Controller) else feedback
-            if gains is None:
-                break
-            radius = sampled_loop_radius(mass, gains[0], gains[1], config.period, delay)
-            if radius > worst:
-                worst, at = radius, q
-        if worst > 1.0 + 1e-6:
-            LOG.warning(
-                "%s: unstable at update_rate %g Hz: its linearized sampled loop (%d period(s) of "
-                "delay) has spectral radius %.3f at q = %s [rad | m] (worst of %d "
-                "configurations), so motions there grow or chatter against the torque rate "
-                "limit: lower its gains or raise update_rate",
-                name,
-                config.update_rate,
-                delay,
-                worst,
-                "[" + ", ".join(f"{value:.2f}" for value in at) + "]",
-                len(configurations),
-            )
+    checks["safe_hold.damping"] = GainStability(
+        model, (np.zeros_like(hold), hold), configurations, config.period, delay
+    )
+    return checks
+
+
+def _warn_of_unstable_gains(config: StackConfig, checks: dict[str, GainStability]) -> None:
+    """At start-up: a warning for each controller (and the safe hold) whose sampled loop grows
+    somewhere at ``update_rate`` (see :mod:`ct_controllers.runtime.gain_stability`)."""
+    for name, check in checks.items():
+        found = check.worst()
+        if found is None or found.stable:
+            continue
+        what = name if name == "safe_hold.damping" else f"controller '{name}'"
+        LOG.warning(
+            "%s: unstable at update_rate %g Hz: its linearized sampled loop (%d period(s) of "
+            "delay) has %s (worst of %d configurations), so motions there grow or chatter "
+            "against the torque rate limit: lower its gains or raise update_rate",
+            what,
+            config.update_rate,
+            check.delay,
+            found.describe(),
+            len(check.configurations),
+        )
 
 
 def build_stack(
@@ -189,7 +184,8 @@ def build_stack(
         controllers[name] = controller_type.from_parameters(
             controller_model, config.joint_names, params
         )
-    _warn_of_unstable_gains(config, model, controllers)
+    stability = gain_stabilities(config, model, controllers)
+    _warn_of_unstable_gains(config, stability)
     controller = controllers[config.default_controller]
     limiter = CommandLimiter(
         model.limits.effort,
@@ -234,4 +230,4 @@ def build_stack(
         realtime=config.realtime,
         overrun_fraction=config.overrun_fraction,
     )
-    return Stack(config, description, model, hardware, controller, loop, controllers)
+    return Stack(config, description, model, hardware, controller, loop, controllers, stability)
