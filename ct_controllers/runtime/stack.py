@@ -96,7 +96,9 @@ def gain_stabilities(
     home = to_model_order(model, config.joint_names, config.home_positions, "home_positions")
     configurations = check_configurations(model, home)
     delay = loop_delay(config.backend)
-    hold = np.diag(to_model_order(model, config.joint_names, config.safe_hold_damping, "hold"))
+    hold = np.diag(
+        to_model_order(model, config.joint_names, config.safe_hold_damping, "safe_hold.damping")
+    )
     checks = {
         name: GainStability(model, controller, configurations, config.period, delay)
         for name, controller in controllers.items()
