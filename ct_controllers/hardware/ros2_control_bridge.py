@@ -144,6 +144,7 @@ class Ros2ControlBridge(SystemInterface):
         self._node: rclpy.node.Node | None = None
         self._executor: SingleThreadedExecutor | None = None
         self._spinner: threading.Thread | None = None
+        self._stop_spinning = threading.Event()
 
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> Ros2ControlBridge:
@@ -195,13 +196,14 @@ class Ros2ControlBridge(SystemInterface):
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         self._context, self._node, self._executor = context, node, executor
+        self._stop_spinning.clear()
         self._spinner = threading.Thread(target=self._spin, name="ct-bridge-spin", daemon=True)
         self._spinner.start()
 
     def _spin(self) -> None:
         assert self._executor is not None and self._context is not None
         try:
-            while self._context.ok():
+            while not self._stop_spinning.is_set() and self._context.ok():
                 self._executor.spin_once(timeout_sec=0.05)
         except (ExternalShutdownException, rclpy.executors.ShutdownException):
             pass
@@ -226,10 +228,13 @@ class Ros2ControlBridge(SystemInterface):
             self._last_write = -math.inf  # inactive: no deadline
 
     def _on_cleanup(self) -> None:
-        if self._context is not None:
-            self._context.try_shutdown()
+        # The spinner stops first: a context shut down under a running spin_once makes it
+        # raise (RCLError creating its wait timer) in the spinner thread.
+        self._stop_spinning.set()
         if self._spinner is not None:
             self._spinner.join(2.0)
+        if self._context is not None:
+            self._context.try_shutdown()
         if self._node is not None:
             self._node.destroy_node()
         self._context = self._node = self._executor = self._spinner = None
