@@ -6,6 +6,7 @@ override ``mujoco.mode`` to lockstep so that runs are deterministic and fast."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -440,3 +441,61 @@ def test_a_fault_latched_before_the_first_reference_still_ticks_safely(reference
         assert np.all(np.isfinite(snapshot.commanded_effort))
     finally:
         stack.shut_down()
+
+
+class PreparedImpedance(JointImpedanceController):
+    """Records each prepare() call: the state and period it got, and on which thread."""
+
+    def __init__(self, *args, fail: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fail = fail
+        self.prepared: list[tuple[JointState, float, int]] = []
+
+    def prepare(self, state: JointState, dt: float) -> None:
+        self.prepared.append((state, dt, threading.get_ident()))
+        if self.fail:
+            raise RuntimeError("warm-up failed")
+
+
+def test_switch_controller_prepares_the_controller_at_the_last_measured_state(stack):
+    """switch_controller() calls the new controller's prepare() once, on the switching thread,
+    with the loop's last measured state and its period, before the controller runs; with no
+    state measured yet there is nothing to prepare at, and it is not called."""
+    current = stack.controller
+    assert isinstance(current, JointImpedanceController)
+    unmeasured = new_stack()
+    try:
+        early = PreparedImpedance(current.model, current.stiffness, current.damping)
+        unmeasured.loop.switch_controller(early)
+        assert early.prepared == []
+    finally:
+        unmeasured.shut_down()
+    run_seconds(stack, 0.05)
+    measured = stack.loop._last_state
+    assert measured is not None
+    replacement = PreparedImpedance(current.model, current.stiffness, current.damping)
+    switcher = threading.Thread(target=stack.loop.switch_controller, args=(replacement,))
+    switcher.start()
+    switcher.join()
+    assert len(replacement.prepared) == 1
+    state, dt, thread = replacement.prepared[0]
+    assert state is measured and dt == CONFIG.period
+    assert thread == switcher.ident != threading.get_ident()
+    stack.loop.run_ticks(1)
+    assert stack.loop.controller is replacement
+    assert len(replacement.prepared) == 1
+
+
+def test_a_failing_preparation_does_not_block_the_switch(stack, caplog):
+    """A prepare() that raises is logged as a warning naming the controller and the error; the
+    controller is still installed and runs."""
+    current = stack.controller
+    assert isinstance(current, JointImpedanceController)
+    run_seconds(stack, 0.05)
+    replacement = PreparedImpedance(current.model, current.stiffness, current.damping, fail=True)
+    with caplog.at_level("WARNING", logger="ct_controllers"):
+        stack.loop.switch_controller(replacement)
+    assert "PreparedImpedance" in caplog.text and "warm-up failed" in caplog.text
+    run_seconds(stack, 0.1)
+    assert stack.loop.controller is replacement
+    assert stack.loop.fault is None

@@ -268,3 +268,45 @@ def test_mujoco_move_to_pose_reaches_a_reachable_target():
     assert np.linalg.norm(error[:3]) < 1e-3
     assert np.linalg.norm(error[3:]) < 1e-2
     assert generator.status is not None and generator.status.converged
+
+
+@pytest.mark.parametrize("solver", ["dls", "osqp", "daqp"])
+@pytest.mark.parametrize("divisor", [1, 4])
+def test_prepare_leaves_the_generator_as_if_it_had_not_run(robot, home, solver, divisor):
+    """prepare() at one state (the switching thread's warm-up) changes nothing a tick can see:
+    q* is resynchronised from the state the first update gets (not the prepared one), the
+    posture is taken from it, no status is reported; the references of the next ticks equal a
+    fresh generator's — exactly for DLS and daqp (no solver state kept), to OSQP's tolerance
+    (its warm start is the prepared solution) for OSQP."""
+    arm = robot.indices(ARM)
+    prepared_at = home.copy()
+    prepared_at[arm] += 0.2
+    start = home.copy()
+    start[arm] -= 0.1
+    target = robot.frame_pose(start)
+    target[:3, 3] += (0.04, -0.03, 0.05)
+    goal = CartesianTarget(target, "base_link")
+
+    def generator():
+        if solver == "dls":
+            return DlsDiffIk(new_robot_model(), ARM, parameters(), update_divisor=divisor)
+        return QpDiffIk(
+            new_robot_model(), ARM, parameters(), qp_solver=solver, update_divisor=divisor
+        )
+
+    fresh, prepared = generator(), generator()
+    prepared.prepare(JointState(0.0, prepared_at, np.zeros(9)), goal, DT)
+    assert prepared.status is None and prepared.reference_q is None
+    state = JointState(0.0, start, np.zeros(9))
+    tolerance = 1e-6 if solver == "osqp" else 0.0
+    for _ in range(2 * divisor + 1):
+        expected = fresh.update(state, goal, DT)
+        got = prepared.update(state, goal, DT)
+        scale = max(np.abs(expected.v).max(), 1e-9)
+        np.testing.assert_allclose(got.q, expected.q, rtol=0, atol=tolerance * scale * DT)
+        np.testing.assert_allclose(got.v, expected.v, rtol=0, atol=tolerance * scale)
+        if solver == "osqp":
+            assert prepared.status is not None and fresh.status is not None
+            assert prepared.status.solver == fresh.status.solver
+        else:
+            assert prepared.status == fresh.status

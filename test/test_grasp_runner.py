@@ -187,3 +187,27 @@ def test_reset_after_the_end_returns_a_clean_approach(phase: Phase) -> None:
         assert setup.task.phase == Phase.APPROACH and setup.task.failure is None
     finally:
         setup.stack.shut_down()
+
+
+def test_a_runner_switched_into_a_running_loop_is_prepared_and_still_picks() -> None:
+    """As a Grasp goal does: the loop runs its default controller, then the started task's
+    runner is switched in. The switch prepares it without stepping anything — the task has no
+    transition and no timer, the differential IK no q* (the first tick starts from the measured
+    state), the runner's target is the task's first — and the pick then succeeds as usual."""
+    setup = grasp_setup(CONFIG, CUBE, install=False)
+    try:
+        loop = setup.stack.loop
+        loop.run_ticks(50)
+        default = loop.controller
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*CUBE)))
+        loop.switch_controller(setup.runner)
+        assert loop.controller is default  # prepared here, installed at the next tick
+        assert setup.task.transitions == [] and setup.task._phase_start is None
+        assert setup.runner.diff_ik.reference_q is None  # type: ignore[attr-defined]
+        target = setup.runner._target
+        assert target is not None and target.pose is setup.task.target()
+        _run(setup, 10.0)
+        assert loop.controller is setup.runner
+        assert setup.task.phase == Phase.DONE, setup.task.failure
+    finally:
+        setup.stack.shut_down()

@@ -311,3 +311,22 @@ def test_slip_is_the_object_displacement_in_the_tcp_frame() -> None:
         )
         expected = np.linalg.norm((np.linalg.inv(tcp) @ cube)[:3, 3] - reference[:3, 3])
         assert task._slip(observation, reference) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_target_is_what_the_next_update_outputs_without_stepping_the_task() -> None:
+    """target() before the first update is the pre-grasp pose, the very array the first update
+    then outputs (read-only); it starts no timer and records no transition; None without a goal
+    and once finished."""
+    task, world = GraspTask(), World()
+    assert task.target() is None
+    task.start(GOAL)
+    first = task.target()
+    assert first is not None and not first.flags.writeable
+    expected = GOAL.grasp_pose.copy()
+    expected[2, 3] += GOAL.approach_offset
+    np.testing.assert_allclose(first, expected)
+    assert task.transitions == [] and task._phase_start is None
+    output = task.update(world.time, world.observe())
+    assert output.tcp_target is first
+    run(task, world, 30.0)
+    assert task.finished and task.target() is None

@@ -75,7 +75,7 @@ def cube_pose(x: float, y: float, yaw: float) -> np.ndarray:
 
 @dataclass
 class GraspSetup:
-    """A stack with the grasp runner installed, ready to tick."""
+    """A stack with the grasp runner built (and installed, unless set up with ``install=False``)."""
 
     stack: Stack
     task: GraspTask
@@ -88,8 +88,11 @@ def grasp_setup(
     cube: tuple[float, float, float],
     record: bool = False,
     sense: Callable[[ObjectSensor], ObjectReading] | None = None,
+    install: bool = True,
 ) -> GraspSetup:
-    """Build and bring up the stack, place the cube, install the runner (not started)."""
+    """Build and bring up the stack, place the cube, build the runner (not started) and, with
+    ``install``, install it in the loop (else the caller switches it in, e.g. into a running
+    loop as a goal does)."""
     stack = build_stack(config)
     stack.bring_up()
     hardware = stack.hardware
@@ -120,7 +123,8 @@ def grasp_setup(
         record=record,
         task_divisor=config.cartesian_divisor,
     )
-    stack.loop.switch_controller(runner)
+    if install:
+        stack.loop.switch_controller(runner)
     return GraspSetup(stack, task, runner, sensor)
 
 

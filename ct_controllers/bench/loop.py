@@ -39,6 +39,7 @@ from ct_controllers.tasks.phases import GraspGoal
 
 GOAL_RTF = 10.0
 GOAL_JITTER_P99 = 100e-6  # [s]
+GOAL_DELAY = 0.05  # [s] paced runs: the loop's run before the grasp goal arrives
 
 
 def lockstep(sim_seconds: float, seed: int, cartesian_rate: float = 0.0) -> dict:
@@ -130,14 +131,18 @@ def paced(
     for cube in random_cubes(seed):
         if time.monotonic() >= deadline:
             break
-        setup = grasp_setup(config, cube)
-        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        setup = grasp_setup(config, cube, install=False)
         loop = setup.stack.loop
         if freeze:
             gc.collect()
             gc.freeze()
         collections_before, total_before = monitor.collections, monitor.total
+        # As in the node: the loop runs (holding the arm with its default controller) when the
+        # goal arrives, and the goal's thread prepares and switches in its chain.
         loop.start()
+        time.sleep(GOAL_DELAY)
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        loop.switch_controller(setup.runner)
         while not setup.task.finished and time.monotonic() < deadline:
             time.sleep(0.05)
         setup.stack.shut_down()

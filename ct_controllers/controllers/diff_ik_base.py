@@ -394,6 +394,15 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         if state is not None:
             self._synchronise(state)
 
+    def prepare(self, state: JointState, target: CartesianTarget, dt: float) -> None:
+        """One tick at ``state`` toward ``target`` off the control thread, then :meth:`reset`:
+        the first real tick still starts from the measured state, but finds the parameter cache
+        built, the target checked, the model's scratch data and the QP solver warm (OSQP
+        warm-starts from this solve) — it then costs what later ticks do."""
+        self.update(state, target, dt)
+        self.reset()
+        self.status = None
+
     @property
     def reference_q(self) -> FloatArray | None:
         """The current q* [rad | m], model order (a copy), or None before the first tick."""

@@ -96,6 +96,11 @@ class ReferenceGenerator(ABC, Generic[ParametersT]):
         """Install a parameter set (on the control thread, at a tick boundary)."""
         self.parameters = parameters
 
+    def prepare(self, state: JointState, target: CartesianTarget, dt: float) -> None:
+        """Warm-up before the first tick, off the control thread (see
+        :meth:`Controller.prepare`); leaves the generator as if it had not run. Default:
+        nothing."""
+
     @abstractmethod
     def compute(self, state: JointState, target: CartesianTarget, dt: float) -> JointReference:
         """q* [rad | m], v* [rad/s | m/s], a* [rad/s² | m/s²] in model order."""

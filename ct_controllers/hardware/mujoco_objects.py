@@ -45,13 +45,15 @@ class ObjectSensor:
         self._force = np.zeros(6)
         self._elliptic = model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
         self._identity = np.eye(4)
-        # Per geom: whether it belongs to the object, and the index of the finger it belongs to
-        # (-1 for none): a contact is then classified with two table look-ups.
+        # Per pair of geoms: the index of the finger when one geom belongs to the object and the
+        # other to that finger, else -1; a contact is then classified with one table look-up.
         bodies = np.asarray(model.geom_bodyid)
-        self._object_geom = bodies == self.body_id
-        self._finger_of_geom = np.full(model.ngeom, -1, dtype=np.intp)
+        self._finger_of_pair = np.full((model.ngeom, model.ngeom), -1, dtype=np.intp)
+        object_geoms = np.flatnonzero(bodies == self.body_id)
         for index, finger_id in enumerate(self.finger_ids):
-            self._finger_of_geom[bodies == finger_id] = index
+            finger_geoms = np.flatnonzero(bodies == finger_id)
+            self._finger_of_pair[np.ix_(object_geoms, finger_geoms)] = index
+            self._finger_of_pair[np.ix_(finger_geoms, object_geoms)] = index
 
     def observe(self) -> ObjectObservation:
         data = self.system.data
@@ -66,15 +68,10 @@ class ObjectSensor:
             if count:
                 contact = data.contact
                 geoms = contact.geom[:count]  # (count, 2)
-                # Per contact: the finger index on the other side of the object, -1 if none.
-                finger = np.where(
-                    self._object_geom[geoms[:, 0]],
-                    self._finger_of_geom[geoms[:, 1]],
-                    np.where(self._object_geom[geoms[:, 1]], self._finger_of_geom[geoms[:, 0]], -1),
-                )
-                touching = finger >= 0
-                if touching.any():
-                    indices = np.flatnonzero(touching)
+                # Per contact: the finger touching the object, -1 if it is another contact.
+                finger = self._finger_of_pair[geoms[:, 0], geoms[:, 1]]
+                indices = np.flatnonzero(finger >= 0)
+                if indices.size:
                     if self._elliptic:
                         # Elliptic cones: a contact's first constraint row is its normal force
                         # (what mj_contactForce copies); an excluded contact has no row (-1).
@@ -87,7 +84,11 @@ class ObjectSensor:
                         for k, i in enumerate(indices.tolist()):
                             mujoco.mj_contactForce(model, data, i, self._force)
                             normal[k] = self._force[0]
-                    np.add.at(forces, finger[indices], np.abs(normal))  # [N]
+                    # Summed per finger [N] (float64 with weights: asarray copies nothing).
+                    forces = np.asarray(
+                        np.bincount(finger[indices], weights=np.abs(normal), minlength=forces.size),
+                        dtype=np.float64,
+                    )
             return ObjectObservation(float(data.time), pose, forces)
 
 

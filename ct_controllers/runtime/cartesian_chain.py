@@ -59,6 +59,11 @@ class CartesianChain(Controller):
     def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
         self.joint_controller.apply_gains(gains)
 
+    def prepare(self, state: JointState, dt: float) -> None:
+        """Warm the differential IK (its own model and solver) toward the current target; the
+        joint controller may be running in the loop: it is not touched."""
+        self.diff_ik.prepare(state, self._target, dt)
+
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         start = time.perf_counter()
         joint_reference = self.diff_ik.update(state, self._target, dt)

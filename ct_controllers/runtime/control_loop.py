@@ -79,6 +79,9 @@ PREEMPTED = "preempted"
 CANCELED = "canceled"
 FAILED = "failed"  # no trajectory within the reference limits; the arm holds
 
+# The stages the loop times, in the order they run; task, diff_ik and joint_controller are the
+# parts of "controller" that a chained controller reports (its ``stage_breakdown``).
+STAGES = ("read", "guard", "controller", "task", "diff_ik", "joint_controller", "limiter", "write")
 MOTION_HISTORY = 64  # motions whose latest status stays queryable by id (motion_status)
 
 
@@ -200,7 +203,7 @@ class ControlLoop:
         self.snapshot_decimation = max(1, snapshot_decimation)
         self.overrun_fraction = overrun_fraction
         self.timing = TimingRecorder()
-        self.stages = StageRecorder()
+        self.stages = StageRecorder(stages=STAGES)
         if fault_reaction not in FAULT_REACTIONS:
             raise ValueError(
                 f"unknown fault reaction '{fault_reaction}' (known: {', '.join(FAULT_REACTIONS)})"
@@ -297,7 +300,21 @@ class ControlLoop:
 
     def switch_controller(self, controller: Controller) -> None:
         """Run ``controller`` from the next tick on (bumpless: the reference is kept, and the
-        limiter's rate limit smooths the effort step). Any thread."""
+        limiter's rate limit smooths the effort step). Any thread. First, on the caller's
+        thread, ``controller.prepare`` at the last measured state, so that its first tick in
+        the loop is not its slowest (a failing preparation is logged; that tick then reports
+        the error itself, through the fault path)."""
+        state = self._last_state
+        if state is not None:
+            try:
+                controller.prepare(state, self.period)
+            except Exception as exc:  # a warm-up failure must not block the switch
+                LOG.warning(
+                    "preparing %s failed (%s: %s); its first tick will do that work",
+                    type(controller).__name__,
+                    type(exc).__name__,
+                    exc,
+                )
         with self._request_lock:
             self._pending_controller = controller
 

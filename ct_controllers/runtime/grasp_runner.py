@@ -128,6 +128,16 @@ class GraspRunner(Controller):
             object_pose=reading.pose,
         )
 
+    def prepare(self, state: JointState, dt: float) -> None:
+        """Warm the observation (this runner's model; the object sensor, read once) and the
+        differential IK toward the task's first target. The task does not step, and the arm
+        controller, which the loop may be running, is not touched."""
+        self.observe(state)
+        target = self.task.target()
+        if target is not None:
+            self._target = CartesianTarget(pose=target, frame=self.base_frame)
+            self.diff_ik.prepare(state, self._target, dt)
+
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         clock = time.perf_counter
         start = clock()

@@ -225,6 +225,14 @@ class GraspTask:
         """[s] spent in each phase that has ended."""
         return dict(self._phase_durations)
 
+    def target(self) -> FloatArray | None:
+        """The TCP target (4x4, base frame, read-only) of the current stage — the array the next
+        :meth:`update` outputs unless it changes stage — or None without a goal or once
+        finished. Does not step the task."""
+        if self.goal is None or self.finished:
+            return None
+        return self._target()
+
     # --- the tick ------------------------------------------------------------------------------
     def update(self, now: float, observation: GraspObservation) -> TaskOutput:
         if self.goal is None:
