@@ -15,7 +15,7 @@ def test_loop_benchmark_json_reports_lockstep_stages_and_paced_jitter(
     """A short run prints one JSON object with the lockstep real-time factor beside MuJoCo's
     floor, every stage of the chain (task, diff_ik, joint_controller, read, guard, limiter,
     write), and paced jitter percentiles in order with an overrun count, loaded and not, each
-    beside the machine's floor measured alike."""
+    beside the machine's floor measured alike, and the compute of each goal's first ticks."""
     assert loop.main(["--sim-seconds", "1", "--paced-seconds", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     step = report["lockstep"]
@@ -48,4 +48,9 @@ def test_loop_benchmark_json_reports_lockstep_stages_and_paced_jitter(
         assert 0 < floor["work_us"] <= run["compute_p99_us"]
         assert floor["compute_max_us"] >= floor["work_us"]
         assert floor["jitter_p50_us"] <= floor["jitter_p99_us"] <= floor["jitter_max_us"]
+        # The goal's start: the compute of the chain's first ticks after its switch.
+        start = run["goal_start"]
+        assert start["goals"] >= 1 and start["ticks"] == loop.GOAL_START_TICKS
+        assert 0 < start["compute_max_p50_us"] <= start["compute_max_max_us"]
+        assert 0 <= start["overruns"] <= run["overruns"]
     assert "busy loop" in report["paced_loaded"]["load"]

@@ -34,12 +34,13 @@ from ct_controllers.bench.machine_floor import paced_floor
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware.mujoco_scene import build_scene
 from ct_controllers.model.description import load_description
-from ct_controllers.runtime.timing import GcMonitor, Percentiles
+from ct_controllers.runtime.timing import GcMonitor, Percentiles, is_overrun
 from ct_controllers.tasks.phases import GraspGoal
 
 GOAL_RTF = 10.0
 GOAL_JITTER_P99 = 100e-6  # [s]
 GOAL_DELAY = 0.05  # [s] paced runs: the loop's run before the grasp goal arrives
+GOAL_START_TICKS = 5  # paced runs: the ticks after a goal's switch reported as its start
 
 
 def lockstep(sim_seconds: float, seed: int, cartesian_rate: float = 0.0) -> dict:
@@ -125,8 +126,9 @@ def paced(
     monitor.install()
     jitter: list[np.ndarray] = []
     compute: list[np.ndarray] = []
-    overruns = ticks = gc_collections = 0
+    overruns = ticks = gc_collections = goal_start_overruns = 0
     gc_total = 0.0
+    goal_start_compute: list[float] = []  # per goal: the longest compute of its first ticks
     deadline = time.monotonic() + wall_seconds
     for cube in random_cubes(seed):
         if time.monotonic() >= deadline:
@@ -142,10 +144,19 @@ def paced(
         loop.start()
         time.sleep(GOAL_DELAY)
         setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
-        loop.switch_controller(setup.runner)
+        loop.switch_controller(setup.runner)  # prepares it here, first
+        switched_at = loop.timing.ticks  # the chain runs from this tick or the next
         while not setup.task.finished and time.monotonic() < deadline:
             time.sleep(0.05)
         setup.stack.shut_down()
+        window = slice(switched_at, switched_at + GOAL_START_TICKS)
+        if switched_at + GOAL_START_TICKS <= min(loop.timing.ticks, loop.timing.capacity):
+            late, compute_s = loop.timing._jitter[window], loop.timing._compute[window]
+            goal_start_compute.append(float(compute_s.max()))
+            goal_start_overruns += sum(
+                is_overrun(lag, busy, config.period, config.overrun_fraction)
+                for lag, busy in zip(late.tolist(), compute_s.tolist(), strict=True)
+            )
         if loop.realtime_report is not None:
             scheduling = loop.realtime_report.describe()
         gc_collections += monitor.collections - collections_before
@@ -183,6 +194,17 @@ def paced(
         "gc_pause_total_ms": gc_total * 1e3,
         "scheduling": scheduling,
         "floor": floor.as_dict(),
+        # A goal's start: the ticks from its switch on, where a chain's first tick used to
+        # overrun (see Controller.prepare).
+        "goal_start": {
+            "goals": len(goal_start_compute),
+            "ticks": GOAL_START_TICKS,
+            "compute_max_p50_us": float(np.median(goal_start_compute)) * 1e6
+            if goal_start_compute
+            else math.nan,
+            "compute_max_max_us": max(goal_start_compute, default=math.nan) * 1e6,
+            "overruns": goal_start_overruns,
+        },
     }
 
 
@@ -292,6 +314,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{floor['jitter_max_us']:.1f} µs; longest stall inside a tick "
             f"{floor['stall_max_us']:.0f} µs ({floor['stalls_over_half_period']} over half a "
             "period)"
+        )
+        start = run["goal_start"]
+        print(
+            f"                goal starts ({start['goals']} goals): the longest of a chain's first "
+            f"{start['ticks']} ticks computes {start['compute_max_p50_us']:.0f} µs (median over "
+            f"goals), {start['compute_max_max_us']:.0f} µs at most; overruns among them "
+            f"{start['overruns']}"
         )
         if "load" in run:
             print(f"                load: {run['load']}")
