@@ -11,9 +11,10 @@ period jitter (tick start − scheduled start) p50/p99/max and overruns (a tick 
 half a period late, or computing for more than a period). Then the same with the machine loaded
 by a second process spinning a busy loop on one core. Each paced run is followed, for as long
 and under the same load, by the machine's floor (:mod:`ct_controllers.bench.machine_floor`): a
-bare loop paced and scheduled alike whose ticks only spin for the stack's median compute — the
-overruns and stalls the machine causes by itself. Goal on this non-real-time kernel: p99 jitter
-≤ 100 µs and no overrun at 1 kHz.
+bare loop paced and scheduled alike whose ticks do a fixed amount of numpy work, calibrated to
+the stack's median compute — the overruns, slowdowns and stalls the machine causes by itself.
+Each paced run also reports the goals' starts: the compute of a chain's first ticks after its
+switch. Goal on this non-real-time kernel: p99 jitter ≤ 100 µs and no overrun at 1 kHz.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def paced(
     figures = Percentiles.of(np.concatenate(jitter))
     computing = Percentiles.of(np.concatenate(compute))
     # The machine's floor, right after and for as long: the same pacing, scheduling and overrun
-    # rule, each tick spinning for the stack's median compute.
+    # rule, each tick doing fixed work that takes the stack's median compute.
     floor = paced_floor(
         config.update_rate,
         computing.p50,
@@ -187,6 +188,7 @@ def paced(
         "jitter_p50_us": figures.p50 * 1e6,
         "jitter_p99_us": figures.p99 * 1e6,
         "jitter_max_us": figures.max * 1e6,
+        "compute_p50_us": computing.p50 * 1e6,
         "compute_p99_us": computing.p99 * 1e6,
         "overruns": overruns,
         "gc_freeze": freeze,
@@ -299,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {title:13s} {run['ticks']} ticks at {run['rate_hz']:.0f} Hz: jitter p50 "
             f"{run['jitter_p50_us']:.1f} µs, p99 {run['jitter_p99_us']:.1f} µs, max "
-            f"{run['jitter_max_us']:.1f} µs; overruns {run['overruns']}; compute p99 "
-            f"{run['compute_p99_us']:.1f} µs, task + diff IK at {run['cartesian_rate_hz']:.0f} Hz "
+            f"{run['jitter_max_us']:.1f} µs; overruns {run['overruns']}; compute p50 "
+            f"{run['compute_p50_us']:.0f} µs, p99 {run['compute_p99_us']:.0f} µs, task + diff IK "
+            f"at {run['cartesian_rate_hz']:.0f} Hz "
             f"(goal p99 ≤ {GOAL_JITTER_P99 * 1e6:.0f} µs, "
             f"0 overruns); gc.freeze {run['gc_freeze']}: {run['gc_collections']} collections, "
             f"{run['gc_pause_total_ms']:.1f} ms in all"
@@ -308,9 +311,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"                loop thread: {run['scheduling'] or 'normal scheduling'}")
         floor = run["floor"]
         print(
-            f"                machine floor (a bare loop paced alike, each tick spinning "
-            f"{floor['work_us']:.0f} µs = the stack's median compute, {floor['ticks']} ticks): "
-            f"overruns {floor['overruns']}; jitter p99 {floor['jitter_p99_us']:.1f} µs, max "
+            f"                machine floor (a bare loop paced alike, each tick the same fixed "
+            f"work: {floor['chunks']} chunks of numpy operations, calibrated to the stack's median "
+            f"compute {floor['work_us']:.0f} µs; {floor['ticks']} ticks): overruns "
+            f"{floor['overruns']}; compute p50 {floor['compute_p50_us']:.0f} µs, p99 "
+            f"{floor['compute_p99_us']:.0f} µs; jitter p99 {floor['jitter_p99_us']:.1f} µs, max "
             f"{floor['jitter_max_us']:.1f} µs; longest stall inside a tick "
             f"{floor['stall_max_us']:.0f} µs ({floor['stalls_over_half_period']} over half a "
             "period)"
