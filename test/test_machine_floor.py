@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from ct_controllers.bench.machine_floor import paced_floor
+from ct_controllers.bench.machine_floor import FloorRun, paced_floor
 from ct_controllers.runtime.timing import is_overrun
 
 
@@ -84,3 +84,21 @@ def test_bad_arguments_are_refused_by_name(rate, work, seconds, named):
     """A non-positive rate or duration, or negative work, raises naming it."""
     with pytest.raises(ValueError, match=named):
         paced_floor(rate, work, seconds)
+
+
+def test_given_chunks_are_used_as_is_and_segments_merge():
+    """An earlier run's chunk count is reused without calibration (the same work in every
+    segment); merged segments add their ticks and overruns and pool their samples."""
+    first = paced_floor(1000.0, 2e-4, 0.05)
+    second = paced_floor(1000.0, 2e-4, 0.03, chunks=first.chunks)
+    assert second.chunks == first.chunks and second.ticks == 30
+    merged = FloorRun.merge([first, second])
+    assert merged.ticks == 80 and merged.overruns == first.overruns + second.overruns
+    assert merged.compute.max == max(first.compute.max, second.compute.max)
+    assert merged.chunks == first.chunks and merged.as_dict()["ticks"] == 80
+
+
+def test_negative_chunks_are_refused_by_name():
+    """A negative chunk count raises naming it."""
+    with pytest.raises(ValueError, match="chunks"):
+        paced_floor(100.0, 0.0, 1.0, chunks=-1)

@@ -9,9 +9,9 @@ Paced: the same stack with the loop in its own thread paced to 1 kHz on the mono
 simulation following the wall clock) for ``--paced-seconds`` of wall time (default 60 s); prints
 period jitter (tick start − scheduled start) p50/p99/max and overruns (a tick starting more than
 half a period late, or computing for more than a period). Then the same with the machine loaded
-by a second process spinning a busy loop on one core. Each paced run is followed, for as long
-and under the same load, by the machine's floor (:mod:`ct_controllers.bench.machine_floor`): a
-bare loop paced and scheduled alike whose ticks do a fixed amount of numpy work, calibrated to
+by a second process spinning a busy loop on one core. Each trial of a paced run is followed, for as
+long and under the same load, by the machine's floor (:mod:`ct_controllers.bench.machine_floor`):
+a bare loop paced and scheduled alike whose ticks do a fixed amount of numpy work, calibrated to
 the stack's median compute — the overruns, slowdowns and stalls the machine causes by itself.
 Each paced run also reports the goals' starts: the compute of a chain's first ticks after its
 switch. Goal on this non-real-time kernel: p99 jitter ≤ 100 µs and no overrun at 1 kHz.
@@ -31,7 +31,7 @@ import mujoco
 import numpy as np
 
 from ct_controllers.bench.grasp import grasp_setup, random_cubes, top_down_grasp
-from ct_controllers.bench.machine_floor import paced_floor
+from ct_controllers.bench.machine_floor import FloorRun, paced_floor
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware.mujoco_scene import build_scene
 from ct_controllers.model.description import load_description
@@ -130,9 +130,11 @@ def paced(
     overruns = ticks = gc_collections = goal_start_overruns = 0
     gc_total = 0.0
     goal_start_compute: list[float] = []  # per goal: the longest compute of its first ticks
-    deadline = time.monotonic() + wall_seconds
+    floors: list[FloorRun] = []
+    segments: list[dict[str, float]] = []  # per trial: the stack's and its floor's overruns
+    stack_seconds = 0.0
     for cube in random_cubes(seed):
-        if time.monotonic() >= deadline:
+        if stack_seconds >= wall_seconds:
             break
         setup = grasp_setup(config, cube, install=False)
         loop = setup.stack.loop
@@ -142,6 +144,8 @@ def paced(
         collections_before, total_before = monitor.collections, monitor.total
         # As in the node: the loop runs (holding the arm with its default controller) when the
         # goal arrives, and the goal's thread prepares and switches in its chain.
+        started = time.monotonic()
+        deadline = started + wall_seconds - stack_seconds
         loop.start()
         time.sleep(GOAL_DELAY)
         setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
@@ -150,6 +154,8 @@ def paced(
         while not setup.task.finished and time.monotonic() < deadline:
             time.sleep(0.05)
         setup.stack.shut_down()
+        trial_seconds = time.monotonic() - started
+        stack_seconds += trial_seconds
         window = slice(switched_at, switched_at + GOAL_START_TICKS)
         if switched_at + GOAL_START_TICKS <= min(loop.timing.ticks, loop.timing.capacity):
             late, compute_s = loop.timing._jitter[window], loop.timing._compute[window]
@@ -169,18 +175,25 @@ def paced(
         compute.append(loop.timing._compute[:n].copy())
         overruns += loop.timing.overruns
         ticks += loop.timing.ticks
+        # The machine's floor right after the trial and for as long, so that both meet the same
+        # machine: the same pacing, scheduling and overrun rule, each tick the same fixed work,
+        # calibrated once to the first trial's median compute.
+        floor = paced_floor(
+            config.update_rate,
+            float(np.median(compute[0])),
+            trial_seconds,
+            config.realtime,
+            config.overrun_fraction,
+            chunks=floors[0].chunks if floors else None,
+        )
+        floors.append(floor)
+        segments.append(
+            {"seconds": trial_seconds, "overruns": loop.timing.overruns, "floor": floor.overruns}
+        )
     monitor.remove()
     figures = Percentiles.of(np.concatenate(jitter))
     computing = Percentiles.of(np.concatenate(compute))
-    # The machine's floor, right after and for as long: the same pacing, scheduling and overrun
-    # rule, each tick doing fixed work that takes the stack's median compute.
-    floor = paced_floor(
-        config.update_rate,
-        computing.p50,
-        wall_seconds,
-        config.realtime,
-        config.overrun_fraction,
-    )
+    floor = FloorRun.merge(floors)
     return {
         "rate_hz": config.update_rate,
         "cartesian_rate_hz": config.effective_cartesian_rate,
@@ -196,6 +209,7 @@ def paced(
         "gc_pause_total_ms": gc_total * 1e3,
         "scheduling": scheduling,
         "floor": floor.as_dict(),
+        "segments": segments,
         # A goal's start: the ticks from its switch on, where a chain's first tick used to
         # overrun (see Controller.prepare).
         "goal_start": {
@@ -311,15 +325,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"                loop thread: {run['scheduling'] or 'normal scheduling'}")
         floor = run["floor"]
         print(
-            f"                machine floor (a bare loop paced alike, each tick the same fixed "
-            f"work: {floor['chunks']} chunks of numpy operations, calibrated to the stack's median "
-            f"compute {floor['work_us']:.0f} µs; {floor['ticks']} ticks): overruns "
+            f"                machine floor (after each trial and as long, a bare loop paced "
+            f"alike, each tick the same fixed work: {floor['chunks']} chunks of numpy operations, "
+            f"calibrated to the first trial's median compute {floor['work_us']:.0f} µs; "
+            f"{floor['ticks']} ticks): overruns "
             f"{floor['overruns']}; compute p50 {floor['compute_p50_us']:.0f} µs, p99 "
             f"{floor['compute_p99_us']:.0f} µs; jitter p99 {floor['jitter_p99_us']:.1f} µs, max "
             f"{floor['jitter_max_us']:.1f} µs; longest stall inside a tick "
             f"{floor['stall_max_us']:.0f} µs ({floor['stalls_over_half_period']} over half a "
             "period)"
         )
+        pairs = ", ".join(f"{seg['overruns']}/{seg['floor']}" for seg in run["segments"])
+        print(f"                overruns per trial, stack/floor: {pairs}")
         start = run["goal_start"]
         print(
             f"                goal starts ({start['goals']} goals): the longest of a chain's first "

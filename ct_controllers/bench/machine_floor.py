@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,34 +52,70 @@ def work_chunk() -> float:
 
 @dataclass(frozen=True)
 class FloorRun:
-    """What the bare loop measured. Times in seconds; ``chunks``: work chunks per tick (fixed
-    for the run); ``compute``: the ticks' durations; ``stall_*``: the longest gap between two
-    clock reads beyond one median chunk, and how many ticks had one over half a period."""
+    """What the bare loop measured, per tick: lateness (``jitter_samples``), duration
+    (``compute_samples``) and the longest gap between two clock reads beyond one chunk
+    (``stall_samples``), all in seconds; ``chunks``: the work per tick, fixed for the run."""
 
     rate_hz: float
     work: float
     chunks: int
-    ticks: int
     overruns: int
-    jitter: Percentiles
-    compute: Percentiles
-    stall_max: float
-    stalls_over_half_period: int
     scheduling: str
+    jitter_samples: np.ndarray = field(repr=False)
+    compute_samples: np.ndarray = field(repr=False)
+    stall_samples: np.ndarray = field(repr=False)
+
+    @property
+    def ticks(self) -> int:
+        return int(self.compute_samples.size)
+
+    @property
+    def jitter(self) -> Percentiles:
+        return Percentiles.of(self.jitter_samples)
+
+    @property
+    def compute(self) -> Percentiles:
+        return Percentiles.of(self.compute_samples)
+
+    @property
+    def stall_max(self) -> float:
+        return float(self.stall_samples.max())
+
+    @property
+    def stalls_over_half_period(self) -> int:
+        return int(np.count_nonzero(self.stall_samples > 0.5 / self.rate_hz))
+
+    @staticmethod
+    def merge(runs: Sequence[FloorRun]) -> FloorRun:
+        """One run of several segments of the same rate and work (e.g. one after each trial)."""
+        if not runs:
+            raise ValueError("nothing to merge")
+        first = runs[0]
+        return FloorRun(
+            rate_hz=first.rate_hz,
+            work=first.work,
+            chunks=first.chunks,
+            overruns=sum(run.overruns for run in runs),
+            scheduling=first.scheduling,
+            jitter_samples=np.concatenate([run.jitter_samples for run in runs]),
+            compute_samples=np.concatenate([run.compute_samples for run in runs]),
+            stall_samples=np.concatenate([run.stall_samples for run in runs]),
+        )
 
     def as_dict(self) -> dict:
+        jitter, compute = self.jitter, self.compute
         return {
             "rate_hz": self.rate_hz,
             "work_us": self.work * 1e6,
             "chunks": self.chunks,
             "ticks": self.ticks,
             "overruns": self.overruns,
-            "jitter_p50_us": self.jitter.p50 * 1e6,
-            "jitter_p99_us": self.jitter.p99 * 1e6,
-            "jitter_max_us": self.jitter.max * 1e6,
-            "compute_p50_us": self.compute.p50 * 1e6,
-            "compute_p99_us": self.compute.p99 * 1e6,
-            "compute_max_us": self.compute.max * 1e6,
+            "jitter_p50_us": jitter.p50 * 1e6,
+            "jitter_p99_us": jitter.p99 * 1e6,
+            "jitter_max_us": jitter.max * 1e6,
+            "compute_p50_us": compute.p50 * 1e6,
+            "compute_p99_us": compute.p99 * 1e6,
+            "compute_max_us": compute.max * 1e6,
             "stall_max_us": self.stall_max * 1e6,
             "stalls_over_half_period": self.stalls_over_half_period,
             "scheduling": self.scheduling,
@@ -91,10 +128,12 @@ def paced_floor(
     seconds: float,
     settings: RealtimeSettings | None = None,
     overrun_fraction: float = 0.5,
+    chunks: int | None = None,
 ) -> FloorRun:
     """Run the bare loop at ``rate`` [Hz] for ``seconds`` [s] of wall time in a thread of its
     own with ``settings`` (none: normal scheduling), each tick doing the fixed work that takes
-    ``work`` [s] at the median."""
+    ``work`` [s] at the median — or, given ``chunks`` (e.g. an earlier run's), exactly that
+    many chunks, without calibrating."""
     if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"rate must be > 0 Hz, got {rate}")
     period = 1.0 / rate
@@ -102,21 +141,24 @@ def paced_floor(
         raise ValueError(f"work must be finite and >= 0 s, got {work}")
     if not (math.isfinite(seconds) and seconds > 0):
         raise ValueError(f"seconds must be > 0, got {seconds}")
+    if chunks is not None and chunks < 0:
+        raise ValueError(f"chunks must be >= 0, got {chunks}")
     count = max(1, round(seconds * rate))
     jitter = np.zeros(count)
     compute = np.zeros(count)
     gaps = np.zeros(count)
-    overruns = chunks = 0
+    overruns = 0
+    per_tick = 0
     chunk_time = 0.0
     scheduling = ""
     clock = time.perf_counter
 
-    def tick(scheduled: float, chunks: int) -> tuple[float, float, float]:
+    def tick(scheduled: float, work_chunks: int) -> tuple[float, float, float]:
         """(lateness, duration, longest gap between clock reads) of one tick."""
         sleep_until(scheduled)
         start = last = clock()
         longest = 0.0
-        for _ in range(chunks):
+        for _ in range(work_chunks):
             work_chunk()
             now = clock()
             if now - last > longest:
@@ -125,33 +167,36 @@ def paced_floor(
         return start - scheduled, last - start, longest
 
     def calibrate() -> int:
+        """The chunks per tick, and the time of one chunk (for the stalls)."""
         nonlocal chunk_time
-        if work == 0:
-            return 0
         times = np.zeros(CALIBRATION_CHUNKS)
         for i in range(CALIBRATION_CHUNKS):
             start = clock()
             work_chunk()
             times[i] = clock() - start
         chunk_time = float(np.median(times))
-        chunks = max(1, round(work / chunk_time))
+        if chunks is not None:
+            return chunks
+        if work == 0:
+            return 0
+        guess = max(1, round(work / chunk_time))
         durations = np.zeros(max(20, round(CALIBRATION_SECONDS * rate)))
         for _ in range(CALIBRATION_PASSES):
             scheduled = clock()
             for i in range(durations.size):
-                durations[i] = tick(scheduled, chunks)[1]
+                durations[i] = tick(scheduled, guess)[1]
                 scheduled = next_start(scheduled, period)
-            chunk_time = float(np.median(durations)) / chunks
-            chunks = max(1, round(work / chunk_time))
-        return chunks
+            chunk_time = float(np.median(durations)) / guess
+            guess = max(1, round(work / chunk_time))
+        return guess
 
     def run() -> None:
-        nonlocal overruns, scheduling, chunks
+        nonlocal overruns, scheduling, per_tick
         scheduling = apply_to_current_thread(settings or RealtimeSettings(priority=0)).describe()
-        chunks = calibrate()
+        per_tick = calibrate()
         scheduled = clock()
         for i in range(count):
-            late, spent, longest = tick(scheduled, chunks)
+            late, spent, longest = tick(scheduled, per_tick)
             jitter[i], compute[i], gaps[i] = late, spent, longest
             overruns += is_overrun(late, spent, period, overrun_fraction)
             scheduled = next_start(scheduled, period)
@@ -159,16 +204,13 @@ def paced_floor(
     thread = threading.Thread(target=run, name="ct-machine-floor", daemon=True)
     thread.start()
     thread.join()
-    stalls = np.maximum(gaps - chunk_time, 0.0)
     return FloorRun(
         rate_hz=rate,
         work=work,
-        chunks=chunks,
-        ticks=count,
+        chunks=per_tick,
         overruns=overruns,
-        jitter=Percentiles.of(jitter),
-        compute=Percentiles.of(compute),
-        stall_max=float(stalls.max()),
-        stalls_over_half_period=int(np.count_nonzero(stalls > 0.5 * period)),
         scheduling=scheduling,
+        jitter_samples=jitter,
+        compute_samples=compute,
+        stall_samples=np.maximum(gaps - chunk_time, 0.0),
     )
