@@ -35,6 +35,7 @@ from ct_controllers.bench.machine_floor import FloorRun, paced_floor
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware.mujoco_scene import build_scene
 from ct_controllers.model.description import load_description
+from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL
 from ct_controllers.runtime.timing import GcMonitor, Percentiles, is_overrun
 from ct_controllers.tasks.phases import GraspGoal
 
@@ -122,6 +123,16 @@ def paced(
     if not realtime:
         overrides["realtime.priority"] = 0
     config = load_config(overrides=overrides)
+    # As the node: the goals' thread (here, this one) shares the GIL with the control thread.
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+    try:
+        return _paced(config, wall_seconds, seed, freeze)
+    finally:
+        sys.setswitchinterval(switch_interval)
+
+
+def _paced(config: StackConfig, wall_seconds: float, seed: int, freeze: bool) -> dict:
     scheduling = ""
     monitor = GcMonitor()
     monitor.install()
@@ -291,7 +302,13 @@ def main(argv: list[str] | None = None) -> int:
             load.wait()
     if args.json:
         print(json.dumps(report))
-        return 0
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report: dict) -> None:
+    """The human-readable form of a report (what ``--json`` prints as one object)."""
     print("ct-bench loop: full stack (grasp → diff IK (QP) → computed torque → limiter → MuJoCo)")
     if "lockstep" in report:
         step = report["lockstep"]
@@ -346,4 +363,3 @@ def main(argv: list[str] | None = None) -> int:
         )
         if "load" in run:
             print(f"                load: {run['load']}")
-    return 0

@@ -40,6 +40,7 @@ from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
 from ct_controllers.ros.parameters import declare_all, live_gains  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
 from ct_controllers.runtime.controller_manager import ControllerManager  # noqa: E402
+from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL  # noqa: E402
 from ct_controllers.runtime.stack import Stack, build_stack, to_model_order  # noqa: E402
 from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
 
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         ros_args = ros_args + (["--ros-args"] if "--ros-args" not in ros_args else []) + extra
     # The control thread shares the GIL with the executor threads; the default 5 ms switch
     # interval lets one of them hold it for five control periods.
-    sys.setswitchinterval(0.0005)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     rclpy.init(args=["ct_control_node", *ros_args])
     node = None
     try:

@@ -25,6 +25,10 @@ import os
 from dataclasses import dataclass
 
 MCL_CURRENT, MCL_FUTURE = 1, 2  # <sys/mman.h>
+# [s] sys.setswitchinterval for processes where other Python threads run beside the control
+# thread (the node's executor, a goal preparing its chain): the longest a runnable thread
+# holds the GIL while the control thread waits for it.
+GIL_SWITCH_INTERVAL = 0.0005
 
 
 @dataclass(frozen=True)
