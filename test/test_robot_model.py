@@ -211,3 +211,24 @@ def test_tcp_sits_between_the_fingers(model, rng):
         )
         np.testing.assert_allclose(tcp[:3, 3] - middle, 0.03 * tcp[:3, 2], atol=1e-12)
         assert np.linalg.norm(left - right) == pytest.approx(2 * q[7], abs=1e-12)
+
+
+def test_a_model_built_from_another_is_an_independent_copy_with_the_same_dynamics():
+    """RobotModel(pin.Model) — what goal threads build instead of parsing the URDF again —
+    keeps the armature and every inertia (equal M(q) and b(q, v) at random states), frames and
+    limits, and owns its scratch data and model (changing the copy leaves the original)."""
+    original = new_robot_model()
+    copy = RobotModel(original.model, original.model.frames[original.tcp_frame_id].name)
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        q = pin.randomConfiguration(original.model)
+        v = rng.normal(size=original.nv)
+        np.testing.assert_array_equal(copy.mass_matrix(q), original.mass_matrix(q))
+        np.testing.assert_array_equal(copy.bias(q, v), original.bias(q, v))
+        np.testing.assert_array_equal(copy.frame_pose(q), original.frame_pose(q))
+    np.testing.assert_array_equal(copy.model.armature, original.model.armature)
+    assert copy.model.armature.max() > 0
+    np.testing.assert_array_equal(copy.limits.effort, original.limits.effort)
+    assert copy.data is not original.data and copy.model is not original.model
+    copy.model.armature[0] += 1.0
+    assert copy.model.armature[0] != original.model.armature[0]

@@ -136,7 +136,8 @@ class GraspServer:
 
     def _runner(self, hardware: MujocoSystem) -> GraspRunner:
         config = self.config
-        model = RobotModel(self.stack.description.urdf, config.tcp_frame, config.base_frame)
+        # A copy of the parsed model, not a new parse of the URDF (see MoveToPose).
+        model = RobotModel(self.stack.model.model, config.tcp_frame, config.base_frame)
         sensor = ObjectSensor(hardware)
 
         def sense() -> ObjectReading:
