@@ -57,6 +57,20 @@ def test_joint_states_are_stamped_with_sim_time_and_clock_is_published(client: C
     assert abs(clock.sec + clock.nanosec * 1e-9 - t1) < 1.0
 
 
+def test_the_sim_node_publishes_clock_without_subscribing_to_its_own(client: Client) -> None:
+    """The node is the /clock source: it publishes /clock but has no subscription to it (its
+    clock is set where /clock is published; a self-subscription woke the executor about ten
+    times per message, taking the GIL from the control thread). Its other subscriptions are
+    untouched. That the node's clock still follows sim time is checked by the stale and future
+    pose-goal tests, which stamp goals against /clock."""
+    assert client.spin_until(lambda: len(client.clock) > 0, 5.0)
+    namespace, name = NODE.rsplit("/", 1)
+    publishers = dict(client.node.get_publisher_names_and_types_by_node(name, namespace))
+    subscriptions = dict(client.node.get_subscriber_names_and_types_by_node(name, namespace))
+    assert "/clock" in publishers
+    assert "/clock" not in subscriptions
+
+
 def test_move_joints_reaches_a_goal_given_in_any_joint_order(client: Client) -> None:
     """A reachable goal, joints listed out of order, succeeds with a small final error, feedback
     arrives at >= 10 Hz, and the published joint states show the arm at the goal."""

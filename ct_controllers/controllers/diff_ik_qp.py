@@ -42,6 +42,7 @@ to keep) for comparison; see ``ct-bench diffik``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -74,6 +75,13 @@ OSQP_SETTINGS = {
     "warm_starting": True,
     "max_iter": 4000,
 }
+
+
+@functools.cache
+def _sparsity(n: int) -> tuple[sparse.csc_matrix, sparse.csc_matrix]:
+    """The QP's fixed sparsity: a dense upper-triangular P and A = I (n x n, CSC), built once
+    per size (OSQP copies them at setup; they are never changed)."""
+    return sparse.triu(np.ones((n, n)), format="csc"), sparse.identity(n, format="csc")
 
 
 class QpDiffIk(DifferentialIkBase):
@@ -111,14 +119,13 @@ class QpDiffIk(DifferentialIkBase):
         self._problem: osqp.OSQP | None = None
         self._solver: Any = None
         if qp_solver == OSQP:
-            self._problem = osqp.OSQP()
+            # The builtin algebra named, not looked up: OSQP's default lookup tries to import
+            # its CUDA and MKL backends on every construction (~0.2 ms of file-system searches,
+            # on a goal's thread that shares the GIL with the control loop).
+            self._problem = osqp.OSQP(algebra="builtin")
+            pattern, identity = _sparsity(n)
             self._problem.setup(
-                P=sparse.triu(np.ones((n, n)), format="csc"),
-                q=np.zeros(n),
-                A=sparse.identity(n, format="csc"),
-                l=-np.ones(n),
-                u=np.ones(n),
-                **OSQP_SETTINGS,
+                P=pattern, q=np.zeros(n), A=identity, l=-np.ones(n), u=np.ones(n), **OSQP_SETTINGS
             )
             # The extension object behind the osqp 1.x Python interface, when it has one (the
             # pinned osqp does): same calls, without the wrapper's per-call bookkeeping.

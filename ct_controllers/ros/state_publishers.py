@@ -7,6 +7,14 @@ Python, holding the GIL the control thread needs; at the 100 Hz state rate those
 the main source of the node's overruns (one 10 s idle node run each: 200–470 overruns with a
 100 Hz timer, 35–43 with the timer at 10 Hz). A plain thread that sleeps to its schedule and
 publishes costs only the messages themselves.
+
+The node's own clock: with the MuJoCo backend this node *is* the /clock source. With
+``use_sim_time`` rclpy's time source would subscribe the node to its own /clock, and each message
+woke the multi-threaded executor about ten times (it re-dispatches a ready subscription until a
+worker has taken the message): half a core at 100 Hz, all of it holding the GIL the control
+thread needs (one 10 s sim node run each: ~1,100 overruns with that subscription, 22 without
+use_sim_time). So the subscription is dropped and the node's clock is set here, to the stamp
+published on /clock, when it is published.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any
 import rclpy
 from ct_interfaces.msg import ControllerState
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.time import Time as RosTime
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -48,6 +57,7 @@ class StatePublishers:
         self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.state_period = 1.0 / state_rate  # [s]
         self.diagnostics_period = 1.0 / diagnostics_rate  # [s]
+        self.drives_node_clock = self.clock is not None and _drop_clock_subscription(node)
         self._summary: Any = None
         self._summary_time = 0.0
         self._stop = threading.Event()
@@ -99,6 +109,9 @@ class StatePublishers:
         self.joint_states.publish(message)
         if self.clock is not None:
             self.clock.publish(Clock(clock=stamp))
+            node_clock = self.node.get_clock()
+            if self.drives_node_clock and node_clock.ros_time_is_active:
+                node_clock.set_ros_time_override(RosTime.from_msg(stamp))
         timing = self._timing()
         state = ControllerState(
             stamp=stamp,
@@ -177,3 +190,18 @@ class StatePublishers:
 
 def _finite(value: float) -> float:
     return value if value == value else 0.0  # NaN (no samples yet) → 0
+
+
+def _drop_clock_subscription(node: Any) -> bool:
+    """Remove the node's subscription to /clock that rclpy's time source made for
+    ``use_sim_time`` (see the module docstring); True if the node's clock is then set by
+    :meth:`StatePublishers.publish_state`. The time source keeps it in ``_clock_sub`` (rclpy
+    Foxy to Jazzy); should that change, the subscription stays and nothing else does. Setting
+    ``use_sim_time`` again at run time makes the time source subscribe again."""
+    source = getattr(node, "_time_source", None)
+    subscription = getattr(source, "_clock_sub", None)
+    if source is None or subscription is None:
+        return False
+    node.destroy_subscription(subscription)
+    source._clock_sub = None
+    return True
