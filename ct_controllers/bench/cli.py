@@ -13,6 +13,7 @@ BENCHMARKS = {
     "faults": "time from an injected fault to the first safe command, per backend and fault",
     "grasp": "pick-and-place trials through the whole stack in MuJoCo",
     "loop": "real-time factor in lockstep and period jitter when paced, full stack",
+    "gil": "paced loop overruns beside a goal thread, per GIL switch interval",
 }
 
 

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         ros_args = ros_args + (["--ros-args"] if "--ros-args" not in ros_args else []) + extra
     # The control thread shares the GIL with the executor threads; the default 5 ms switch
-    # interval lets one of them hold it for five control periods.
+    # interval lets one of them hold it for five control periods (see GIL_SWITCH_INTERVAL).
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     rclpy.init(args=["ct_control_node", *ros_args])
     node = None
