@@ -399,9 +399,11 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         the first real tick still starts from the measured state, but finds the parameter cache
         built, the target checked, the model's scratch data and the QP solver warm (OSQP
         warm-starts from this solve) — it then costs what later ticks do."""
-        self.update(state, target, dt)
-        self.reset()
-        self.status = None
+        try:
+            self.update(state, target, dt)
+        finally:  # also when it raised: nothing of this tick may reach the first real one
+            self.reset()
+            self.status = None
 
     @property
     def reference_q(self) -> FloatArray | None:

@@ -29,8 +29,8 @@ MCL_CURRENT, MCL_FUTURE = 1, 2  # <sys/mman.h>
 # thread (the node's executor, a goal building and preparing its chain): about the longest a
 # running thread keeps the GIL once the control thread waits for it. At 0.5 ms a control thread
 # waking into another thread's Python work started up to half a period late: a paced 1 kHz loop
-# beside a thread building a goal's chain (model copy + QP IK) every 50 ms overran 327–348 times
-# in 20 s at 0.5 ms, 20 at 0.1 ms (6–35 with no such thread; `ct-bench gil`).
+# beside a thread building a goal's chain (model copy + QP IK) every 50 ms overran 323–348 times
+# in 20 s at 0.5 ms, 20–40 at 0.1 ms (0–35 with no such thread; `ct-bench gil`).
 GIL_SWITCH_INTERVAL = 0.0001
 
 
