@@ -30,6 +30,7 @@ from ct_controllers.controllers.controller import (
     GainError,
     JointReference,
     JointState,
+    feedback_matrices,
     gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
@@ -82,10 +83,8 @@ class ComputedTorqueController(Controller):
     ) -> tuple[FloatArray, FloatArray]:
         gains = gains or {}
         kp, kd = gains.get("kp", self.kp), gains.get("kd", self.kd)
-        if self.mode == COMPUTED_TORQUE:  # K_p [s⁻²], K_d [s⁻¹] act through the model's M(q)
-            mass = (model or self.model).mass_matrix(q)
-            return mass * kp, mass * kd
-        return np.diag(kp), np.diag(kd)
+        # In computed-torque mode K_p [s⁻²], K_d [s⁻¹] act through the model's M(q).
+        return feedback_matrices(model or self.model, q, kp, kd, self.mode == COMPUTED_TORQUE)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         feedback = self.kp * (reference.q - state.q) + self.kd * (reference.v - state.v)

@@ -164,6 +164,22 @@ class Controller(ABC):
         """Efforts in model order [N·m | N]."""
 
 
+def feedback_matrices(
+    model: RobotModel,
+    q: FloatArray,
+    stiffness: FloatArray,
+    damping: FloatArray,
+    through_inertia: bool,
+) -> tuple[FloatArray, FloatArray]:
+    """(K, D), nv × nv, of per-joint gains at ``q``: diag(stiffness), diag(damping) for gains in
+    N·m/rad and N·m·s/rad, or M(q)·diag(stiffness), M(q)·diag(damping) for gains in s⁻² and
+    s⁻¹ that act through the model's inertia (computed torque, inertia-decoupled impedance)."""
+    if through_inertia:
+        mass = model.mass_matrix(q)
+        return mass * stiffness, mass * damping  # column j scaled by gain j: M·diag(gain)
+    return np.diag(stiffness), np.diag(damping)
+
+
 def sampled_loop_radius(
     mass_matrix: FloatArray,
     stiffness: FloatArray,

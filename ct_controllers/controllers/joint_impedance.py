@@ -22,6 +22,7 @@ from ct_controllers.controllers.controller import (
     GainError,
     JointReference,
     JointState,
+    feedback_matrices,
     gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
@@ -77,10 +78,10 @@ class JointImpedanceController(Controller):
         gains = gains or {}
         stiffness = gains.get("stiffness", self.stiffness)
         damping = gains.get("damping", self.damping)
-        if self.inertia_decoupling:  # K [s⁻²], D [s⁻¹] act through M(q)
-            mass = (model or self.model).mass_matrix(q)
-            return mass * stiffness, mass * damping
-        return np.diag(stiffness), np.diag(damping)
+        # With inertia decoupling K [s⁻²], D [s⁻¹] act through M(q).
+        return feedback_matrices(
+            model or self.model, q, stiffness, damping, self.inertia_decoupling
+        )
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         feedback = self.stiffness * (reference.q - state.q) + self.damping * (reference.v - state.v)
