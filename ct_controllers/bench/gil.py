@@ -34,9 +34,6 @@ def run(seconds: float, switch_interval: float, every: float | None) -> dict:
     """One paced run of ``seconds`` [s] at ``switch_interval`` [s]; with ``every`` [s], a
     second thread builds a goal's chain at that interval meanwhile."""
     config = load_config(overrides={"mujoco.mode": "paced"})
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(switch_interval)
-    stack = build_stack(config)
     stop = threading.Event()
     builds = 0
 
@@ -49,7 +46,10 @@ def run(seconds: float, switch_interval: float, every: float | None) -> dict:
             builds += 1
 
     builder = threading.Thread(target=goals, name="ct-bench-goals", daemon=True)
+    stack = build_stack(config)
+    previous = sys.getswitchinterval()
     try:
+        sys.setswitchinterval(switch_interval)
         stack.bring_up()
         stack.loop.start()
         if every is not None:
