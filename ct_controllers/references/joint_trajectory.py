@@ -4,10 +4,17 @@ From the measured (q, v) and zero acceleration (accelerations are not measured) 
 time-synchronized across joints, within per-joint velocity [rad/s | m/s], acceleration
 [rad/s² | m/s²] and jerk [rad/s³ | m/s³] bounds. A requested duration is a minimum: a move the
 bounds cannot do that fast takes longer, and ``duration`` says how long.
+
+Ruckig computes in double precision with a fixed numerical horizon: durations beyond ~7,600 s
+fail with codes its Python ``Result`` enum does not list (-101, "trajectory duration exceeds its
+numerical limits"), which surface as a bare ``ValueError``. Durations are therefore bounded by
+``MAX_DURATION`` at the boundary, and every planner error, listed or not, is a
+:class:`TrajectoryError` carrying the planner's own message.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +24,17 @@ from ruckig import ControlInterface, InputParameter, Result, Ruckig, Trajectory
 from ct_controllers.controllers.controller import JointReference
 
 FloatArray = NDArray[np.float64]
+MAX_DURATION = 3600.0  # [s] longest requested duration; Ruckig's horizon is ~7,600 s
+# Ruckig's error codes (ruckig/result.hpp); its Python enum lists only some of them.
+RUCKIG_ERRORS = {
+    -1: "error",
+    -100: "invalid input",
+    -101: "trajectory duration exceeds its numerical limits",
+    -102: "a position limit is violated",
+    -104: "no phase synchronization",
+    -110: "execution time calculation failed",
+    -111: "synchronization calculation failed",
+}
 
 
 class TrajectoryError(ValueError):
@@ -56,8 +74,10 @@ class JerkLimitedTrajectory:
         acceleration and jerk limits allow (bounded deceleration); ``goal`` becomes the position
         where it ends."""
         n = len(q0)
-        if not (np.isfinite(minimum_duration) and minimum_duration >= 0):
-            raise TrajectoryError(f"duration must be finite and >= 0, got {minimum_duration}")
+        if not (np.isfinite(minimum_duration) and 0 <= minimum_duration <= MAX_DURATION):
+            raise TrajectoryError(
+                f"duration must be within [0, {MAX_DURATION:g}] s, got {minimum_duration}"
+            )
         parameters = InputParameter(n)
         parameters.current_position = np.asarray(q0, dtype=np.float64).tolist()
         # Start within the bounds: a measured velocity a hair above them (noise) is clipped.
@@ -75,7 +95,10 @@ class JerkLimitedTrajectory:
         if minimum_duration > 0:
             parameters.minimum_duration = float(minimum_duration)
         self._trajectory = Trajectory(n)
-        result = Ruckig(n).calculate(parameters, self._trajectory)
+        try:
+            result = Ruckig(n).calculate(parameters, self._trajectory)
+        except (ValueError, RuntimeError) as exc:  # a code the enum does not list, or a throw
+            raise TrajectoryError(f"trajectory planner (Ruckig): {_planner_message(exc)}") from None
         if result not in (Result.Working, Result.Finished):
             raise TrajectoryError(f"no jerk-limited trajectory within the limits ({result})")
         self.start_time = float(start_time)
@@ -103,3 +126,13 @@ class JerkLimitedTrajectory:
         if self.duration <= 0:
             return 1.0
         return float(np.clip((time - self.start_time) / self.duration, 0.0, 1.0))
+
+
+def _planner_message(exc: Exception) -> str:
+    """Ruckig's message for ``exc``, naming the error code where it is one it documents."""
+    text = str(exc)
+    match = re.match(r"(-?\d+) is not a valid Result", text)
+    if match is not None:
+        code = int(match.group(1))
+        return f"error {code}: {RUCKIG_ERRORS.get(code, 'unknown error')}"
+    return text

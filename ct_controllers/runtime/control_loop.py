@@ -10,12 +10,17 @@ repeated sample never reaches a controller (the previous command is written agai
 hold, until the watchdog's state deadline). The watchdog (on by default, on the hardware clock)
 latches a fault when no fresh state arrives for ``state_timeout`` or no command was written for
 ``command_timeout`` (the loop itself stalled); a fault the backend reports (drive FAULT, lost
-heartbeat) or a controller exception latches one too. A latched fault applies the configured
+heartbeat) or an exception anywhere in a tick (a controller, a planner, the limiter, a backend's
+write: :meth:`ControlLoop.tick` names the stage) latches one too: the loop thread never dies of
+an exception. A latched fault applies the configured
 reaction (:mod:`ct_controllers.runtime.fault_reaction`) from the last *measured* state, records
 the time from the fault to the first safe command, and lasts until :meth:`ControlLoop.reset_fault`
 with fresh data flowing. Faulted without fresh state for ``state_timeout``, the loop has nothing
 to compute a reaction from: it then has drives that offer it quick stop (or disable) on their own
-feedback.
+feedback. Should the thread still end (a ``BaseException``, or a bug in this module), the loop
+says so (:attr:`ControlLoop.running` False, :attr:`ControlLoop.stopped_reason`, the fault), wakes
+every waiter, asks the drives for their own stop, and :meth:`ControlLoop.reset_fault_and_wait`
+starts a new thread from the measured state.
 
 Modes: ``lockstep`` runs ticks back to back (the sim backend advances one period per write);
 ``paced`` sleeps to a fixed schedule on the monotonic clock. A tick that starts later than
@@ -46,12 +51,14 @@ from ct_controllers.hardware.interface import (
     POSITION,
     QUICK_STOP,
     JointCommand,
+    LifecycleState,
     StateSample,
     SystemInterface,
 )
 from ct_controllers.hardware.watchdog import Watchdog, WatchdogConfig
 from ct_controllers.model.robot import RobotModel, UnknownNameError
 from ct_controllers.references.joint_trajectory import (
+    MAX_DURATION,
     JerkLimitedTrajectory,
     JointLimits,
     TrajectoryError,
@@ -70,6 +77,7 @@ from ct_controllers.runtime.timing import (
     next_start,
     sleep_until,
 )
+from ct_controllers.text import name_few
 
 LOG = logging.getLogger("ct_controllers")
 
@@ -78,6 +86,7 @@ SUCCEEDED = "succeeded"
 PREEMPTED = "preempted"
 CANCELED = "canceled"
 FAILED = "failed"  # no trajectory within the reference limits; the arm holds
+CONSECUTIVE_ERRORS_BEFORE_BACKOFF = 10  # failing ticks in a row before the loop sleeps a period
 
 # The stages the loop times, in the order they run; task, diff_ik and joint_controller are the
 # parts of "controller" that a chained controller reports (its ``stage_breakdown``).
@@ -94,6 +103,7 @@ class MotionStatus:
     start_time: float
     duration: float
     progress: float  # 0..1
+    message: str = ""  # why it failed (the planner's message), else empty
 
 
 @dataclass(frozen=True)
@@ -251,6 +261,9 @@ class ControlLoop:
         self._schedule: float | None = None  # next scheduled tick of run_ticks [perf_counter s]
         self._stop = threading.Event()
         self.fault: str | None = None
+        self._stage = "read"  # the stage the tick is in, named by a fault if it raises
+        self._consecutive_errors = 0  # ticks in a row that raised
+        self.stopped_reason: str | None = None  # why the loop thread ended, if not stop()
 
     # --- requests from other threads -------------------------------------------------------
     def request_motion(
@@ -267,6 +280,8 @@ class ControlLoop:
         out of limits); nothing changes in that case.
         """
         names = list(joint_names)
+        if len(names) > self.model.nv:  # before anything that scales with the request
+            raise ValueError(f"{len(names)} joint names; the robot has {self.model.nv} joints")
         values = np.array(positions, dtype=np.float64).reshape(-1)
         if len(names) != values.size:
             raise ValueError(f"{len(names)} joint names but {values.size} positions")
@@ -276,8 +291,8 @@ class ControlLoop:
             raise ValueError(str(exc)) from None
         if not np.all(np.isfinite(values)):
             raise ValueError(f"non-finite position in {values.tolist()}")
-        if not (np.isfinite(duration) and duration >= 0):
-            raise ValueError(f"duration must be finite and >= 0, got {duration}")
+        if not (np.isfinite(duration) and 0 <= duration <= MAX_DURATION):
+            raise ValueError(f"duration must be within [0, {MAX_DURATION:g}] s, got {duration}")
         lower, upper = self.model.limits.lower[indices], self.model.limits.upper[indices]
         outside = [
             f"{n}={v:.4g} not in [{lo:.4g}, {hi:.4g}]"
@@ -285,7 +300,7 @@ class ControlLoop:
             if not lo <= v <= hi
         ]
         if outside:
-            raise ValueError("position outside the joint limits: " + "; ".join(outside))
+            raise ValueError("position outside the joint limits: " + name_few(outside))
         with self._request_lock:
             motion_id = self._next_motion_id
             self._next_motion_id += 1
@@ -349,8 +364,21 @@ class ControlLoop:
         return result, now
 
     def tick(self) -> None:
+        """One control period. Never raises an ``Exception``: whatever a stage raises latches
+        a fault naming the stage, and the fault reaction is written at once (see
+        :meth:`_on_tick_error`)."""
+        self._stage = "read"
+        try:
+            self._tick()
+        except Exception as exc:
+            self._on_tick_error(exc)
+        else:
+            self._consecutive_errors = 0
+
+    def _tick(self) -> None:
         clock = time.perf_counter
         result, now = self._read_guarded()
+        self._stage = "watchdog"
         if not self._watchdog_started:
             self.watchdog.start(now)
             self._watchdog_started = True
@@ -374,10 +402,13 @@ class ControlLoop:
             self._escalate_without_state(now)
         if state is None:
             return  # nothing measured yet: nothing can be computed, nothing is written
+        self._stage = "requests"
         self._take_requests(state, now)
         if self.fault is None and not fresh and self._last_values is not None:
+            self._stage = "write"
             self._write(self._last_values, state.stamp, now)  # zero-order hold, no new data
             return
+        self._stage = "reference"
         reference = self._current_reference(state)
         q, v = state.q, state.v
 
@@ -386,18 +417,15 @@ class ControlLoop:
 
         requested: FloatArray | None = None
         before_controller = clock()
+        self._stage = "controller"
         if self.fault is None:
             try:
                 requested = self.controller.update(state, reference, self.period)
             except Exception as exc:  # a controller bug must not leave the arm uncommanded
                 self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state, now, now)
         if self.fault is not None:
-            if self._reaction is None:  # latched before anything was measured
-                self._reaction = FaultReaction.begin(
-                    self.fault_reaction, now, q, v, self.reference_limits
-                )
-            requested = self._reaction.effort(self.model, q, v, self.hold_damping, now)
-            reference = self._reaction.reference(now)
+            self._stage = "fault reaction"
+            requested, reference = self._reaction_command(q, v, now)
         assert requested is not None
         before_limiter = clock()
         self.stages.record("controller", before_limiter - before_controller)
@@ -405,22 +433,17 @@ class ControlLoop:
         if breakdown:  # a chained controller's own stages (task, diff_ik, joint_controller)
             for stage, seconds in breakdown.items():
                 self.stages.record(stage, seconds)
+        self._stage = "limiter"
         limited = self.limiter.limit(requested, fallback, self.period)
-        values = limited.effort[self._model_index]
-        if self._any_position:
-            targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
-            values = np.where(self._position_mask, targets[self._model_index], values)
+        values = self._hardware_values(limited.effort, reference)
         before_write = clock()
         self.stages.record("limiter", before_write - before_limiter)
+        self._stage = "write"
         self._write(values, state.stamp, now)
         self.stages.record("write", clock() - before_write)
-        record = self.fault_record
-        if self.fault is not None and record is not None and record.first_safe_command is None:
-            self.fault_record = FaultRecord(
-                record.reason, record.reaction, record.origin, record.detected, now
-            )
-            self.faults[-1] = self.fault_record
+        self._note_safe_command(now)
         if self.timing.ticks % self.snapshot_decimation == 0:
+            self._stage = "snapshot"
             self._publish(
                 self._last_effort,
                 state,
@@ -429,6 +452,92 @@ class ControlLoop:
                 limited.saturated | limited.rate_limited | limited.non_finite,
                 fresh,
             )
+
+    def _reaction_command(
+        self, q: FloatArray, v: FloatArray, now: float
+    ) -> tuple[FloatArray, JointReference]:
+        """The fault reaction's effort [N·m | N] and reference at ``now``, from the measured
+        (q, v)."""
+        if self._reaction is None:  # latched before anything was measured
+            self._reaction = FaultReaction.begin(
+                self.fault_reaction, now, q, v, self.reference_limits
+            )
+        effort = self._reaction.effort(self.model, q, v, self.hold_damping, now)
+        return effort, self._reaction.reference(now)
+
+    def _hardware_values(self, effort: FloatArray, reference: JointReference) -> np.ndarray:
+        """Hardware order: the limited effort for effort joints, the reference position
+        (within the joint limits) for position joints."""
+        values = effort[self._model_index]
+        if self._any_position:
+            targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
+            values = np.where(self._position_mask, targets[self._model_index], values)
+        return values
+
+    def _note_safe_command(self, now: float) -> None:
+        record = self.fault_record
+        if self.fault is not None and record is not None and record.first_safe_command is None:
+            self.fault_record = FaultRecord(
+                record.reason, record.reaction, record.origin, record.detected, now
+            )
+            self.faults[-1] = self.fault_record
+
+    def _on_tick_error(self, exc: Exception) -> None:
+        """A stage raised: latch a fault that names it (the first error of a fault is logged
+        with its traceback), then write the fault reaction from the last measured state at
+        once. If even that fails (the backend's write raising, say), the drives are asked for
+        their own stop (quick stop, else disable) and the next tick tries again; after
+        ``CONSECUTIVE_ERRORS_BEFORE_BACKOFF`` failing ticks in a row the loop sleeps a period
+        between tries rather than spin."""
+        stage = self._stage
+        self._consecutive_errors += 1
+        now = self._now_or_last()
+        state = self._last_state
+        if self.fault is None:
+            LOG.error("control loop: %s raised; latching a fault", stage, exc_info=exc)
+            reason = f"{stage} raised {type(exc).__name__}: {exc}"
+            self._latch_fault(reason, state, now, now)
+        elif self._consecutive_errors == 1:
+            LOG.error("control loop: %s raised while faulted", stage, exc_info=exc)
+        if state is None:
+            return
+        try:
+            effort, reference = self._reaction_command(state.q, state.v, now)
+            limited = self.limiter.limit(
+                effort,
+                lambda: safe_hold_effort(self.model, state.q, state.v, self.hold_damping),
+                self.period,
+            )
+            self._write(self._hardware_values(limited.effort, reference), state.stamp, now)
+            self._note_safe_command(now)
+        except Exception as second:
+            if self._consecutive_errors == 1:
+                LOG.error("control loop: the fault reaction failed too", exc_info=second)
+            self._stop_drives(f"fault reaction failed: {type(second).__name__}: {second}")
+            if self._consecutive_errors >= CONSECUTIVE_ERRORS_BEFORE_BACKOFF:
+                time.sleep(self.period)
+
+    def _now_or_last(self) -> float:
+        try:
+            return self.hardware.now()
+        except Exception:
+            return self._last_state.stamp if self._last_state is not None else 0.0
+
+    def _stop_drives(self, why: str) -> None:
+        """Ask drives that can stop on their own feedback to do so: quick stop, else disable
+        (once per fault; ``why`` is added to the fault)."""
+        if self._escalated is not None:
+            return
+        for reaction in (QUICK_STOP, DISABLE):
+            if reaction in self.hardware.fault_reactions:
+                self._escalated = reaction
+                try:
+                    self.hardware.apply_fault_reaction(reaction)
+                    self.fault = f"{self.fault}; {why}: {reaction}"
+                except Exception as exc:
+                    self.fault = f"{self.fault}; {why}, {reaction} failed: {exc}"
+                return
+        self._escalated = ""  # nothing to escalate to
 
     def _write(self, values: np.ndarray, stamp: float, now: float) -> None:
         self._sequence += 1
@@ -449,20 +558,8 @@ class ControlLoop:
         has nothing to measure, so drives that can stop on their own feedback are told to
         (quick stop, else disable). Backends without either keep getting the reaction computed
         from the last state accepted."""
-        if self._escalated is not None:
-            return
-        if self.watchdog.state_silence(now) <= self.watchdog.config.state_timeout:
-            return
-        for reaction in (QUICK_STOP, DISABLE):
-            if reaction in self.hardware.fault_reactions:
-                self._escalated = reaction
-                try:
-                    self.hardware.apply_fault_reaction(reaction)
-                    self.fault = f"{self.fault}; no measured state: {reaction}"
-                except Exception as exc:
-                    self.fault = f"{self.fault}; no measured state, {reaction} failed: {exc}"
-                return
-        self._escalated = ""  # nothing to escalate to
+        if self.watchdog.state_silence(now) > self.watchdog.config.state_timeout:
+            self._stop_drives("no measured state")
 
     def _latch_fault(
         self, reason: str, state: JointState | None, now: float, origin: float
@@ -503,6 +600,10 @@ class ControlLoop:
         ResetFault service); with ``run_ticks`` on the same thread it would only time out."""
         if self.fault is None:
             return None  # nothing latched, nothing to reset
+        if not self.running and self.stopped_reason is not None:
+            refusal = self.restart()
+            if refusal is not None:
+                return refusal
         with self._reset_done:
             seen = self._resets_processed
         self.reset_fault()
@@ -553,10 +654,12 @@ class ControlLoop:
                 self._trajectory = JerkLimitedTrajectory(
                     state.stamp, state.q, state.v, goal, self.reference_limits, pending.duration
                 )
-            except TrajectoryError:
+            except TrajectoryError as exc:
                 self._trajectory = None
                 self._reference = JointReference.hold(state.q)
-                self._set_motion(MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0))
+                self._set_motion(
+                    MotionStatus(pending.motion_id, FAILED, state.stamp, 0.0, 0.0, str(exc))
+                )
                 return
             self._set_motion(
                 MotionStatus(
@@ -687,10 +790,15 @@ class ControlLoop:
         return values
 
     def wait_for_snapshot(self, after_tick: int = -1, timeout: float = 1.0) -> LoopSnapshot | None:
-        """Block until a snapshot newer than ``after_tick`` exists (or timeout)."""
+        """Block until a snapshot newer than ``after_tick`` exists (or timeout, or the loop
+        thread ended on its own: then at once)."""
         with self._snapshot_ready:
             self._snapshot_ready.wait_for(
-                lambda: self._snapshot is not None and self._snapshot.tick > after_tick, timeout
+                lambda: (
+                    (self._snapshot is not None and self._snapshot.tick > after_tick)
+                    or self.stopped_reason is not None
+                ),
+                timeout,
             )
             return self._snapshot
 
@@ -726,8 +834,15 @@ class ControlLoop:
         if self._thread is not None:
             raise RuntimeError("control loop already started")
         self._stop.clear()
+        self.stopped_reason = None
         self._thread = threading.Thread(target=self._run, name="ct-control-loop", daemon=True)
         self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """The loop thread is alive (False before :meth:`start`, after :meth:`stop`, and if it
+        ended on its own: then :attr:`stopped_reason` says why)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         if self.paced or self.hardware.paced_by_read:
@@ -735,12 +850,54 @@ class ControlLoop:
             for problem in self.realtime_report.problems:
                 LOG.warning("control loop thread: %s; running without it", problem)
         scheduled = time.perf_counter()
-        while not self._stop.is_set():
-            try:
-                scheduled = self._one_timed_tick(scheduled)
-            except Exception as exc:
-                self.fault = f"control loop stopped: {type(exc).__name__}: {exc}"
-                raise
+        try:
+            while not self._stop.is_set():
+                try:
+                    scheduled = self._one_timed_tick(scheduled)
+                except Exception as exc:  # outside the tick (timing): counted, not fatal
+                    self._stage = "timing"
+                    self._on_tick_error(exc)
+                    scheduled = time.perf_counter()
+        except BaseException as exc:  # logged with its traceback; nothing above to raise to
+            self._loop_died(exc)
+
+    def _loop_died(self, exc: BaseException) -> None:
+        """The thread ends by an exception (not :meth:`stop`): say so everywhere, wake every
+        waiter, and ask the drives for their own stop, as nothing will command them now."""
+        self.stopped_reason = f"control loop stopped: {type(exc).__name__}: {exc}"
+        LOG.critical("%s", self.stopped_reason, exc_info=exc)
+        now = self._now_or_last()
+        self.fault = (
+            self.stopped_reason if self.fault is None else f"{self.fault}; {self.stopped_reason}"
+        )
+        self.fault_record = FaultRecord(self.fault, self.fault_reaction, now, now)
+        self.faults.append(self.fault_record)
+        try:
+            self._stop_drives("control loop stopped")
+        except Exception:
+            LOG.exception("control loop: asking the drives to stop failed")
+        with self._snapshot_ready:
+            self._snapshot_ready.notify_all()
+        with self._reset_done:
+            self._reset_done.notify_all()
+
+    def restart(self) -> str | None:
+        """Start a new loop thread after the previous one ended on its own; the fault stays
+        latched until a reset with fresh data. None when started, else why not."""
+        if self.running:
+            return None
+        if self._stop.is_set():
+            return "the control loop was stopped (shutdown); it is not restarted"
+        if self.hardware.state != LifecycleState.ACTIVE:
+            return (
+                f"the control loop cannot restart: the hardware is {self.hardware.state.value}, "
+                "not active"
+            )
+        LOG.warning("restarting the control loop thread (%s)", self.stopped_reason)
+        self._thread = None
+        self._escalated = None
+        self.start()
+        return None
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
