@@ -15,7 +15,10 @@ from __future__ import annotations
 import argparse
 import array
 import gc
+import signal
 import sys
+import threading
+import time
 from typing import Any
 
 from ct_controllers.ros.dds import ensure_loopback_dds
@@ -28,6 +31,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup  # noqa: E402
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.signals import SignalHandlerOptions  # noqa: E402
 
 from ct_controllers.config import ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import GainError  # noqa: E402
@@ -43,6 +47,9 @@ from ct_controllers.runtime.controller_manager import ControllerManager  # noqa:
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL  # noqa: E402
 from ct_controllers.runtime.stack import Stack, build_stack, to_model_order  # noqa: E402
 from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
+
+GOAL_SHUTDOWN_TIMEOUT = 2.0  # [s] for running goals to end at shutdown (they check every 50 ms)
+RESULT_FLUSH_TIME = 0.3  # [s] of spinning after they ended, for their results to be sent
 
 
 def _plain(value: Any) -> Any:
@@ -135,6 +142,19 @@ class ControlNode(Node):
                 f"{self.config.update_rate:g} Hz: {worst.describe()}"
             )
 
+    def finish_goals(self, executor: Any, timeout: float = GOAL_SHUTDOWN_TIMEOUT) -> int:
+        """Before anything shuts down: every running goal ends ABORTED ("node shutting
+        down") and its result is sent. Spins ``executor`` meanwhile (results go out through
+        it); returns how many goals had not ended within ``timeout`` [s]."""
+        self.arbiter.stopping.set()
+        deadline = time.monotonic() + timeout
+        while self.arbiter.executing > 0 and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.02)
+        flush = time.monotonic() + RESULT_FLUSH_TIME
+        while time.monotonic() < flush:  # the result responses and the final goal status
+            executor.spin_once(timeout_sec=0.02)
+        return self.arbiter.executing
+
     def shutdown(self) -> None:
         """Stop publishing and the loop, deactivate the hardware; print the timing summary."""
         self.state_publishers.stop()
@@ -177,28 +197,45 @@ def main(argv: list[str] | None = None) -> int:
     # The control thread shares the GIL with the executor threads; the default 5 ms switch
     # interval lets one of them hold it for five control periods (see GIL_SWITCH_INTERVAL).
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-    rclpy.init(args=["ct_control_node", *ros_args])
+    # SIGINT/SIGTERM are ours, not rclpy's: its handlers shut the context down at once, before
+    # running goals could be told (their abort then raised, clients waited forever), and a
+    # second SIGINT (ros2 launch forwards one after the terminal's) raised KeyboardInterrupt
+    # inside the shutdown. Here a signal only asks for the stop; the stop runs once, in order:
+    # goals end with a result, then the publishers, the loop, the hardware, the context.
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, request_stop)
+    rclpy.init(args=["ct_control_node", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     node = None
+    executor = None
+    code = 0
     try:
         node = ControlNode()
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
-        # spin() waits without a timeout: a shutdown (SIGINT) whose wake-up it misses would
-        # leave the node running forever (seen once in CI: no exit 15 s after SIGINT). Waiting
-        # at most 0.1 s per turn re-checks the context, so a stop always ends the loop.
-        while rclpy.ok():
+        # spin() waits without a timeout: a stop whose wake-up it misses would leave the node
+        # running forever. Waiting at most 0.1 s per turn re-checks, so a stop always ends it.
+        while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except ExternalShutdownException:
         pass
     except (ConfigError, ValueError, LookupError, LifecycleError) as exc:
         print(f"ct_control_node: {exc}", file=sys.stderr)
-        return 2
+        code = 2
     finally:
         if node is not None:
+            if executor is not None and rclpy.ok():
+                unanswered = node.finish_goals(executor)
+                if unanswered:
+                    print(f"ct_control_node: {unanswered} goal(s) did not end", file=sys.stderr)
             node.shutdown()
             node.destroy_node()
         rclpy.try_shutdown()
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -7,22 +7,34 @@ from typing import Any
 
 from ct_interfaces.srv import ListControllers, ResetFault, SwitchController
 
+from ct_controllers.ros.goals import request_qos
+
 
 class ControllerServices:
     def __init__(self, node: Any, stack: Any, manager: Any, callback_group: Any) -> None:
         self.stack, self.manager = stack, manager
         prefix = "~/"
+        # Deep request queues: a burst of calls is answered, not dropped (see ros/goals.py).
         node.create_service(
-            ListControllers, prefix + "list_controllers", self._list, callback_group=callback_group
+            ListControllers,
+            prefix + "list_controllers",
+            self._list,
+            qos_profile=request_qos(),
+            callback_group=callback_group,
         )
         node.create_service(
             SwitchController,
             prefix + "switch_controller",
             self._switch,
+            qos_profile=request_qos(),
             callback_group=callback_group,
         )
         node.create_service(
-            ResetFault, prefix + "reset_fault", self._reset, callback_group=callback_group
+            ResetFault,
+            prefix + "reset_fault",
+            self._reset,
+            qos_profile=request_qos(),
+            callback_group=callback_group,
         )
 
     def _list(self, request: Any, response: Any) -> Any:

@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from ct_interfaces.action import Grasp
 
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
@@ -23,14 +22,22 @@ from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.hardware.mujoco_objects import ObjectSensor
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.ros.goals import motion_action_server, parameter_value
-from ct_controllers.ros.pose_goals import GoalRejected, non_negative, pose_from_message
+from ct_controllers.references.joint_trajectory import MAX_DURATION
+from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
+from ct_controllers.ros.pose_goals import (
+    GoalRejected,
+    clock_source,
+    non_negative,
+    pose_from_message,
+    summarize_pose,
+)
 from ct_controllers.runtime.grasp_runner import GraspRunner, ObjectReading
 from ct_controllers.runtime.stack import to_model_order
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
 
 Result = Grasp.Result
 FEEDBACK_PERIOD = 0.05  # [s]
+MAX_OFFSET = 1.0  # [m] approach_offset and lift_height: beyond the arm's reach, not a grasp
 
 
 class GraspServer:
@@ -49,7 +56,17 @@ class GraspServer:
         self._feedback_model = RobotModel(
             stack.description.urdf, self.config.tcp_frame, self.config.base_frame
         )
-        self.server = motion_action_server(node, Grasp, "grasp", self._execute, callback_group)
+        self.server = motion_action_server(
+            node,
+            Grasp,
+            "grasp",
+            self._execute,
+            callback_group,
+            arbiter=arbiter,
+            summary=lambda goal: (
+                f"grasp at {summarize_pose(goal.grasp_pose)}, effort {goal.grasp_effort:g} N"
+            ),
+        )
 
     def _parameter(self, name: str) -> float:
         return parameter_value(self.node, name)
@@ -58,11 +75,12 @@ class GraspServer:
         now = self.node.get_clock().now().nanoseconds * 1e-9
         age, future = self._parameter("max_goal_age"), self._parameter("goal_future_tolerance")
         base = self.config.base_frame
-        grasp = pose_from_message(goal.grasp_pose, base, now, age, future, "grasp_pose")
+        clock = clock_source(self.node)
+        grasp = pose_from_message(goal.grasp_pose, base, now, age, future, "grasp_pose", clock)
         place = (
             None
             if goal.place_pose.header.frame_id == ""
-            else pose_from_message(goal.place_pose, base, now, age, future, "place_pose")
+            else pose_from_message(goal.place_pose, base, now, age, future, "place_pose", clock)
         )
         effort = non_negative(goal.grasp_effort, "grasp_effort")
         finger_limit = float(
@@ -79,10 +97,10 @@ class GraspServer:
             request = GraspGoal(
                 grasp_pose=grasp,
                 place_pose=place,
-                approach_offset=non_negative(goal.approach_offset, "approach_offset"),
-                lift_height=non_negative(goal.lift_height, "lift_height"),
+                approach_offset=non_negative(goal.approach_offset, "approach_offset", MAX_OFFSET),
+                lift_height=non_negative(goal.lift_height, "lift_height", MAX_OFFSET),
                 grasp_effort=effort,
-                hold_duration=non_negative(goal.hold_duration, "hold_duration"),
+                hold_duration=non_negative(goal.hold_duration, "hold_duration", MAX_DURATION),
             )
         except ValueError as exc:
             raise GoalRejected(Result.INVALID_GOAL, str(exc)) from None
@@ -108,9 +126,10 @@ class GraspServer:
     def _execute(self, goal_handle: Any) -> Any:
         snapshot = self.loop.snapshot()
         hardware = self.stack.hardware
-        if snapshot is None:
+        if snapshot is None or not self.loop.running:
             goal_handle.abort()
-            return self._result(Result.FAULT, "no state from the control loop", None)
+            message = self.loop.stopped_reason or "no state from the control loop"
+            return self._result(Result.FAULT, message, None)
         if not isinstance(hardware, MujocoSystem):
             goal_handle.abort()
             return self._result(
@@ -159,11 +178,17 @@ class GraspServer:
 
     def _follow(self, goal_handle: Any, token: int, runner: GraspRunner) -> Any:
         task = runner.task
-        while rclpy.ok():
-            snapshot = self.loop.wait_for_snapshot(timeout=1.0)
-            if snapshot is None:
+        last_tick = -1
+        while not self.arbiter.stopping.is_set():
+            snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
+            if not self.loop.running:
+                goal_handle.abort()
+                message = self.loop.stopped_reason or "the control loop is not running"
+                return self._result(Result.FAULT, message, task)
+            if snapshot is None or snapshot.tick == last_tick:
                 goal_handle.abort()
                 return self._result(Result.FAULT, "no state from the control loop", task)
+            last_tick = snapshot.tick
             if snapshot.fault:
                 goal_handle.abort()
                 return self._result(Result.FAULT, snapshot.fault, task)
@@ -193,7 +218,7 @@ class GraspServer:
             goal_handle.publish_feedback(feedback)
             time.sleep(FEEDBACK_PERIOD)
         goal_handle.abort()
-        return self._result(Result.FAULT, "node shutting down", task)
+        return self._result(Result.FAULT, SHUTTING_DOWN, task)
 
     def _position_error(self, runner: GraspRunner, q: np.ndarray) -> float:
         """TCP position error [m] to the phase machine's current target (feedback thread's

@@ -4,19 +4,29 @@ motion to the control loop, report feedback at 20 Hz and the measured result.
 A rejected goal is accepted and aborted at once with its code and a message (a bare rejection
 carries no reason). Success means the measured error is within ``GOAL_TOLERANCE`` after the
 trajectory, not that the trajectory ended.
+
+Validation is linear in the goal's size and starts with its size (more names than the arm has
+joints is refused before anything looks at them); messages name at most a few offenders. A goal
+the trajectory planner cannot plan (from the measured position, at rest) is INVALID_GOAL with
+the planner's own message, before it reaches the loop.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
-import rclpy
 from ct_interfaces.action import MoveJoints
 
-from ct_controllers.ros.goals import motion_action_server
+from ct_controllers.references.joint_trajectory import (
+    MAX_DURATION,
+    JerkLimitedTrajectory,
+    TrajectoryError,
+)
+from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server
 from ct_controllers.runtime.control_loop import (
     FAILED,
     PREEMPTED,
@@ -24,6 +34,7 @@ from ct_controllers.runtime.control_loop import (
     SUCCEEDED,
     LoopSnapshot,
 )
+from ct_controllers.text import control_characters, name_few, quoted
 
 Result = MoveJoints.Result
 FEEDBACK_PERIOD = 0.05  # [s] 20 Hz
@@ -40,41 +51,79 @@ class MoveJointsServer:
         self.loop = stack.loop
         self._arm = set(self.config.arm_joints)
         self.server = motion_action_server(
-            node, MoveJoints, "move_joints", self._execute, callback_group
+            node,
+            MoveJoints,
+            "move_joints",
+            self._execute,
+            callback_group,
+            arbiter=arbiter,
+            summary=summarize,
         )
 
     def validate(self, goal: Any) -> str | None:
-        """None, or why the goal is invalid (naming the offending item)."""
-        names = list(goal.joint_names)
-        positions = list(goal.positions)
+        """None, or why the goal is invalid (naming at most a few offending items). Linear in
+        the goal's size; the size itself is checked first."""
+        names, positions = goal.joint_names, goal.positions
+        arm = len(self.config.arm_joints)
         if not names:
             return "joint_names is empty"
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            return f"joint(s) listed twice: {', '.join(duplicates)}"
-        unknown = [n for n in names if n not in self._arm]
-        if unknown:
+        if len(names) > arm or len(positions) > arm:
             return (
-                f"unknown arm joint(s): {', '.join(unknown)}; arm joints are "
-                f"{', '.join(self.config.arm_joints)}"
+                f"{len(names)} joint names and {len(positions)} positions; the arm has {arm} joints"
             )
         if len(positions) != len(names):
             return f"{len(names)} joint names but {len(positions)} positions"
+        malformed = [quoted(n) for n in names if control_characters(n)]
+        if malformed:
+            return f"joint name(s) with control characters: {name_few(malformed, separator=', ')}"
+        duplicates = [quoted(n) for n, count in Counter(names).items() if count > 1]
+        if duplicates:
+            return f"joint(s) listed twice: {name_few(duplicates, separator=', ')}"
+        unknown = [quoted(n) for n in names if n not in self._arm]
+        if unknown:
+            return (
+                f"unknown arm joint(s): {name_few(unknown, separator=', ')}; arm joints are "
+                f"{', '.join(self.config.arm_joints)}"
+            )
         bad = [f"{n}={p}" for n, p in zip(names, positions, strict=True) if not math.isfinite(p)]
         if bad:
-            return f"non-finite position(s): {', '.join(bad)}"
-        if not (math.isfinite(goal.duration) and goal.duration >= 0):
-            return f"duration must be finite and >= 0 s, got {goal.duration}"
+            return f"non-finite position(s): {name_few(bad, separator=', ')}"
+        if not (math.isfinite(goal.duration) and 0 <= goal.duration <= MAX_DURATION):
+            return f"duration must be within [0, {MAX_DURATION:g}] s, got {goal.duration}"
         if goal.controller and goal.controller not in self.manager.controllers:
             return (
-                f"unknown controller '{goal.controller}'; loaded: "
+                f"unknown controller {quoted(goal.controller)}; loaded: "
                 f"{', '.join(self.manager.controllers)}"
             )
         return None
 
+    def plannable(self, goal: Any) -> str | None:
+        """None, or the planner's message if no trajectory exists from the measured position
+        (at rest) to the goal within the reference limits and the duration bound."""
+        snapshot = self.loop.snapshot()
+        if snapshot is None:
+            return None  # the loop plans from its first state and reports a failure itself
+        target = snapshot.reference_position.copy()
+        target[self.stack.model.indices(list(goal.joint_names))] = goal.positions
+        try:
+            JerkLimitedTrajectory(
+                0.0,
+                snapshot.position,
+                np.zeros_like(snapshot.position),
+                target,
+                self.loop.reference_limits,
+                goal.duration,
+            )
+        except TrajectoryError as exc:
+            return str(exc)
+        return None
+
     def _execute(self, goal_handle: Any) -> Any:
         goal = goal_handle.request
-        problem = self.validate(goal)
+        problem = self.validate(goal) or self.plannable(goal)
+        if problem is None and not self.loop.running:
+            goal_handle.abort()
+            return Result(error_code=Result.FAULT, message=self._loop_down())
         motion_id = token = None
 
         def take_over() -> int:
@@ -125,8 +174,10 @@ class MoveJointsServer:
 
         settle_deadline: float | None = None
         last_tick = -1
-        while rclpy.ok():
+        while not self.arbiter.stopping.is_set():
             snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
+            if not self.loop.running:
+                return finish(Result.FAULT, self._loop_down(), snapshot)
             if snapshot is None or snapshot.tick == last_tick:
                 self.loop.hold()
                 return finish(Result.FAULT, "no state from the control loop", snapshot)
@@ -153,7 +204,9 @@ class MoveJointsServer:
                 continue  # the loop has not picked the request up yet
             if status.state == FAILED:
                 return finish(
-                    Result.UNREACHABLE, "no trajectory within the reference limits", snapshot
+                    Result.UNREACHABLE,
+                    status.message or "no trajectory within the reference limits",
+                    snapshot,
                 )
             error = target - snapshot.position[indices]
             goal_handle.publish_feedback(
@@ -171,4 +224,21 @@ class MoveJointsServer:
                         snapshot,
                     )
             time.sleep(FEEDBACK_PERIOD)
-        return finish(Result.FAULT, "node shutting down", self.loop.snapshot())
+        self.loop.hold()
+        return finish(Result.FAULT, SHUTTING_DOWN, self.loop.snapshot())
+
+    def _loop_down(self) -> str:
+        return self.loop.stopped_reason or "the control loop is not running"
+
+
+def summarize(goal: Any) -> str:
+    """A short description of a MoveJoints goal for the log."""
+    count = len(goal.joint_names)
+    if count > 8:
+        return f"{count} joints (oversized), duration {goal.duration:g} s"
+    targets = ", ".join(
+        f"{quoted(name, 16)}={value:.3f}"
+        for name, value in zip(goal.joint_names, goal.positions, strict=False)
+    )
+    controller = f", controller {quoted(goal.controller)}" if goal.controller else ""
+    return f"{targets}; duration {goal.duration:g} s{controller}"

@@ -13,14 +13,20 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from ct_interfaces.action import MoveToPose
 
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.ik.solver import IkOptions, IkSolver
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.ros.goals import motion_action_server, parameter_value
-from ct_controllers.ros.pose_goals import GoalRejected, non_negative, pose_from_message
+from ct_controllers.references.joint_trajectory import MAX_DURATION
+from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
+from ct_controllers.ros.pose_goals import (
+    GoalRejected,
+    clock_source,
+    non_negative,
+    pose_from_message,
+    summarize_pose,
+)
 from ct_controllers.runtime.cartesian_chain import CartesianChain
 from ct_controllers.tasks.conditions import DwellCondition
 
@@ -48,7 +54,13 @@ class MoveToPoseServer:
             options=IkOptions(time_budget=0.2),
         )
         self.server = motion_action_server(
-            node, MoveToPose, "move_to_pose", self._execute, callback_group
+            node,
+            MoveToPose,
+            "move_to_pose",
+            self._execute,
+            callback_group,
+            arbiter=arbiter,
+            summary=lambda goal: summarize_pose(goal.target) + f", timeout {goal.timeout:g} s",
         )
 
     def _parameter(self, name: str) -> float:
@@ -65,10 +77,11 @@ class MoveToPoseServer:
             self._parameter("max_goal_age"),
             self._parameter("goal_future_tolerance"),
             "target",
+            clock_source(self.node),
         )
         position = non_negative(goal.position_tolerance, "position_tolerance")
         orientation = non_negative(goal.orientation_tolerance, "orientation_tolerance")
-        timeout = non_negative(goal.timeout, "timeout") or self._parameter(
+        timeout = non_negative(goal.timeout, "timeout", MAX_DURATION) or self._parameter(
             "move_to_pose.default_timeout"
         )
         candidate = self.ik.solve(pose, seed=q)
@@ -87,9 +100,10 @@ class MoveToPoseServer:
 
     def _execute(self, goal_handle: Any) -> Any:
         snapshot = self.loop.snapshot()
-        if snapshot is None:
+        if snapshot is None or not self.loop.running:
             goal_handle.abort()
-            return Result(error_code=Result.FAULT, message="no state from the control loop")
+            message = self.loop.stopped_reason or "no state from the control loop"
+            return Result(error_code=Result.FAULT, message=message)
         try:
             pose, position_tolerance, orientation_tolerance, timeout = self.validate(
                 goal_handle.request, snapshot.position
@@ -151,8 +165,10 @@ class MoveToPoseServer:
         within = DwellCondition(SUCCESS_DWELL, freshness=1.0)
         start: float | None = None
         last_tick = -1
-        while rclpy.ok():
+        while not self.arbiter.stopping.is_set():
             snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
+            if not self.loop.running:
+                return finish(Result.FAULT, self.loop.stopped_reason or "control loop not running")
             if snapshot is None or snapshot.tick == last_tick:
                 return finish(Result.FAULT, "no state from the control loop")
             last_tick = snapshot.tick
@@ -177,4 +193,4 @@ class MoveToPoseServer:
                     f"{errors[1]:.4f} rad",
                 )
             time.sleep(FEEDBACK_PERIOD)
-        return finish(Result.FAULT, "node shutting down")
+        return finish(Result.FAULT, SHUTTING_DOWN)

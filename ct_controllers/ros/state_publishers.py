@@ -15,6 +15,11 @@ worker has taken the message): half a core at 100 Hz, all of it holding the GIL 
 thread needs (one 10 s sim node run each: ~1,100 overruns with that subscription, 22 without
 use_sim_time). So the subscription is dropped and the node's clock is set here, to the stamp
 published on /clock, when it is published.
+
+Only new measurements are published: a snapshot whose stamp has not advanced (a loop that
+stopped, or a backend whose state went stale) publishes no joint state, clock or controller
+state, so a subscriber sees the silence a watchdog of its own can act on, never a frozen stamp
+that looks alive. /diagnostics goes on and says why (ERROR).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ class StatePublishers:
         self.drives_node_clock = self.clock is not None and _drop_clock_subscription(node)
         self._summary: Any = None
         self._summary_time = 0.0
+        self._last_stamp: float | None = None  # [s] of the last joint state published
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -96,8 +102,11 @@ class StatePublishers:
 
     def publish_state(self) -> None:
         snapshot = self.stack.loop.snapshot()
-        if snapshot is None:
+        if snapshot is None or not self.stack.loop.running:
             return
+        if self._last_stamp is not None and snapshot.stamp <= self._last_stamp:
+            return  # nothing newly measured: silence, not a frozen stamp
+        self._last_stamp = snapshot.stamp
         stamp = to_time_msg(snapshot.stamp)
         message = JointState()
         message.header.stamp = stamp
@@ -144,6 +153,11 @@ class StatePublishers:
         snapshot = self.stack.loop.snapshot()
         timing = self._timing()
         fault = None if snapshot is None else snapshot.fault
+        loop = self.stack.loop
+        if not loop.running:
+            fault = loop.stopped_reason or "control loop not running"
+        elif loop.fault is not None:
+            fault = loop.fault  # latched since the last snapshot
         status = DiagnosticStatus(
             level=DiagnosticStatus.ERROR if fault else DiagnosticStatus.OK,
             name="ct/controller_manager: control loop",
