@@ -129,6 +129,8 @@ class StackConfig:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     cartesian_update_rate: float = 0.0  # [Hz] task + differential IK; 0 = update_rate
     overrun_fraction: float = 0.5  # [-] of a period: a tick starting later is an overrun
+    # Live gain sets may leave a joint with no feedback at all (K = D = 0): it floats freely.
+    allow_free_joints: bool = False
     bridge: BridgeParams | None = None
     canopen: CanopenParams | None = None
 
@@ -358,6 +360,7 @@ class StackConfig:
             realtime=realtime,
             cartesian_update_rate=cartesian_rate,
             overrun_fraction=overrun_fraction,
+            allow_free_joints=get("allow_free_joints", bool),
             bridge=bridge,
             canopen=canopen,
         )

@@ -30,8 +30,9 @@ from ros_helpers import (
 
 @pytest.fixture(scope="module")
 def node_process() -> Iterator[subprocess.Popen]:
-    """The real node, started as `ct-bringup sim` would start it."""
-    process = start_node()
+    """The real node, started as `ct-bringup sim` would start it, with free joints allowed: a
+    test zeroes joint1's stiffness and damping (refused by default, see test_gain_checks_node)."""
+    process = start_node("--ros-args", "-p", "allow_free_joints:=true")
     yield process
     stop_node(process)
 

@@ -105,6 +105,7 @@ class ControlNode(Node):
         try:
             grouped = live_gains(parameters, self.config.joint_names)
             staged = {}
+            warnings: list[str] = []
             for controller, gains in grouped.items():
                 model_order = {
                     gain: to_model_order(
@@ -114,33 +115,53 @@ class ControlNode(Node):
                 }
                 target = self.stack.controllers[controller]
                 staged[controller] = target.validate_gains(model_order)
-                self._check_stability(controller, staged[controller])
+                warnings += self._check_stability(controller, staged[controller])
         except (ValueError, TypeError, ConfigError, GainError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
+        for warning in warnings:  # the set is applied: say what is remarkable about it
+            self.get_logger().warning(warning)
         for controller, gains in staged.items():
             self.stack.controllers[controller].stage_gains(gains)
         return SetParametersResult(successful=True)
 
-    def _check_stability(self, controller: str, gains: dict[str, Any]) -> None:
-        """Refuse (GainError) gains whose sampled loop at update_rate would grow at the measured
-        configuration; warn of gains that are stable here but not everywhere checked."""
+    def _check_stability(self, controller: str, gains: dict[str, Any]) -> list[str]:
+        """Judge the controller's whole gain state, its current gains (the parameters' values:
+        what every accepted set made them) with ``gains`` applied, by the rules of
+        :mod:`ct_controllers.runtime.gain_checks`: refuse (GainError) a state that leaves a
+        joint without feedback or makes the loop where the arm is unstable and worse, except on
+        the way back to the configured gains; return the warnings to log once applied."""
+        from ct_controllers.runtime.gain_checks import judge_gains
+
         check = self.stack.gain_stability.get(controller)
+        if check is None:
+            return []
+        target = self.stack.controllers[controller]
+        names = self.config.joint_names
+        current: dict[str, Any] = {}
+        configured: dict[str, Any] = {}
+        for gain in target.GAIN_NAMES:
+            parameter = f"{controller}.{gain}"
+            if self.has_parameter(parameter):
+                value = self.get_parameter(parameter).value
+                current[gain] = to_model_order(self.stack.model, names, value, parameter)
+            else:  # not a parameter: the controller's own (model order)
+                current[gain] = getattr(target, gain)
+            configured[gain] = to_model_order(
+                self.stack.model, names, self.config.controllers[controller][gain], parameter
+            )
         snapshot = self.loop.snapshot()
-        if check is None or snapshot is None:
-            return
-        here = check.at(snapshot.position, gains)
-        if here is not None and not here.stable:
-            raise GainError(
-                f"{controller}: these gains make the loop unstable where the arm is, at "
-                f"update_rate {self.config.update_rate:g} Hz ({check.delay} period(s) of delay): "
-                f"{here.describe()}; not applied"
-            )
-        worst = check.worst(gains)
-        if worst is not None and not worst.stable:
-            self.get_logger().warning(
-                f"{controller}: the new gains are stable here but not everywhere at update_rate "
-                f"{self.config.update_rate:g} Hz: {worst.describe()}"
-            )
+        verdict = judge_gains(
+            controller,
+            check,
+            current,
+            gains,
+            configured,
+            None if snapshot is None else snapshot.position,
+            allow_free_joints=self.config.allow_free_joints,
+        )
+        if verdict.refusal is not None:
+            raise GainError(verdict.refusal)
+        return list(verdict.warnings)
 
     def finish_goals(self, executor: Any, timeout: float = GOAL_SHUTDOWN_TIMEOUT) -> int:
         """Before anything shuts down: every running goal ends ABORTED ("node shutting

@@ -23,6 +23,7 @@ DESCRIPTIONS = {
     "home_positions": "Start pose of the simulator [rad | m], arm_joints then gripper_joints",
     "default_controller": "Controller used when a goal names none",
     "controllers": "Controllers to load",
+    "allow_free_joints": "Live gain sets may leave a joint with stiffness and damping both 0",
     "references.velocity_fraction": "Reference velocity limit, fraction of the URDF limit [-]",
     "references.max_acceleration": "Reference acceleration limit per joint [rad/s² | m/s²]",
     "references.max_jerk": "Reference jerk limit per joint [rad/s³ | m/s³]",

@@ -11,7 +11,9 @@ produces; MuJoCo, which steps after the write, none. The plant is the model (URD
 armature): real drives with more rotor inertia than the URDF says are safer than this.
 
 A :class:`GainStability` owns copies of the models it evaluates, so it can run on any thread
-beside the control loop (Pinocchio's scratch data is not shared).
+beside the control loop (Pinocchio's scratch data is not shared). How a live gain set is judged
+with it (the whole resulting state, joints without feedback, the way back to the configured
+gains, gains far above them) is :mod:`ct_controllers.runtime.gain_checks`.
 """
 
 from __future__ import annotations
@@ -67,13 +69,19 @@ class GainStability:
         self.period = period
         self.delay = delay
 
+    def feedback_at(
+        self, q: FloatArray, gains: Mapping[str, FloatArray] | None = None
+    ) -> tuple[FloatArray, FloatArray] | None:
+        """(K, D), nv × nv, of the feedback at ``q`` [rad | m] with ``gains`` (model order)
+        replacing the controller's current ones where given; None without joint feedback."""
+        if isinstance(self.feedback, Controller):
+            return self.feedback.linear_feedback(q, gains, self.controller_model)
+        return self.feedback
+
     def _radius(
         self, q: FloatArray, mass: FloatArray, gains: Mapping[str, FloatArray] | None
     ) -> float | None:
-        if isinstance(self.feedback, Controller):
-            matrices = self.feedback.linear_feedback(q, gains, self.controller_model)
-        else:
-            matrices = self.feedback
+        matrices = self.feedback_at(q, gains)
         if matrices is None:
             return None
         return sampled_loop_radius(mass, matrices[0], matrices[1], self.period, self.delay)
