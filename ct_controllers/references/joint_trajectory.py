@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from ruckig import ControlInterface, InputParameter, Result, Ruckig, Trajectory
 
 from ct_controllers.controllers.controller import JointReference
+from ct_controllers.references.limit_approach import LimitApproach
 
 FloatArray = NDArray[np.float64]
 MAX_DURATION = 3600.0  # [s] longest requested duration; Ruckig's horizon is ~7,600 s
@@ -43,17 +44,26 @@ class TrajectoryError(ValueError):
 
 @dataclass(frozen=True)
 class JointLimits:
-    """Reference limits per joint (the trajectory layer's, not the actuators')."""
+    """Reference limits per joint (the trajectory layer's, not the actuators'). ``approach``,
+    when given, keeps goals inside the joint range and brakes gently towards a limit a goal is
+    near, so that tracking does not carry the arm past it
+    (:mod:`ct_controllers.references.limit_approach`)."""
 
     velocity: FloatArray  # [rad/s | m/s]
     acceleration: FloatArray  # [rad/s² | m/s²]
     jerk: FloatArray  # [rad/s³ | m/s³]
+    approach: LimitApproach | None = None
 
     def __post_init__(self) -> None:
         for name in ("velocity", "acceleration", "jerk"):
             value = np.asarray(getattr(self, name))
             if not (np.all(np.isfinite(value)) and np.all(value > 0)):
                 raise ValueError(f"reference {name} limits must be finite and positive: {value}")
+        if self.approach is not None and self.approach.lower.size != np.size(self.velocity):
+            raise ValueError(
+                f"limit approach for {self.approach.lower.size} joints, reference limits for "
+                f"{np.size(self.velocity)}"
+            )
 
 
 class JerkLimitedTrajectory:
@@ -72,8 +82,13 @@ class JerkLimitedTrajectory:
     ) -> None:
         """``stop=True`` ignores ``goal`` and brings every joint to rest as fast as the
         acceleration and jerk limits allow (bounded deceleration); ``goal`` becomes the position
-        where it ends."""
+        where it ends. With ``limits.approach`` a goal is planned at least its margin inside the
+        joint range (``goal`` is then the planned one) and braked towards gently near a limit."""
         n = len(q0)
+        approach = None if stop else limits.approach
+        goal = np.asarray(goal, dtype=np.float64)
+        if approach is not None:
+            goal = approach.planned_goal(goal)
         if not (np.isfinite(minimum_duration) and 0 <= minimum_duration <= MAX_DURATION):
             raise TrajectoryError(
                 f"duration must be within [0, {MAX_DURATION:g}] s, got {minimum_duration}"
@@ -86,7 +101,7 @@ class JerkLimitedTrajectory:
         if stop:
             parameters.control_interface = ControlInterface.Velocity
         else:
-            parameters.target_position = np.asarray(goal, dtype=np.float64).tolist()
+            parameters.target_position = goal.tolist()
         parameters.target_velocity = [0.0] * n
         parameters.target_acceleration = [0.0] * n
         parameters.max_velocity = np.asarray(limits.velocity, dtype=np.float64).tolist()
@@ -94,13 +109,21 @@ class JerkLimitedTrajectory:
         parameters.max_jerk = np.asarray(limits.jerk, dtype=np.float64).tolist()
         if minimum_duration > 0:
             parameters.minimum_duration = float(minimum_duration)
-        self._trajectory = Trajectory(n)
-        try:
-            result = Ruckig(n).calculate(parameters, self._trajectory)
-        except (ValueError, RuntimeError) as exc:  # a code the enum does not list, or a throw
-            raise TrajectoryError(f"trajectory planner (Ruckig): {_planner_message(exc)}") from None
-        if result not in (Result.Working, Result.Finished):
-            raise TrajectoryError(f"no jerk-limited trajectory within the limits ({result})")
+        braking = approach.braking(goal, limits.acceleration) if approach is not None else None
+        if braking is not None and braking.any:
+            parameters.min_acceleration = braking.minimum.tolist()
+            parameters.max_acceleration = braking.maximum.tolist()
+        self._trajectory = _plan(parameters)
+        if braking is not None and braking.any:
+            extrema = self._trajectory.position_extrema
+            lowest = np.array([extremum.min for extremum in extrema])
+            highest = np.array([extremum.max for extremum in extrema])
+            if braking.passes_goal(np.asarray(q0, dtype=np.float64), goal, lowest, highest):
+                # Braking that gently from this velocity would carry the reference past its
+                # goal towards the limit: brake as hard as the reference limits allow instead.
+                parameters.min_acceleration = None
+                parameters.max_acceleration = np.asarray(limits.acceleration).tolist()
+                self._trajectory = _plan(parameters)
         self.start_time = float(start_time)
         self.duration = float(self._trajectory.duration)
         end = self._trajectory.at_time(self.duration)[0] if stop else goal
@@ -126,6 +149,19 @@ class JerkLimitedTrajectory:
         if self.duration <= 0:
             return 1.0
         return float(np.clip((time - self.start_time) / self.duration, 0.0, 1.0))
+
+
+def _plan(parameters: InputParameter) -> Trajectory:
+    """Ruckig's trajectory for ``parameters``, or :class:`TrajectoryError`."""
+    n = parameters.degrees_of_freedom
+    trajectory = Trajectory(n)
+    try:
+        result = Ruckig(n).calculate(parameters, trajectory)
+    except (ValueError, RuntimeError) as exc:  # a code the enum does not list, or a throw
+        raise TrajectoryError(f"trajectory planner (Ruckig): {_planner_message(exc)}") from None
+    if result not in (Result.Working, Result.Finished):
+        raise TrajectoryError(f"no jerk-limited trajectory within the limits ({result})")
+    return trajectory
 
 
 def _planner_message(exc: Exception) -> str:

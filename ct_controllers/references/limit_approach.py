@@ -1,0 +1,160 @@
+"""Goals at a joint limit: planned inside it, and approached gently enough that tracking does
+not carry the arm past it.
+
+Why. A jerk-limited reference never leaves the joint range, but the arm follows it with an error.
+While the reference brakes with a deceleration a [rad/s²], a controller without inertia
+feed-forward (joint impedance, τ = K e + D ė + g) has to make the braking torque M(q)·a out of
+its spring, so the arm runs *ahead* of the reference by about e ≈ M(q)·a / K, and is still ahead
+when the reference stops at the goal. Measured in MuJoCo lockstep with the bundled gains and the
+reference's 3 rad/s² (joint-range constraints switched off, which otherwise catch the arm 2 mrad
+past the limit and hide the rest): 7 mrad past the goal for joint1 from home, 22 mrad with the arm
+stretched out (M₁₁ = 4.45 kg·m², K₁ = 600 N·m/rad: M·a/K = 22 mrad), 25 mrad for joint2. That is
+more than MoveJoints' 10 mrad success tolerance, so stopping short alone cannot absorb it.
+Computed torque feeds M(q)·q̈* forward and, with an exact model, does not run ahead (0 measured);
+with a model error it does, in proportion to the error.
+
+What, per joint that has an approach (the arm's revolute joints in the stack):
+
+1. The planned goal is kept ``margin`` inside the range (a clip: goals further inside are not
+   touched). A goal exactly at a limit ends ``margin`` short of it, which MoveJoints' tolerance
+   accepts; the trajectory's ``goal`` (and the loop's reference) show the planned value.
+2. A joint whose planned goal lies within ``zone = margin · a_max / deceleration`` of the limit
+   it moves towards brakes towards that limit with at most ``deceleration`` (an asymmetric
+   acceleration bound of the planner: Ruckig's ``min_acceleration`` near the upper limit,
+   ``max_acceleration`` near the lower one); speeding up is not slowed. The lead M·a/K shrinks in
+   proportion, and outside the zone the lead at the full a_max is below the distance to the limit
+   (the lead scales with a, so zone is where a_max would use up the margin's budget).
+3. If braking that gently from the measured velocity would carry the *reference* past its goal
+   (a new goal close ahead of a fast-moving joint), the trajectory is planned with the reference
+   limits' own deceleration instead: the gentler approach must never be the reason for an
+   overshoot.
+
+Defaults (bundled robot and gains): ``LIMIT_MARGIN`` 5 mrad, half the MoveJoints tolerance, so
+that a goal at a limit still succeeds with 5 mrad left for the final tracking error; and
+``LIMIT_APPROACH_DECELERATION`` 0.3 rad/s², chosen so that the joint impedance's worst lead,
+max over q of M_ii(q) / K_i = 4.45 / 600 s² (joint1 and joint2, arm stretched) times 0.3 rad/s²
+= 2.2 mrad, stays within half the margin (the rest for the coupling from the other joints and
+the second-order transient). Stiffer gains or a smaller reference acceleration need no change;
+a softer stiffness K or a heavier arm needs a proportionally smaller deceleration. Measured with
+them (test/test_joint_limit_goals.py): joint impedance 2.0–2.2 mrad past the planned goal for
+joints 1–2, so at least 2.8 mrad inside the limit, computed torque on the planned goal; the price
+is a longer final braking, e.g. joint1 from 0 to 2.967 rad in 5.1 s instead of 3.9 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+LIMIT_MARGIN = 0.005  # [rad] a goal is planned at least this far inside the joint range
+LIMIT_APPROACH_DECELERATION = 0.3  # [rad/s²] braking towards a limit the goal is near
+OVERSHOOT_TOLERANCE = 1e-9  # [rad | m] Ruckig's own rounding at the target
+
+
+@dataclass(frozen=True)
+class LimitApproach:
+    """Per joint (model order): the position range [rad | m], the ``margin`` [rad | m] a goal is
+    planned inside it (0 = none) and the ``deceleration`` [rad/s² | m/s²] of the braking towards
+    a limit the goal is near (inf = not limited). See the module docstring for why."""
+
+    lower: FloatArray  # [rad | m]
+    upper: FloatArray  # [rad | m]
+    margin: FloatArray  # [rad | m]
+    deceleration: FloatArray  # [rad/s² | m/s²]
+
+    def __post_init__(self) -> None:
+        arrays = {
+            name: np.array(getattr(self, name), dtype=np.float64).reshape(-1)
+            for name in ("lower", "upper", "margin", "deceleration")
+        }
+        sizes = {name: value.size for name, value in arrays.items()}
+        if len(set(sizes.values())) != 1:
+            raise ValueError(f"limit approach: vectors of different lengths {sizes}")
+        lower, upper = arrays["lower"], arrays["upper"]
+        margin, deceleration = arrays["margin"], arrays["deceleration"]
+        if not (np.all(np.isfinite(margin)) and np.all(margin >= 0)):
+            raise ValueError(f"limit approach: margin must be finite and >= 0: {margin}")
+        if not np.all(lower <= upper):
+            raise ValueError(f"limit approach: range [{lower}, {upper}] empty or not numbers")
+        with_margin = margin > 0
+        if not np.all(np.isfinite(lower[with_margin]) & np.isfinite(upper[with_margin])):
+            raise ValueError(f"limit approach: a margin on an unbounded range [{lower}, {upper}]")
+        if not np.all((upper - lower)[with_margin] > 2 * margin[with_margin]):
+            raise ValueError(
+                f"limit approach: range [{lower}, {upper}] narrower than twice the margin {margin}"
+            )
+        if not (np.all(deceleration > 0) and not np.any(np.isnan(deceleration))):
+            raise ValueError(f"limit approach: deceleration must be > 0: {deceleration}")
+        for name, value in arrays.items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def for_joints(
+        cls,
+        lower: FloatArray,
+        upper: FloatArray,
+        selected: np.ndarray,
+        margin: float = LIMIT_MARGIN,
+        deceleration: float = LIMIT_APPROACH_DECELERATION,
+    ) -> LimitApproach:
+        """``margin`` and ``deceleration`` for the ``selected`` joints (a boolean mask) that
+        have a bounded range, none for the others."""
+        mask = np.asarray(selected, dtype=bool) & np.isfinite(lower) & np.isfinite(upper)
+        return cls(
+            lower=np.asarray(lower, dtype=np.float64),
+            upper=np.asarray(upper, dtype=np.float64),
+            margin=np.where(mask, margin, 0.0),
+            deceleration=np.where(mask, deceleration, np.inf),
+        )
+
+    def planned_goal(self, goal: FloatArray) -> FloatArray:
+        """``goal`` kept ``margin`` inside the range (unchanged where it already is)."""
+        return np.clip(goal, self.lower + self.margin, self.upper - self.margin)
+
+    def braking(self, goal: FloatArray, acceleration: FloatArray) -> Braking:
+        """The planner's asymmetric acceleration bounds for the planned ``goal``, from the
+        reference's symmetric ``acceleration`` bound [rad/s² | m/s²]: towards a limit within
+        ``margin · acceleration / deceleration`` of the goal the braking is at most
+        ``deceleration``."""
+        acceleration = np.asarray(acceleration, dtype=np.float64)
+        brake = np.minimum(self.deceleration, acceleration)
+        zone = self.margin * acceleration / brake
+        gentler = (self.margin > 0) & (brake < acceleration)
+        near_upper = gentler & (goal >= self.upper - zone)
+        near_lower = gentler & (goal <= self.lower + zone)
+        return Braking(
+            minimum=np.where(near_upper, -brake, -acceleration),
+            maximum=np.where(near_lower, brake, acceleration),
+            near_upper=near_upper,
+            near_lower=near_lower,
+        )
+
+
+@dataclass(frozen=True)
+class Braking:
+    """Acceleration bounds [rad/s² | m/s²] for the planner (``minimum`` < 0 < ``maximum``) and
+    the joints whose braking towards their upper / lower limit they make gentler."""
+
+    minimum: FloatArray
+    maximum: FloatArray
+    near_upper: np.ndarray
+    near_lower: np.ndarray
+
+    @property
+    def any(self) -> bool:
+        return bool(np.any(self.near_upper) or np.any(self.near_lower))
+
+    def passes_goal(
+        self, start: FloatArray, goal: FloatArray, lowest: FloatArray, highest: FloatArray
+    ) -> bool:
+        """Whether a reference planned with these bounds, from ``start`` to ``goal`` with
+        position extrema ``lowest`` / ``highest`` per joint, goes beyond both its start and its
+        goal towards the limit a joint was braking gently for: then the gentle braking is what
+        carries it there, and it is dropped."""
+        up = self.near_upper & (highest > np.maximum(start, goal) + OVERSHOOT_TOLERANCE)
+        down = self.near_lower & (lowest < np.minimum(start, goal) - OVERSHOOT_TOLERANCE)
+        return bool(np.any(up | down))
