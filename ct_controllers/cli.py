@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from ct_controllers.config import ConfigError, load_config
@@ -35,7 +36,7 @@ def sim_main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, overrides=overrides)
         summary = run_scripted_motion(config)
-    except (ConfigError, DescriptionError, UnknownPluginError, ValueError) as exc:
+    except (ConfigError, DescriptionError, UnknownPluginError, ValueError, LookupError) as exc:
         print(f"ct-sim: {exc}", file=sys.stderr)
         return 2
     timing = summary.timing
@@ -86,13 +87,52 @@ def sim_main(argv: list[str] | None = None) -> int:
 
 
 def bringup_main(argv: list[str] | None = None) -> int:
-    """Start the ROS 2 control node with the same configuration the launch files use."""
-    from ct_controllers.ros.control_node import main as node_main
+    """Start the ROS 2 control node in this process with the plan the launch files use
+    (ct_controllers.launch_plan: the same parameter file, parameters and DDS environment).
+    Arguments it does not know (e.g. `--ros-args -p update_rate:=500`) go to the node."""
+    from ct_controllers.launch_plan import BACKENDS, TARGETS, launch_plan
 
     parser = argparse.ArgumentParser(prog="ct-bringup", description=bringup_main.__doc__)
-    parser.add_argument("target", choices=["sim", "hardware"])
-    parser.add_argument("--config", help="controllers.yaml (default: the bundled one)")
-    args, ros_args = parser.parse_known_args(argv)
-    return node_main(
-        ["--target", args.target] + (["--config", args.config] if args.config else []) + ros_args
+    parser.add_argument("target", choices=list(TARGETS))
+    parser.add_argument("--config", help="controllers.yaml (default: the installed one)")
+    parser.add_argument("--backend", choices=BACKENDS, help="default: the target's")
+    parser.add_argument(
+        "--dds-network",
+        action="store_true",
+        help="let DDS use the network (as CT_DDS_NETWORK=1; default: loopback only)",
     )
+    parser.add_argument(
+        "--print-plan",
+        action="store_true",
+        help="print the node's ROS arguments and environment changes as JSON, start nothing",
+    )
+    args, ros_args = parser.parse_known_args(argv)
+    try:
+        plan = launch_plan(
+            args.target,
+            backend=args.backend or "",
+            config=args.config or "",
+            dds_network=True if args.dds_network else None,
+        )
+    except (ValueError, LookupError) as exc:
+        print(f"ct-bringup: {exc}", file=sys.stderr)
+        return 2
+    if args.print_plan:
+        print(
+            json.dumps(
+                {
+                    "node": plan.node,
+                    "ros_arguments": plan.ros_arguments() + ros_args,
+                    "environment": dict(plan.environment),
+                    "dds_network": plan.dds_network,
+                }
+            )
+        )
+        return 0
+    environment = plan.child_environment(os.environ)
+    for name in set(os.environ) - set(environment):
+        del os.environ[name]
+    os.environ.update(environment)  # before rclpy starts: the DDS variables of the plan
+    from ct_controllers.ros.control_node import main as node_main
+
+    return node_main(plan.ros_arguments() + ros_args)

@@ -1,6 +1,8 @@
 """`ros2 launch ct_controllers hardware.launch.py backend:=ros2_control_bridge|canopen`:
-the stack on real drives (system clock). Real backends refuse to activate unless armed.
-Without launch_ros, `ct-bringup hardware` starts the same node with the same configuration."""
+the stack on real drives (system clock). Real backends refuse to start unless armed
+(hardware.armed: true in the config); the launch then ends with the reason in one error line.
+Without launch_ros, `ct-bringup hardware` starts the same node with the same plan
+(ct_controllers.launch_plan)."""
 
 import os
 import sys
@@ -10,4 +12,4 @@ from common import generate
 
 
 def generate_launch_description():
-    return generate(backend="ros2_control_bridge", use_sim_time=False)
+    return generate("hardware")

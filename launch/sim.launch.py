@@ -1,5 +1,6 @@
 """`ros2 launch ct_controllers sim.launch.py`: the stack on the MuJoCo backend (sim time on /clock).
-Without launch_ros, `ct-bringup sim` starts the same node with the same configuration."""
+Without launch_ros, `ct-bringup sim` starts the same node with the same plan
+(ct_controllers.launch_plan)."""
 
 import os
 import sys
@@ -9,4 +10,4 @@ from common import generate
 
 
 def generate_launch_description():
-    return generate(backend="mujoco", use_sim_time=True)
+    return generate("sim")

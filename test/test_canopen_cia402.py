@@ -185,17 +185,27 @@ def assert_nothing_unsafe(rig: Rig, since: float = -math.inf) -> None:
         assert record.mode in (cia402.CYCLIC_SYNC_TORQUE, cia402.CYCLIC_SYNC_POSITION), record
 
 
-def test_activation_is_refused_unless_armed_and_enables_no_drive():
-    """Without hardware.armed, activate() raises naming the parameter; no drive leaves SWITCH
-    ON DISABLED and no drive gets an enable command."""
+def test_bring_up_is_refused_unless_armed_before_the_bus_is_touched():
+    """Without hardware.armed, bring-up raises naming the parameter already at configure, before
+    the bus is opened: no SDO reaches a drive (each keeps its own producer heartbeat time, 1017h),
+    no drive leaves SWITCH ON DISABLED and no drive gets an enable command."""
     rig = make_rig(armed=False)
+    heartbeat = [
+        drive.node.sdo[cia402.PRODUCER_HEARTBEAT].raw  # type: ignore[union-attr]
+        for drive in rig.drives.drives
+    ]
     try:
-        with pytest.raises(NotArmedError, match=r"hardware\.armed"):
+        with pytest.raises(NotArmedError, match=r"configure .*hardware\.armed"):
             rig.stack.bring_up()
         time.sleep(0.1)
-        assert rig.system.state is LifecycleState.INACTIVE
+        assert rig.system.state is LifecycleState.UNCONFIGURED
+        assert rig.system.network is None
+        assert [
+            drive.node.sdo[cia402.PRODUCER_HEARTBEAT].raw  # type: ignore[union-attr]
+            for drive in rig.drives.drives
+        ] == heartbeat
         assert set(rig.drives.states().values()) == {DriveState.SWITCH_ON_DISABLED}
-        assert not any(r.controlword & 0x08 for r in list(rig.drives.log))
+        assert not rig.drives.log
     finally:
         rig.close()
 

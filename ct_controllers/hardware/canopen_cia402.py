@@ -1,7 +1,8 @@
 """CANopen CiA 402 drives, one node per joint (plugin ``ct_controllers/CanopenCia402System``),
 over python-can and the ``canopen`` stack.
 
-configure: open the bus, add a remote node per joint, configure each drive by SDO (producer
+configure (only when ``hardware.armed``: the refusal comes before the bus is opened): open the
+bus, add a remote node per joint, configure each drive by SDO (producer
 heartbeat 1017h, quick stop option 605Ah, mode 6060h) and map its PDOs (layout in
 :mod:`ct_controllers.hardware.cia402`: controlword, mode, target torque / target position out;
 statusword, mode display, torque, position and velocity actual in; all synchronous).
@@ -302,6 +303,9 @@ class CanopenCia402System(SystemInterface):
 
     # --- lifecycle -------------------------------------------------------------------------
     def _on_configure(self) -> None:
+        # Configuring writes to the drives (heartbeat, quick stop, PDO mapping by SDO): not
+        # unless armed, and the refusal comes before the bus is opened.
+        self.check_armed("configure")
         bus = can.Bus(
             interface=self.config.interface,
             channel=self.config.channel,

@@ -174,11 +174,7 @@ class SystemInterface(ABC):
 
     def activate(self) -> None:
         self._require(LifecycleState.INACTIVE, "activate")
-        if self.requires_arming and not self.armed:
-            raise NotArmedError(
-                f"refusing to activate {self.backend_name}: it drives real hardware and "
-                "parameter 'hardware.armed' is false (set hardware.armed: true to allow motion)"
-            )
+        self.check_armed("activate")
         self._on_activate()
         self._last_sequence = -1
         self.state = LifecycleState.ACTIVE
@@ -192,6 +188,17 @@ class SystemInterface(ABC):
         self._require(LifecycleState.INACTIVE, "cleanup")
         self._on_cleanup()
         self.state = LifecycleState.UNCONFIGURED
+
+    def check_armed(self, action: str) -> None:
+        """Raise :class:`NotArmedError` naming the parameter when this backend drives real
+        hardware and is not armed. :meth:`activate` checks it; a backend that touches the
+        hardware already when it configures (a bus master writing to its drives) checks it
+        there, before it opens anything."""
+        if self.requires_arming and not self.armed:
+            raise NotArmedError(
+                f"refusing to {action} {self.backend_name}: it drives real hardware and "
+                "parameter 'hardware.armed' is false (set hardware.armed: true to allow motion)"
+            )
 
     def _on_configure(self) -> None:  # noqa: B027 - optional hook
         pass

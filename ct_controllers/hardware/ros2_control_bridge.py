@@ -13,8 +13,10 @@ and writes to a forward_command_controller.
 
 The bridge is the one module under ``hardware/`` that speaks rclpy: it owns an rclpy context, a
 node and an executor thread of its own, so it works the same inside the ROS node process and
-stand-alone (tests, benches). DDS stays on loopback unless ``CT_DDS_NETWORK=1``. Its clock is the
-system clock (ROS time without sim time), in which the ros2_control side stamps its messages.
+stand-alone (tests, benches); its context ignores the process's command line (``--ros-args``
+meant for the control node), so its node keeps its own name and parameters. DDS stays on
+loopback unless ``CT_DDS_NETWORK=1``. Its clock is the system clock (ROS time without sim
+time), in which the ros2_control side stamps its messages.
 It drives real hardware: :meth:`activate` refuses unless ``hardware.armed``, then waits for the
 first JointState.
 
@@ -187,8 +189,12 @@ class Ros2ControlBridge(SystemInterface):
         # interval would let either hold it for half a control period or more.
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
         context = Context()
-        rclpy.init(context=context)
-        node = rclpy.create_node(self.config.node_name, context=context)
+        # A context and node of its own, blind to the process's command line: inside the
+        # control node (started as `ct_control_node --ros-args -r __node:=controller_manager
+        # -r __ns:=/ct --params-file ...`) the process's global ROS arguments would rename this
+        # node to the control node's name and hand it the control node's parameters.
+        rclpy.init(args=[self.config.node_name], context=context)
+        node = rclpy.create_node(self.config.node_name, context=context, use_global_arguments=False)
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         node.create_subscription(JointState, self.config.joint_states_topic, self._on_state, qos)
         self._publisher = node.create_publisher(Float64MultiArray, self.config.command_topic, qos)

@@ -7,12 +7,13 @@ hardware configuration; this module expands it and reads the parts everybody nee
 from __future__ import annotations
 
 import math
-import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import xacro
+
+from ct_controllers.share import share_directory
 
 
 class DescriptionError(ValueError):
@@ -48,14 +49,6 @@ class RobotDescription:
     urdf: str
     hardware: HardwareDescription
     source: str  # where it came from, for messages
-
-
-def share_directory() -> Path:
-    """The share folder: the source tree (editable install) or ``share/ct_controllers``."""
-    source_tree = Path(__file__).resolve().parents[2]
-    if (source_tree / "package.xml").is_file():
-        return source_tree
-    return Path(sys.prefix) / "share" / "ct_controllers"
 
 
 def default_description_path() -> Path:
