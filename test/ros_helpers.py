@@ -7,6 +7,7 @@ import array
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -118,14 +119,41 @@ class Client:
         ), "the arm did not come to rest"
 
 
-def start_node(*arguments: str) -> subprocess.Popen:  # type: ignore[type-arg]
+class NodeProcess(subprocess.Popen):  # type: ignore[type-arg]
+    """A node process whose output (stdout and stderr) is read as it comes, by a thread of its
+    own: a pipe nobody reads fills at 64 KiB and then blocks the node's logging, and with it
+    every thread that logs (seen: goals stalled for seconds in a burst test). ``communicate``
+    waits for the exit and returns everything printed."""
+
+    def __init__(self, command: list[str], **kwargs: Any) -> None:
+        super().__init__(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dict(os.environ),
+            **kwargs,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        assert self.stdout is not None
+        for line in self.stdout:
+            self.lines.append(line)
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[str, None]:
+        self.wait(timeout)
+        self._reader.join(timeout)
+        return "".join(self.lines), None
+
+
+def start_node(*arguments: str, **kwargs: Any) -> NodeProcess:
     """The real node, started as `ct-bringup sim` starts it (plus ``arguments``)."""
-    return subprocess.Popen(
+    return NodeProcess(
         [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "sim", *arguments],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ),
+        **kwargs,
     )
 
 
