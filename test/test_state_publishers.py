@@ -1,5 +1,6 @@
 """ct_controllers.ros.state_publishers over real rclpy/DDS (loopback): loop telemetry reaches
-/diagnostics, including an injected overrun."""
+/diagnostics, including an injected overrun; a dead loop stops the joint states and is an
+ERROR."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import time
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from helpers import lockstep_config
 from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import JointState as JointStateMessage
 
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
@@ -75,6 +77,76 @@ def test_an_injected_overrun_is_counted_and_reported_on_diagnostics() -> None:
         assert float(values["stage_controller_max_us"]) >= 5000.0
         for stage in ("read", "guard", "controller", "limiter", "write"):
             assert np.isfinite(float(values[f"stage_{stage}_p50_us"]))
+    finally:
+        if publishers is not None:
+            publishers.stop()
+        stack.shut_down()
+        rclpy.shutdown()
+
+
+class Kill(BaseException):
+    """Not an Exception: the one kind that still ends the loop thread."""
+
+
+class DiesAfterHalfASecond(JointImpedanceController):
+    """Raises Kill once the sim clock passes 2 s."""
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        if state.stamp > 2.0:
+            raise Kill("injected")
+        return super().compute(state, reference, dt)
+
+
+def test_a_dead_loop_stops_joint_states_and_is_an_error_on_diagnostics() -> None:
+    """When the loop thread dies: /ct/joint_states stops (no message with a frozen stamp after
+    the death), and /diagnostics says ERROR with 'control loop stopped'."""
+    config = lockstep_config()
+    stack = build_stack(config)
+    base = stack.controllers["joint_impedance"]
+    assert isinstance(base, JointImpedanceController)
+    dying = DiesAfterHalfASecond(base.model, base.stiffness, base.damping)
+    stack.loop.controller = dying
+    manager = ControllerManager(
+        stack.loop,
+        {"joint_impedance": dying},
+        {"joint_impedance": "ct_controllers/JointImpedance"},
+        "joint_impedance",
+    )
+    publishers: StatePublishers | None = None
+    rclpy.init()
+    try:
+        node = rclpy.create_node("ct_dead_loop_test", namespace="/ct")
+        listener = rclpy.create_node("ct_dead_loop_listener")
+        states: list[JointStateMessage] = []
+        diagnostics: list[DiagnosticArray] = []
+        listener.create_subscription(JointStateMessage, "/ct/joint_states", states.append, 100)
+        listener.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.add_node(listener)
+        publishers = StatePublishers(node, stack, manager, diagnostics_rate=5.0)
+        stack.start()  # lockstep in its own thread: 2 s of sim time pass in about 1 s
+        publishers.start()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and stack.loop.running:
+            executor.spin_once(timeout_sec=0.05)
+        assert not stack.loop.running and stack.loop.stopped_reason is not None
+        diagnostics.clear()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:  # settle: messages sent before the death arrive
+            executor.spin_once(timeout_sec=0.05)
+        after = len(states)
+        assert after > 10, "too few joint states before the death to tell"
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        assert len(states) == after, "joint states still published by a dead loop"
+        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in states]
+        assert len(stamps) == len(set(stamps)), "a stamp was published twice"
+        statuses = [s for m in diagnostics for s in m.status if "control loop" in s.name]
+        assert statuses, "no diagnostics after the death"
+        assert all(s.level == DiagnosticStatus.ERROR for s in statuses)
+        assert all("control loop stopped: Kill: injected" in s.message for s in statuses)
     finally:
         if publishers is not None:
             publishers.stop()
