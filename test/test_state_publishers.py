@@ -89,10 +89,13 @@ class Kill(BaseException):
 
 
 class DiesAfterHalfASecond(JointImpedanceController):
-    """Raises Kill once the sim clock passes 2 s."""
+    """Raises Kill 2 s (wall clock) after it was armed (the publishers and the listener have
+    been exchanging joint states by then)."""
+
+    armed_at = float("inf")
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        if state.stamp > 2.0:
+        if time.monotonic() > self.armed_at + 2.0:
             raise Kill("injected")
         return super().compute(state, reference, dt)
 
@@ -125,8 +128,9 @@ def test_a_dead_loop_stops_joint_states_and_is_an_error_on_diagnostics() -> None
         executor.add_node(node)
         executor.add_node(listener)
         publishers = StatePublishers(node, stack, manager, diagnostics_rate=5.0)
-        stack.start()  # lockstep in its own thread: 2 s of sim time pass in about 1 s
+        stack.start()
         publishers.start()
+        dying.armed_at = time.monotonic()
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline and stack.loop.running:
             executor.spin_once(timeout_sec=0.05)
