@@ -13,6 +13,7 @@ from ct_controllers.ros.goals import request_qos
 class ControllerServices:
     def __init__(self, node: Any, stack: Any, manager: Any, callback_group: Any) -> None:
         self.stack, self.manager = stack, manager
+        self.logger = node.get_logger()
         prefix = "~/"
         # Deep request queues: a burst of calls is answered, not dropped (see ros/goals.py).
         node.create_service(
@@ -45,7 +46,18 @@ class ControllerServices:
         return response
 
     def _switch(self, request: Any, response: Any) -> Any:
-        if request.strictness not in (
+        strictness = request.strictness
+        note = ""
+        if strictness == 0:
+            # As ros2_control's controller_manager: a request that leaves strictness at its
+            # default (0) is served BEST_EFFORT, with a warning.
+            note = (
+                f"strictness 0 (unset): using BEST_EFFORT ({SwitchController.Request.BEST_EFFORT});"
+                f" set STRICT ({SwitchController.Request.STRICT}) or BEST_EFFORT explicitly"
+            )
+            self.logger.warning(f"switch_controller: {note}")
+            strictness = SwitchController.Request.BEST_EFFORT
+        if strictness not in (
             SwitchController.Request.STRICT,
             SwitchController.Request.BEST_EFFORT,
         ):
@@ -58,9 +70,10 @@ class ControllerServices:
         result = self.manager.switch(
             list(request.activate_controllers),
             list(request.deactivate_controllers),
-            strict=request.strictness == SwitchController.Request.STRICT,
+            strict=strictness == SwitchController.Request.STRICT,
         )
-        response.ok, response.message = result.ok, result.message
+        response.ok = result.ok
+        response.message = f"{result.message} ({note})" if note else result.message
         return response
 
     def _reset(self, request: Any, response: Any) -> Any:
