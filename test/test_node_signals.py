@@ -63,8 +63,9 @@ SHUTDOWN_CASES = {
 @pytest.mark.parametrize("case", list(SHUTDOWN_CASES))
 def test_a_signal_mid_goal_aborts_it_with_a_result_and_exits_cleanly(case):
     """SIGTERM, or SIGINT twice in a row (a terminal's Ctrl-C, then launch's own), to the node's
-    process group while a goal runs: the goal ends ABORTED with FAULT "node shutting down", the
-    node exits 0 within 5 s, prints its exit summary and no traceback."""
+        process group while a goal runs: the goal ends ABORTED with FAULT "node shutting down", the
+        node exits 0 within 5 s, prints its exit summary and no traceback; the goal was logged once
+    when it arrived and once when it ended, and nothing else per goal."""
     action_type, name, make_goal, signals = SHUTDOWN_CASES[case]
     process = start_node(start_new_session=True)  # its own process group, as launch gives it
     try:
@@ -93,5 +94,14 @@ def test_a_signal_mid_goal_aborts_it_with_a_result_and_exits_cleanly(case):
         assert exited < SHUTDOWN_BOUND, exited
         assert "Traceback" not in output, output
         assert "ticks" in output and "overruns" in output, output
+        # The goal was logged when it arrived and when it ended (code, duration, message).
+        goal_lines = [
+            line for line in output.splitlines() if f"{action_type.__name__} goal" in line
+        ]
+        assert any("received:" in line for line in goal_lines), output
+        assert any(
+            "ended FAULT after" in line and "node shutting down" in line for line in goal_lines
+        )
+        assert len(goal_lines) == 2, goal_lines
     finally:
         stop_node(process)
