@@ -4,6 +4,10 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
+# The venv's ament prefix entries (tools/ament_prefix.sh) link each data file into the checkout:
+# re-laid when a file is added to or removed from these folders (their modification times).
+AMENT_STAMP := $(VENV)/.ament-stamp
+AMENT_INPUTS := tools/ament_prefix.sh resource launch config urdf
 SETUP_INPUTS := requirements.txt setup.py setup.cfg package.xml tools/setup_env.sh \
 	$(wildcard ct_interfaces/*.txt ct_interfaces/*.xml ct_interfaces/*/*)
 
@@ -14,10 +18,14 @@ export FASTDDS_DEFAULT_PROFILES_FILE := $(CURDIR)/ct_controllers/ros/fastdds_loo
 
 .PHONY: setup sim test lint typecheck unit clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(AMENT_STAMP)
 
 $(STAMP): $(SETUP_INPUTS)
 	bash tools/setup_env.sh
+	touch $@
+
+$(AMENT_STAMP): $(STAMP) $(AMENT_INPUTS)
+	bash tools/ament_prefix.sh
 	touch $@
 
 sim: setup

@@ -166,8 +166,9 @@ print(json.dumps({
 def test_colcon_install_and_the_venv_are_the_same_ament_prefix(workspace: Workspace) -> None:
     """A plain `colcon build` installs the ament index entry, share/ct_controllers (package.xml,
     launch, config, urdf) and an executable lib/ct_controllers/ct_control_node; after
-    `make setup` the venv has the same entries with the same contents (linked to the checkout),
-    and `ros2 run`'s lookup (ament index → lib/ct_controllers) finds the venv's executable."""
+    `make setup` the venv has the same entries with the same contents (each file linked to the
+    checkout, found by `ros2 launch`'s walk of the share folder), and `ros2 run`'s lookup
+    (ament index → lib/ct_controllers) finds the venv's executable, which runs."""
     for prefix in (workspace.prefix, VENV):
         assert (prefix / INDEX / "ct_controllers").is_file(), prefix
         node = prefix / "lib" / "ct_controllers" / "ct_control_node"
@@ -175,6 +176,15 @@ def test_colcon_install_and_the_venv_are_the_same_ament_prefix(workspace: Worksp
         for name in DATA_FILES:
             installed = prefix / "share" / "ct_controllers" / name
             assert installed.is_file(), installed
+        # `ros2 launch <package> <file>` walks the share folder without following links to
+        # folders: every file must be found so.
+        share = prefix / "share" / "ct_controllers"
+        walked = {
+            os.path.relpath(os.path.join(folder, name), share)
+            for folder, _, names in os.walk(share)
+            for name in names
+        }
+        assert set(DATA_FILES) <= walked, (prefix, walked)
     colcon_share = workspace.prefix / "share" / "ct_controllers"
     installed_data = sorted(
         str(path.relative_to(colcon_share))

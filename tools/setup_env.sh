@@ -48,29 +48,8 @@ fi
 echo "setup: installing ct_controllers (editable)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 
-# The venv as an ament prefix for ct_controllers, laid out as colcon installs it (setup.py's
-# data_files and setup.cfg's install_scripts): the ament index entry, share/ct_controllers/
-# (package.xml, launch/, config/, urdf/) and lib/ct_controllers/ (where `ros2 run` and
-# launch_ros's Node look for ct_control_node). pip's editable install makes none of them. They
-# are links into the checkout, as `colcon build --symlink-install` makes them, but whole folders:
-# an edited or a new launch, config or URDF file shows at once, with no setup to re-run.
 echo "setup: registering ct_controllers in the venv's ament index"
-link() {  # link TARGET NAME: NAME becomes a symbolic link to TARGET, whatever it was before
-  if [ -e "$2" ] && [ ! -L "$2" ]; then rm -rf "$2"; fi
-  ln -sfn "$1" "$2"
-}
-mkdir -p "$VENV/share/ament_index/resource_index/packages" "$VENV/share/ct_controllers" \
-  "$VENV/lib/ct_controllers"
-link "$ROOT/resource/ct_controllers" "$VENV/share/ament_index/resource_index/packages/ct_controllers"
-link "$ROOT/package.xml" "$VENV/share/ct_controllers/package.xml"
-for folder in launch config urdf; do
-  link "$ROOT/$folder" "$VENV/share/ct_controllers/$folder"
-done
-for script in ct_control_node ct-bringup ct-sim ct-bench; do
-  link "../../bin/$script" "$VENV/lib/ct_controllers/$script"
-done
-[ -x "$VENV/lib/ct_controllers/ct_control_node" ] \
-  || { echo "setup: $VENV/lib/ct_controllers/ct_control_node is not executable" >&2; exit 1; }
+bash tools/ament_prefix.sh
 
 "$VENV/bin/python" -c 'import rclpy, pinocchio, mujoco, osqp, ct_interfaces.action, ct_controllers' \
   || { echo "setup: the environment does not import" >&2; exit 1; }
