@@ -46,6 +46,8 @@ class World:
     last_stamp: float = 0.0
     held: bool = False
     cube_in_tcp: np.ndarray | None = None
+    senses_object: bool = True  # an object sensor: the cube's pose and finger contact forces
+    measures_effort: bool = True  # the backend measures finger efforts
 
     def step(self, tcp_target: np.ndarray | None, finger_target: float, effort: float) -> None:
         self.time += DT
@@ -64,7 +66,9 @@ class World:
         if not math.isnan(finger_target):
             stop = self._finger_stop()
             step = np.clip(finger_target - self.fingers, -0.1 * DT, 0.1 * DT)
+            before = self.fingers
             self.fingers = np.maximum(self.fingers + step, stop)
+            self.finger_speed = (self.fingers - before) / DT
         blocked = (
             self.cube_present
             and self._between_fingers()
@@ -90,14 +94,17 @@ class World:
 
     def observe(self) -> GraspObservation:
         blocked = self.held
+        sensed = self.senses_object
         return GraspObservation(
             stamp=self.last_stamp,
             tcp_pose=self.tcp.copy(),
             finger_positions=self.fingers.copy(),
-            finger_velocities=np.zeros(2),
-            finger_efforts=getattr(self, "effort", np.zeros(2)).copy(),
-            contact_forces=np.full(2, 5.0 if blocked else 0.0),
-            object_pose=self.cube.copy() if self.cube_present else None,
+            finger_velocities=getattr(self, "finger_speed", np.zeros(2)).copy(),
+            finger_efforts=(
+                getattr(self, "effort", np.zeros(2)).copy() if self.measures_effort else None
+            ),
+            contact_forces=np.full(2, 5.0 if blocked else 0.0) if sensed else None,
+            object_pose=self.cube.copy() if self.cube_present and sensed else None,
         )
 
 
@@ -330,3 +337,92 @@ def test_target_is_what_the_next_update_outputs_without_stepping_the_task() -> N
     assert output.tcp_target is first
     run(task, world, 30.0)
     assert task.finished and task.target() is None
+
+
+def test_with_full_sensing_the_verdict_lists_the_object_checks() -> None:
+    """With an object sensor and measured efforts, DONE rests on contact, the object's rise and
+    steadiness in the grasp and its staying put at release, besides the gripper's checks."""
+    task, world = GraspTask(), World()
+    task.start(GOAL)
+    run(task, world, 12.0)
+    assert task.phase == Phase.DONE, task.failure
+    assert task.checks == (
+        "tcp_pose",
+        "finger_contact",
+        "aperture",
+        "grip_effort",
+        "object_rise",
+        "object_slip",
+        "fingers_open",
+        "tcp_retreat",
+        "object_stayed",
+    )
+    assert task.object_observed
+
+
+def test_without_an_object_sensor_the_pick_completes_on_the_gripper_alone_and_says_so() -> None:
+    """No object pose, no contact forces: CLOSE ends on the measured stall (effort), HOLD on the
+    aperture and grip effort, and DONE lists only those checks (object_observed False); the
+    cube was still lifted by the lift height in the world."""
+    task, world = GraspTask(), World(senses_object=False)
+    task.start(GOAL)
+    heights = []
+    run(task, world, 12.0, event=lambda t, w: heights.append(w.cube[2, 3]))
+    assert task.phase == Phase.DONE, task.failure
+    assert task.checks == (
+        "tcp_pose",
+        "finger_stall_effort",
+        "aperture",
+        "grip_effort",
+        "fingers_open",
+        "tcp_retreat",
+    )
+    assert not task.object_observed
+    assert max(heights) == pytest.approx(CUBE_HALF + 0.1, abs=0.006)
+
+
+def test_without_effort_measurement_the_stall_is_judged_by_position() -> None:
+    """No effort measured and no object sensor: fingers blocked short of their closed target
+    count as the stall (finger_stall_position); no grip_effort check is claimed."""
+    task, world = GraspTask(), World(senses_object=False, measures_effort=False)
+    task.start(GOAL)
+    run(task, world, 12.0)
+    assert task.phase == Phase.DONE, task.failure
+    assert "finger_stall_position" in task.checks and "grip_effort" not in task.checks
+
+
+def test_without_an_object_sensor_a_lost_cube_fails_hold_by_the_aperture() -> None:
+    """The cube taken out of the closed fingers during HOLD, with no object sensor: the fingers
+    close to nothing and HOLD fails 'object lost', measured by the gripper alone."""
+    task, world = GraspTask(), World(senses_object=False)
+    task.start(GOAL)
+
+    def take(task: GraspTask, world: World) -> None:
+        if task.phase == Phase.HOLD and task.stage == "hold":
+            world.cube_present = False
+
+    run(task, world, 10.0, event=take)
+    assert task.phase == Phase.FAILED and task.failure is not None
+    assert task.failure.source == Phase.HOLD and "object lost" in task.failure.reason
+
+
+def test_hold_needs_the_grip_effort_to_hold() -> None:
+    """Measured finger effort dropping below grip_effort_fraction of grasp_effort during HOLD
+    (the drive lost its force) keeps HOLD from completing: it times out FAILED."""
+    parameters = GraspParameters(
+        timeouts={Phase.APPROACH: 6.0, Phase.CLOSE: 2.0, Phase.HOLD: 3.0, Phase.RELEASE: 4.0}
+    )
+    task, world = GraspTask(parameters), World(senses_object=False)
+    task.start(GOAL)
+    original = world.observe
+
+    def weak() -> GraspObservation:
+        observation = original()
+        if task.phase == Phase.HOLD and observation.finger_efforts is not None:
+            observation.finger_efforts[:] = 0.2 * GOAL.grasp_effort
+        return observation
+
+    world.observe = weak  # type: ignore[method-assign]
+    run(task, world, 12.0)
+    assert task.phase == Phase.FAILED and task.failure is not None
+    assert task.failure.source == Phase.HOLD and "timed out" in task.failure.reason

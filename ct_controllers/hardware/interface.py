@@ -12,6 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -116,6 +117,23 @@ class ActuationReport:
     effective: FloatArray
     actuator_force: FloatArray
     joint_force: FloatArray
+
+
+@dataclass(frozen=True)
+class ObjectObservation:
+    """What an object sensor reports: stamp [s] on the hardware clock; the object's pose 4x4 in
+    the base frame (None if not seen); the normal force [N] between each finger and the object
+    (None if not measured; 0 = no contact)."""
+
+    stamp: float
+    pose: FloatArray | None
+    contact_forces: FloatArray | None
+
+
+class ObjectSensing(Protocol):
+    """An object sensor plug-in (a simulator's privileged view, perception, tactile fingers)."""
+
+    def observe(self) -> ObjectObservation: ...
 
 
 @dataclass
@@ -282,3 +300,9 @@ class SystemInterface(ABC):
     def diagnostics(self) -> dict[str, object]:
         """Backend-specific status for /diagnostics (key → value)."""
         return {}
+
+    # --- capabilities ----------------------------------------------------------------------
+    def object_sensor(self) -> ObjectSensing | None:
+        """The object sensor this backend offers (configured), or None: then the grasp task
+        judges by the robot's own sensing (joint positions, velocities, efforts) alone."""
+        return None

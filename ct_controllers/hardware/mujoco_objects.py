@@ -8,25 +8,16 @@ state besides the backend's own reset).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import mujoco
 import numpy as np
 from numpy.typing import NDArray
 
+from ct_controllers.hardware.interface import ObjectObservation
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 
+__all__ = ["ObjectObservation", "ObjectSensor", "place_object"]
+
 FloatArray = NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class ObjectObservation:
-    """stamp [s] sim time; pose 4x4 of the object in the base (world) frame; contact_forces [N],
-    the normal force between each finger and the object (0 without contact)."""
-
-    stamp: float
-    pose: FloatArray
-    contact_forces: FloatArray
 
 
 class ObjectSensor:

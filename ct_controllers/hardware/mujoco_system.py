@@ -34,6 +34,7 @@ from ct_controllers.hardware.interface import (
     FloatArray,
     JointCommand,
     LifecycleState,
+    ObjectSensing,
     StateSample,
     SystemInterface,
 )
@@ -207,6 +208,18 @@ class MujocoSystem(SystemInterface):
                 for _ in range(self._steps_per_period):
                     mujoco.mj_step(self.model, self.data)
                 self.physics_seconds += time.perf_counter() - start
+
+    def object_sensor(self) -> ObjectSensing | None:
+        """The scene's simulated object sensor (the cube's pose and finger contact forces, read
+        from MuJoCo) when the scene has a cube, else None. Configured backends only."""
+        from ct_controllers.hardware.mujoco_objects import ObjectSensor  # imports this module
+
+        if self.model is None:
+            return None
+        try:
+            return ObjectSensor(self)
+        except KeyError:  # no cube (or no finger bodies) in this scene
+            return None
 
     @property
     def unstable(self) -> bool:

@@ -1,7 +1,9 @@
 """``/ct/grasp`` (ct_interfaces/action/Grasp): the APPROACH → CLOSE → HOLD → RELEASE machine on
 the real stack (phase machine → differential IK → the selected joint controller + the gripper
-servo → limiter). Needs object sensing: the MuJoCo backend's simulated sensor; other backends
-refuse Grasp goals (FAULT) until they have one.
+servo → limiter), on every backend that drives the gripper joints. An object sensor is an
+optional plug-in the backend offers (``SystemInterface.object_sensor``: MuJoCo's simulated one);
+without one the task judges by the robot's own sensing (finger positions, velocities, efforts),
+and the result's ``checks`` say what the verdict rested on.
 
 Boundary checks: frames (UNKNOWN_FRAME), stamps (STALE_GOAL), non-finite or non-unit poses and
 out-of-range amounts (INVALID_GOAL), a grasp or pre-grasp pose without an IK solution
@@ -19,8 +21,7 @@ from ct_interfaces.action import Grasp
 
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.gripper import GripperController
-from ct_controllers.hardware.mujoco_objects import ObjectSensor
-from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.hardware.interface import ObjectSensing, SystemInterface
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
@@ -130,10 +131,13 @@ class GraspServer:
             goal_handle.abort()
             message = self.loop.stopped_reason or "no state from the control loop"
             return self._result(Result.FAULT, message, None)
-        if not isinstance(hardware, MujocoSystem):
+        missing = sorted(set(self.config.gripper_joints) - set(hardware.joint_names))
+        if missing:
             goal_handle.abort()
             return self._result(
-                Result.FAULT, "this backend has no object sensing; Grasp needs one", None
+                Result.FAULT,
+                f"this backend drives no gripper joint(s) {', '.join(missing)}; Grasp needs them",
+                None,
             )
         try:
             request = self.validate(goal_handle.request, snapshot.position)
@@ -153,15 +157,12 @@ class GraspServer:
                 self.manager.release()
             self.arbiter.finish(token)
 
-    def _runner(self, hardware: MujocoSystem) -> GraspRunner:
+    def _runner(self, hardware: SystemInterface) -> GraspRunner:
         config = self.config
         # A copy of the parsed model, not a new parse of the URDF (see MoveToPose).
         model = RobotModel(self.stack.model.model, config.tcp_frame, config.base_frame)
-        sensor = ObjectSensor(hardware)
-
-        def sense() -> ObjectReading:
-            observation = sensor.observe()
-            return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
+        sensor = hardware.object_sensor()
+        sense = None if sensor is None else _reader(sensor)
 
         return GraspRunner(
             model=model,
@@ -200,7 +201,7 @@ class GraspServer:
                 return self._result(Result.CANCELED, "canceled; stopping and holding", task)
             if task.phase == Phase.DONE:
                 goal_handle.succeed()
-                return self._result(Result.SUCCESS, "object picked, held and released", task)
+                return self._result(Result.SUCCESS, _success_message(task), task)
             if task.phase == Phase.FAILED and task.failure is not None:
                 goal_handle.abort()
                 return self._result(
@@ -214,6 +215,7 @@ class GraspServer:
                 phase=task.phase.value,
                 phase_elapsed=max(0.0, snapshot.stamp - entered),
                 position_error=self._position_error(runner, snapshot.position),
+                checks=list(task.checks),
             )
             goal_handle.publish_feedback(feedback)
             time.sleep(FEEDBACK_PERIOD)
@@ -244,4 +246,25 @@ class GraspServer:
             message=message,
             final_phase=final,
             phase_durations=[float(durations.get(p, 0.0)) for p in ACTIVE_PHASES],
+            checks=list(task.checks),
         )
+
+
+def _reader(sensor: ObjectSensing) -> Any:
+    """The runner's view of an object sensor."""
+
+    def sense() -> ObjectReading:
+        observation = sensor.observe()
+        return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
+
+    return sense
+
+
+def _success_message(task: GraspTask) -> str:
+    """DONE, and what it rested on: a verdict without an object sensor says so."""
+    if task.object_observed:
+        return "object picked, held and released (object and gripper checked)"
+    return (
+        "object picked, held and released, judged by the gripper alone (no object sensor): "
+        + ", ".join(task.checks)
+    )

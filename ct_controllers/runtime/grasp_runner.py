@@ -69,7 +69,7 @@ class GraspRunner(Controller):
         diff_ik: ReferenceGenerator,
         arm_controller: Controller,
         gripper: GripperController,
-        sense_object: Callable[[], ObjectReading],
+        sense_object: Callable[[], ObjectReading] | None,
         hold_damping: FloatArray,
         record: bool = False,
         task_divisor: int = 1,
@@ -110,7 +110,14 @@ class GraspRunner(Controller):
         self.arm_controller.apply_gains(gains)
 
     def observe(self, state: JointState) -> GraspObservation:
-        reading = self.sense_object()
+        """The task's observation from the measured state and, where one exists, the object
+        sensor (without one: no object pose, no contact forces; the task judges by the
+        gripper)."""
+        reading = (
+            ObjectReading(state.stamp, None, None)
+            if self.sense_object is None
+            else self.sense_object()
+        )
         return GraspObservation(
             # The joint state and the object sensor are separate sensors: the observation is
             # as old as the older of the two.
@@ -119,11 +126,7 @@ class GraspRunner(Controller):
             finger_positions=state.q[self.fingers].copy(),
             finger_velocities=state.v[self.fingers].copy(),
             # Measured finger efforts when the backend reports them; else none is claimed.
-            finger_efforts=(
-                np.zeros(len(self.fingers))
-                if state.effort is None
-                else np.abs(state.effort[self.fingers])
-            ),
+            finger_efforts=_measured(state.effort, self.fingers),
             contact_forces=reading.contact_forces,
             object_pose=reading.pose,
         )
@@ -195,3 +198,11 @@ class GraspRunner(Controller):
             float(np.mean(observation.finger_positions)),
             (x, y, z),
         )
+
+
+def _measured(effort: FloatArray | None, fingers: np.ndarray) -> FloatArray | None:
+    """|effort| [N] of the fingers when the backend measures it (finite), else None."""
+    if effort is None:
+        return None
+    values = np.abs(effort[fingers])
+    return values if np.all(np.isfinite(values)) else None

@@ -11,11 +11,24 @@ Phase by phase, what it writes and the observed condition that ends it:
 - APPROACH: TCP → pre-grasp, then → grasp pose, fingers open; ends when the TCP pose error is
   within tolerance.
 - CLOSE: hold the TCP, fingers → closed with effort ≤ grasp_effort; ends on contact on both
-  fingers, or on a stall with an aperture above the empty-gripper minimum.
-- HOLD: lift (carry to the place pose if any), hold, put down; ends when lifted and the object's
-  pose relative to the TCP stayed put for hold_duration.
+  fingers (where a contact sensor exists), or on a stall: fingers still, above the empty-gripper
+  minimum, pressing with ≥ 0.8 grasp_effort (measured effort) or, where no effort is measured,
+  blocked short of their closed target.
+- HOLD: lift (carry to the place pose if any), hold, put down; every stage needs the gripper to
+  keep its grip — the grip width (the two fingers' openings summed: the object may shift
+  between independently servoed fingers, its width does not change) above the empty minimum and
+  within slip_tolerance of what it was when CLOSE ended, the measured finger effort ≥
+  grip_effort_fraction of grasp_effort — and, where the object's pose is observed, the object to
+  rise with the lift and stay put relative to the TCP for hold_duration. The fingers closing to
+  the empty minimum, or the width changing by more than slip_failure, is a lost object: FAILED.
 - RELEASE: open, then retreat along −tool z; ends when the fingers are open past release_width
-  and the object stays while the TCP moves away.
+  and the TCP moved away (and, where observed, the object stayed).
+
+A verdict says what it rested on: :attr:`GraspTask.checks` lists the checks that ended a phase
+or stage (``tcp_pose``, ``finger_contact``, ``finger_stall_effort``, ``finger_stall_position``,
+``aperture``, ``grip_effort``, ``object_rise``, ``object_slip``, ``fingers_open``,
+``tcp_retreat``, ``object_stayed``). A DONE without an object sensor checked the gripper only,
+and says so.
 
 Frames: every pose is a 4x4 transform in the base frame; the tool z axis points from the hand
 toward the fingertips (the approach direction). Units: m, rad, s, N.
@@ -103,6 +116,7 @@ class GraspParameters:
     empty_minimum: float = 0.003  # per-finger opening below which the fingers closed on nothing
     contact_force: float = 0.5  # normal force on a finger counting as contact [N]
     stall_speed: float = 0.002  # finger speed counting as stalled [m/s]
+    grip_effort_fraction: float = 0.5  # measured finger effort kept through HOLD, of grasp_effort
     slip_tolerance: float = 0.01  # object displacement relative to the TCP counted as slip [m]
     slip_failure: float = 0.03  # ... beyond which the grasp is lost: FAILED [m]
     release_width: float = 0.03  # per-finger opening that counts as released [m]
@@ -112,14 +126,14 @@ class GraspParameters:
 @dataclass(frozen=True)
 class GraspObservation:
     """One measured sample. finger_* are per finger (left, right): opening [m], speed [m/s],
-    effort [N]; contact_forces [N] per finger if the backend measures them (sim), else None;
-    object_pose (4x4, base frame) if known, else None."""
+    effort [N] (None if the backend does not measure it); contact_forces [N] per finger if a
+    contact sensor exists, else None; object_pose (4x4, base frame) if observed, else None."""
 
     stamp: float
     tcp_pose: FloatArray
     finger_positions: FloatArray
     finger_velocities: FloatArray
-    finger_efforts: FloatArray
+    finger_efforts: FloatArray | None
     contact_forces: FloatArray | None = None
     object_pose: FloatArray | None = None
 
@@ -167,8 +181,9 @@ def _finite(observation: GraspObservation) -> bool:
         vdot(observation.tcp_pose, observation.tcp_pose)
         + vdot(observation.finger_positions, observation.finger_positions)
         + vdot(observation.finger_velocities, observation.finger_velocities)
-        + vdot(observation.finger_efforts, observation.finger_efforts)
     )
+    if observation.finger_efforts is not None:
+        total += vdot(observation.finger_efforts, observation.finger_efforts)
     if observation.contact_forces is not None:
         total += vdot(observation.contact_forces, observation.contact_forces)
     if observation.object_pose is not None:
@@ -209,6 +224,8 @@ class GraspTask:
         self._carry_targets: list[tuple[str, FloatArray]] = []
         self._phase_durations: dict[Phase, float] = {}
         self._stage_target: FloatArray | None = None  # of the current stage, read-only
+        self._grip_width: float | None = None  # [m] both fingers' openings when CLOSE ended
+        self._checks: dict[str, None] = {}  # the checks that ended a phase or stage, in order
 
     def start(self, goal: GraspGoal) -> None:
         """Begin a run. Refused unless freshly reset (no implicit restart after DONE/FAILED)."""
@@ -219,6 +236,20 @@ class GraspTask:
     @property
     def finished(self) -> bool:
         return self.phase in (Phase.DONE, Phase.FAILED)
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """The checks this run's verdicts rested on so far, in the order first used."""
+        return tuple(self._checks)
+
+    @property
+    def object_observed(self) -> bool:
+        """Some verdict of this run rested on an observed object (pose or contact)."""
+        return any(name.startswith(("object_", "finger_contact")) for name in self._checks)
+
+    def _checked(self, *names: str) -> None:
+        for name in names:
+            self._checks[name] = None
 
     @property
     def phase_durations(self) -> dict[Phase, float]:
@@ -270,6 +301,7 @@ class GraspTask:
         within = position <= p.position_tolerance and angle <= p.orientation_tolerance
         if self._judge(now, obs, usable and within).met:
             values = {"position_error": position, "orientation_error": angle}
+            self._checked("tcp_pose")
             if self.stage == "pre_grasp":
                 self._next_stage(now, "grasp")
             else:
@@ -289,12 +321,23 @@ class GraspTask:
         contact = obs.contact_forces is not None and bool(
             np.all(np.asarray(obs.contact_forces) >= p.contact_force)
         )
+        # Stalled: still, above the empty minimum (blocked short of the closed target, 0), and
+        # pressing with the grasp force where the effort is measured.
         stalled = bool(
             np.all(np.abs(obs.finger_velocities) <= p.stall_speed)
             and np.all(aperture > p.empty_minimum)
-            and np.all(np.abs(obs.finger_efforts) >= 0.8 * self.goal.grasp_effort)  # type: ignore[union-attr]
+            and (
+                obs.finger_efforts is None
+                or np.all(np.abs(obs.finger_efforts) >= 0.8 * self.goal.grasp_effort)  # type: ignore[union-attr]
+            )
         )
         if self._judge(now, obs, usable and (contact or stalled)).met:
+            if contact:
+                self._checked("finger_contact")
+            else:
+                measured = obs.finger_efforts is not None
+                self._checked("finger_stall_effort" if measured else "finger_stall_position")
+            self._grip_width = float(aperture.sum())
             self._object_in_tcp = (
                 None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
             )
@@ -324,22 +367,48 @@ class GraspTask:
         slip = self._slip(obs, self._object_in_tcp) if usable else math.inf
         if usable and slip > p.slip_failure:
             return self._fail(now, "object slipped out of the grasp", {"slip": slip})
+        aperture = np.asarray(obs.finger_positions)
+        drift = self._width_change(aperture) if usable else math.inf
+        if usable and aperture.sum() < 2 * p.empty_minimum:
+            return self._fail(
+                now,
+                "object lost: the fingers closed on nothing",
+                {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])},
+            )
+        if usable and drift > p.slip_failure:
+            return self._fail(
+                now, "object lost: the grip width changed", {"grip_width_change": drift}
+            )
+        grip = drift <= p.slip_tolerance
+        efforts = obs.finger_efforts
+        if efforts is not None:
+            minimum = p.grip_effort_fraction * self.goal.grasp_effort  # type: ignore[union-attr]
+            grip = grip and bool(np.all(np.abs(efforts) >= minimum))
         names = [name for name, _ in self._carry_targets]
         stage_index = names.index(self.stage)
         target = self._target()
         position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
         reached = position <= p.position_tolerance and angle <= p.orientation_tolerance
-        values = {"position_error": position, "orientation_error": angle, "slip": slip}
-        condition = usable and reached
+        values = {
+            "position_error": position,
+            "orientation_error": angle,
+            "slip": slip,
+            "grip_width_change": drift,
+        }
+        condition = usable and reached and grip
+        checks = ["tcp_pose", "aperture"] + ([] if efforts is None else ["grip_effort"])
         if self.stage == "lift" and obs.object_pose is not None and self._grasp_height is not None:
+            checks.append("object_rise")
             rise = float(obs.object_pose[2, 3]) - self._grasp_height
             values["object_rise"] = rise
             condition = condition and rise >= 0.8 * self.goal.lift_height  # type: ignore[union-attr]
-        if self.stage == "hold":
+        if self.stage == "hold" and obs.object_pose is not None:
             hold_slip = self._slip(obs, self._object_in_tcp_at_hold) if usable else math.inf
             values["hold_slip"] = hold_slip
             condition = condition and hold_slip <= p.slip_tolerance
+            checks.append("object_slip")
         if self._judge(now, obs, condition).met:
+            self._checked(*checks)
             if stage_index + 1 < len(self._carry_targets):
                 self._next_stage(now, names[stage_index + 1])
                 if self.stage == "hold":
@@ -358,6 +427,7 @@ class GraspTask:
         opening = np.asarray(obs.finger_positions)
         if self.stage == "opening":
             if self._judge(now, obs, usable and bool(np.all(opening >= p.release_width))).met:
+                self._checked("fingers_open")
                 self._next_stage(now, "retreat")
                 # The object settles as the fingers let go; it must stay put from here on.
                 self._release_object = (
@@ -375,6 +445,8 @@ class GraspTask:
         stays = object_moved <= p.slip_tolerance
         away = moved_away >= p.retreat_distance
         if self._judge(now, obs, usable and stays and away).met:
+            observed = obs.object_pose is not None and self._release_object is not None
+            self._checked("tcp_retreat", *(["object_stayed"] if observed else []))
             self._enter(
                 now,
                 Phase.DONE,
@@ -405,6 +477,12 @@ class GraspTask:
         stages.append(("hold", stages[-1][1]))
         stages.append(("put_down", np.array(place)))
         return stages
+
+    def _width_change(self, aperture: FloatArray) -> float:
+        """Change [m] of the grip width (both openings summed) since CLOSE ended."""
+        if self._grip_width is None:
+            return 0.0
+        return abs(float(aperture.sum()) - self._grip_width)
 
     def _slip(self, obs: GraspObservation, reference: FloatArray | None) -> float:
         """Displacement [m] of the object relative to the TCP since ``reference`` (the object's
