@@ -36,6 +36,7 @@ from rclpy.signals import SignalHandlerOptions  # noqa: E402
 from ct_controllers.config import ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
+from ct_controllers.launch_plan import TARGETS  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
 from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
@@ -202,17 +203,16 @@ class ControlNode(Node):
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="ct_control_node")
-    parser.add_argument("--target", choices=["sim", "hardware"], default=None)
+    parser.add_argument("--target", choices=list(TARGETS), default=None)
     parser.add_argument("--config", help="controllers.yaml to load as parameters")
     own, ros_args = parser.parse_known_args(arguments)
     extra: list[str] = []
     if own.config:
         extra += ["--params-file", own.config]
-    # The same choices as launch/sim.launch.py and launch/hardware.launch.py.
-    if own.target == "sim":
-        extra += ["-p", "backend:=mujoco", "-p", "use_sim_time:=true"]
-    elif own.target == "hardware":
-        extra += ["-p", "backend:=ros2_control_bridge", "-p", "use_sim_time:=false"]
+    if own.target is not None:  # the launch files' defaults (ct_controllers.launch_plan)
+        target = TARGETS[own.target]
+        extra += ["-p", f"backend:={target.backend}", "-p"]
+        extra += [f"use_sim_time:={str(target.use_sim_time).lower()}"]
     if extra:
         ros_args = ros_args + (["--ros-args"] if "--ros-args" not in ros_args else []) + extra
     # The control thread shares the GIL with the executor threads; the default 5 ms switch
