@@ -4,6 +4,8 @@ validation."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -12,6 +14,7 @@ from helpers import new_robot_model, random_configuration
 from ct_controllers.model.frames import (
     check_pose,
     pose_error,
+    pose_error_norms,
     rotation_error,
     shift_jacobian,
     skew,
@@ -163,3 +166,21 @@ def test_check_pose_returns_a_copy():
     checked = check_pose(pose)
     pose[0, 3] = 1.0
     assert checked[0, 3] == 0.0
+
+
+def test_pose_error_norms_match_an_independent_rotation_angle() -> None:
+    """The orientation error equals the angle from the trace formula, the position error the
+    Euclidean distance (moved here from the grasp task's tests with the function it checks)."""
+    a = np.eye(4)
+    a[:3, :3] = np.diag([1.0, -1.0, -1.0])
+    a[:3, 3] = [0.1, 0.2, 0.3]
+    b = a.copy()
+    b[:3, :3] = pin.exp3(np.array([0.0, 0.3, 0.4])) @ a[:3, :3]
+    b[:3, 3] += [0.03, 0.0, 0.04]
+    position, angle = pose_error_norms(a, b)
+    relative = b[:3, :3] @ a[:3, :3].T
+    assert angle == pytest.approx(math.acos((np.trace(relative) - 1) / 2))
+    assert position == pytest.approx(0.05)
+    assert (position, angle) == pytest.approx(
+        (np.linalg.norm(pose_error(a, b)[:3]), np.linalg.norm(pose_error(a, b)[3:]))
+    )

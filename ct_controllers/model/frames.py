@@ -87,6 +87,14 @@ def pose_error(current: FloatArray, desired: FloatArray) -> FloatArray:
     return error
 
 
+def pose_error_norms(current: FloatArray, desired: FloatArray) -> tuple[float, float]:
+    """(‖p* − p‖ [m], ‖log3(R* Rᵀ)‖ [rad]): the sizes of :func:`pose_error`'s two parts, as
+    plain floats (tolerance checks)."""
+    offset = np.asarray(desired)[:3, 3] - np.asarray(current)[:3, 3]
+    rotation = pin.log3(np.asarray(desired)[:3, :3] @ np.asarray(current)[:3, :3].T)
+    return math.sqrt(offset.dot(offset)), math.sqrt(rotation.dot(rotation))
+
+
 def shift_jacobian(jacobian: FloatArray, offset: FloatArray) -> FloatArray:
     """The 6 x n Jacobian (linear; angular, base axes) at the point C moved to T = C + r.
 

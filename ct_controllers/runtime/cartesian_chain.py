@@ -11,8 +11,8 @@ import numpy as np
 
 from ct_controllers.controllers.controller import Controller, FloatArray, JointReference, JointState
 from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
+from ct_controllers.model.frames import pose_error_norms
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.tasks.phases import pose_error
 
 
 class CartesianChain(Controller):
@@ -51,7 +51,7 @@ class CartesianChain(Controller):
     def errors(self, q: FloatArray) -> tuple[float, float]:
         """(position [m], orientation [rad]) error of the TCP at ``q`` to the target; for one
         thread other than the control thread."""
-        return pose_error(self._target.pose, self._error_model.frame_pose(q))
+        return pose_error_norms(self._error_model.frame_pose(q), self._target.pose)
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         return self.joint_controller.validate_gains(gains)

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
-import pinocchio as pin
 from numpy.typing import NDArray
 
+from ct_controllers.model.frames import check_pose, pose_error_norms
 from ct_controllers.tasks.conditions import ConditionState, DwellCondition
 
 FloatArray = NDArray[np.float64]
@@ -79,14 +79,10 @@ class GraspGoal:
             pose = getattr(self, name)
             if pose is None:
                 continue
-            pose = np.asarray(pose, dtype=np.float64)
-            if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
-                raise ValueError(f"{name} must be a finite 4x4 homogeneous transform")
-            rotation = pose[:3, :3]
-            if not np.allclose(rotation @ rotation.T, np.eye(3), atol=1e-6) or not np.allclose(
-                pose[3], [0, 0, 0, 1]
-            ):
-                raise ValueError(f"{name} is not a rigid transform (rotation not orthonormal)")
+            try:  # finite, rigid, a proper rotation (no reflection)
+                check_pose(pose, name)
+            except ValueError as exc:
+                raise ValueError(f"{name} is not a rigid transform: {exc}") from None
         for name in ("approach_offset", "lift_height", "grasp_effort", "hold_duration"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -157,13 +153,6 @@ class Transition:
     target: Phase
     reason: str
     values: dict[str, float]
-
-
-def pose_error(target: FloatArray, current: FloatArray) -> tuple[float, float]:
-    """(position error [m], orientation error [rad]) between two base-frame poses."""
-    offset = target[:3, 3] - current[:3, 3]
-    rotation = pin.log3(target[:3, :3].dot(current[:3, :3].T))
-    return math.sqrt(offset.dot(offset)), math.sqrt(rotation.dot(rotation))
 
 
 def _translated(pose: FloatArray, offset: FloatArray) -> FloatArray:
@@ -296,7 +285,7 @@ class GraspTask:
     # --- phases --------------------------------------------------------------------------------
     def _approach(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
         target = self._target()
-        position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
+        position, angle = pose_error_norms(obs.tcp_pose, target) if usable else (math.inf, math.inf)
         p = self.parameters
         within = position <= p.position_tolerance and angle <= p.orientation_tolerance
         if self._judge(now, obs, usable and within).met:
@@ -387,7 +376,7 @@ class GraspTask:
         names = [name for name, _ in self._carry_targets]
         stage_index = names.index(self.stage)
         target = self._target()
-        position, angle = pose_error(target, obs.tcp_pose) if usable else (math.inf, math.inf)
+        position, angle = pose_error_norms(obs.tcp_pose, target) if usable else (math.inf, math.inf)
         reached = position <= p.position_tolerance and angle <= p.orientation_tolerance
         values = {
             "position_error": position,
