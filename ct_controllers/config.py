@@ -15,13 +15,15 @@ from typing import Any
 
 import yaml
 
+from ct_controllers.errors import CtError
+from ct_controllers.hardware.interface import FAULT_REACTIONS
 from ct_controllers.model.description import share_directory
 from ct_controllers.runtime.realtime import RealtimeSettings
 
 NODE_KEYS = ("/ct/controller_manager", "ct/controller_manager", "controller_manager", "/**")
 
 
-class ConfigError(ValueError):
+class ConfigError(CtError, ValueError):
     """A configuration value is missing or invalid; the message names the parameter."""
 
 
@@ -59,7 +61,6 @@ def load_parameters(path: str | Path | None = None) -> dict[str, Any]:
     raise ConfigError(f"{file}: no section for the controller manager (one of {NODE_KEYS})")
 
 
-FAULT_REACTIONS = ("damp", "hold", "quick_stop", "disable")
 BRIDGE_INTERFACES = ("effort", "position")
 CANOPEN_MODES = ("torque", "position")
 

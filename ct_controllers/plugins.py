@@ -10,11 +10,13 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any
 
+from ct_controllers.errors import CtError
+
 HARDWARE = "ct_controllers.hardware"
 CONTROLLERS = "ct_controllers.controllers"
 
 
-class UnknownPluginError(LookupError):
+class UnknownPluginError(CtError, LookupError):
     """No plugin of that name in the group; the message lists the known ones."""
 
     def __str__(self) -> str:

@@ -22,11 +22,13 @@ from pathlib import Path
 
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
+from ct_controllers.errors import CtError
+
 PACKAGE = "ct_controllers"
 INDEX = Path("share") / "ament_index" / "resource_index" / "packages"
 
 
-class ShareNotFoundError(LookupError):
+class ShareNotFoundError(CtError, LookupError):
     """No share folder for the package: not in the ament index, not installed, not a checkout."""
 
 

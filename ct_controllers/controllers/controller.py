@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ct_controllers.errors import CtError
 from ct_controllers.model.robot import RobotModel
 
 FloatArray = NDArray[np.float64]
@@ -48,7 +49,7 @@ class JointReference:
         return JointReference(q=np.array(q, dtype=np.float64), v=zeros, a=zeros.copy())
 
 
-class GainError(ValueError):
+class GainError(CtError, ValueError):
     """A gain set was rejected; the message names the parameter and the problem."""
 
 

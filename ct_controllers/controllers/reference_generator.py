@@ -19,10 +19,11 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from ct_controllers.controllers.controller import FloatArray, GainError, JointReference, JointState
+from ct_controllers.errors import CtError
 from ct_controllers.model.frames import check_pose
 
 
-class TargetError(ValueError):
+class TargetError(CtError, ValueError):
     """A target was rejected (unknown frame, not a pose, non-finite twist); the message says
     which."""
 

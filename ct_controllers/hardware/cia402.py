@@ -19,6 +19,8 @@ from enum import Enum
 
 import numpy as np
 
+from ct_controllers.errors import CtError
+
 # --- objects ---------------------------------------------------------------------------------
 CONSUMER_HEARTBEAT = 0x1016
 PRODUCER_HEARTBEAT = 0x1017
@@ -177,7 +179,7 @@ INT16 = (-(2**15), 2**15 - 1)
 INT32 = (-(2**31), 2**31 - 1)
 
 
-class UnitRangeError(ValueError):
+class UnitRangeError(CtError, ValueError):
     """A value does not fit the drive object it would be written to; nothing is written."""
 
 

@@ -17,6 +17,8 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from ct_controllers.errors import CtError
+
 FloatArray = NDArray[np.float64]
 
 EFFORT = "effort"
@@ -30,11 +32,11 @@ class LifecycleState(Enum):
     ACTIVE = "active"
 
 
-class LifecycleError(RuntimeError):
+class LifecycleError(CtError, RuntimeError):
     """A lifecycle transition or call that is not allowed in the current state."""
 
 
-class CommandRejected(ValueError):
+class CommandRejected(CtError, ValueError):
     """A command failed validation at the hardware boundary; nothing was written.
 
     ``reason`` is the guard's reason (``"sequence"``, ``"non_finite"``, ...)."""

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import xacro
 
+from ct_controllers.errors import CtError
 from ct_controllers.share import share_directory
 
 
-class DescriptionError(ValueError):
+class DescriptionError(CtError, ValueError):
     """The robot description is malformed or does not contain what the configuration names."""
 
 

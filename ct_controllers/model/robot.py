@@ -19,12 +19,13 @@ import numpy as np
 import pinocchio as pin
 from numpy.typing import NDArray
 
+from ct_controllers.errors import CtError
 from ct_controllers.model.description import joint_armature
 
 FloatArray = NDArray[np.float64]
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(CtError, KeyError):
     """A joint or frame name the model does not have. The message names it and lists the known."""
 
     def __str__(self) -> str:  # KeyError quotes its argument; we want the plain sentence.

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from ruckig import ControlInterface, InputParameter, Result, Ruckig, Trajectory
 
 from ct_controllers.controllers.controller import JointReference
+from ct_controllers.errors import CtError
 from ct_controllers.references.limit_approach import LimitApproach
 
 FloatArray = NDArray[np.float64]
@@ -38,7 +39,7 @@ RUCKIG_ERRORS = {
 }
 
 
-class TrajectoryError(ValueError):
+class TrajectoryError(CtError, ValueError):
     """No trajectory within the bounds (e.g. an initial velocity beyond them)."""
 
 

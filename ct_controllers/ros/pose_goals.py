@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import MoveToPose
 
+from ct_controllers.errors import CtError
 from ct_controllers.ros.conversions import from_time_msg
 from ct_controllers.text import quoted
 
@@ -22,7 +23,7 @@ MAX_GOAL_DISTANCE = 100.0  # [m] from the base frame's origin; beyond: not a goa
 CLOCK_MISMATCH = 3600.0  # [s] a stamp this far off is on another clock, not late or early
 
 
-class GoalRejected(ValueError):
+class GoalRejected(CtError, ValueError):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
