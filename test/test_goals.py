@@ -59,3 +59,30 @@ def test_a_failed_take_over_changes_nothing():
     assert arbiter.is_current(token)
     arbiter.finish(token)
     assert not arbiter.is_current(token)
+
+
+def test_the_target_is_the_current_goals_until_it_ends_or_is_preempted():
+    """target() is the current goal's TCP target as a copy (changing it changes nothing
+    inside); a goal without a target (MoveJoints) preempting one clears it, and so does the end
+    of the goal that set it; a provider answering None (a grasp holding) gives None."""
+    import numpy as np
+
+    arbiter = GoalArbiter()
+    assert arbiter.target() is None
+    pose = np.eye(4)
+    pose[:3, 3] = [0.4, 0.1, 0.3]
+    first, _ = arbiter.start(lambda: None, target=lambda: pose)
+    seen = arbiter.target()
+    assert np.array_equal(seen, pose)
+    seen[0, 3] = 9.0
+    assert arbiter.target()[0, 3] == 0.4
+    arbiter.start(lambda: None)  # preempted by a goal with no pose target
+    assert arbiter.target() is None
+    arbiter.finish(first)  # the preempted goal ending later changes nothing
+    third, _ = arbiter.start(lambda: None, target=lambda: None)
+    assert arbiter.target() is None
+    fourth, _ = arbiter.start(lambda: None, target=lambda: pose)
+    arbiter.finish(third)
+    assert arbiter.target() is not None
+    arbiter.finish(fourth)
+    assert arbiter.target() is None

@@ -28,21 +28,38 @@ fi
 echo "setup: installing pinned dependencies"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.txt
 
-# ct_interfaces: rosidl package, built with plain CMake against the venv and installed into it.
-INTERFACES_HASH=$(cat ct_interfaces/package.xml ct_interfaces/CMakeLists.txt ct_interfaces/*/* | sha256sum | cut -c1-16)
-if [ "$(cat "$VENV/.ct_interfaces.hash" 2>/dev/null)" != "$INTERFACES_HASH" ] \
-   || ! "$VENV/bin/python" -c 'import ct_interfaces.action' 2>/dev/null; then
-  echo "setup: building ct_interfaces"
-  rm -rf build/ct_interfaces; mkdir -p build
-  AMENT_PREFIX_PATH=$VENV cmake -S ct_interfaces -B build/ct_interfaces \
+# A rosidl package (ct_interfaces, the fallback tf2_msgs), built with plain CMake against the venv
+# and installed into it; rebuilt when its sources change (their hash, kept in the venv) or when
+# its Python module does not import.
+build_interfaces() {  # NAME SOURCE_DIR PYTHON_MODULE
+  local name=$1 source=$2 module=$3 hash
+  hash=$(cat "$source/package.xml" "$source/CMakeLists.txt" "$source"/*/* | sha256sum | cut -c1-16)
+  if [ "$(cat "$VENV/.$name.hash" 2>/dev/null)" = "$hash" ] \
+     && "$VENV/bin/python" -c "import $module" 2>/dev/null; then
+    return 0
+  fi
+  echo "setup: building $name"
+  rm -rf "build/$name"; mkdir -p build
+  AMENT_PREFIX_PATH=$VENV cmake -S "$source" -B "build/$name" \
     -DCMAKE_PREFIX_PATH="$VENV" -DCMAKE_INSTALL_PREFIX="$VENV" \
-    -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF > build/ct_interfaces.configure.log 2>&1 \
-    || { cat build/ct_interfaces.configure.log >&2; exit 1; }
-  cmake --build build/ct_interfaces -j"$(nproc)" > build/ct_interfaces.build.log 2>&1 \
-    || { tail -50 build/ct_interfaces.build.log >&2; exit 1; }
-  cmake --install build/ct_interfaces > build/ct_interfaces.install.log 2>&1 \
-    || { tail -50 build/ct_interfaces.install.log >&2; exit 1; }
-  echo "$INTERFACES_HASH" > "$VENV/.ct_interfaces.hash"
+    -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF > "build/$name.configure.log" 2>&1 \
+    || { cat "build/$name.configure.log" >&2; exit 1; }
+  cmake --build "build/$name" -j"$(nproc)" > "build/$name.build.log" 2>&1 \
+    || { tail -50 "build/$name.build.log" >&2; exit 1; }
+  cmake --install "build/$name" > "build/$name.install.log" 2>&1 \
+    || { tail -50 "build/$name.install.log" >&2; exit 1; }
+  echo "$hash" > "$VENV/.$name.hash"
+}
+
+build_interfaces ct_interfaces ct_interfaces ct_interfaces.action
+
+# tf2_msgs (/tf, /tf_static): ROS's package where one is installed (a sourced Jazzy); the PyPI
+# wheels have none, so otherwise the one-message package in third_party/tf2_msgs is built into
+# the venv (ROS's TFMessage: same type name and field). Once built here it is kept up to date.
+if [ -f "$VENV/.tf2_msgs.hash" ] || ! "$VENV/bin/python" -c 'import tf2_msgs.msg' 2>/dev/null; then
+  build_interfaces tf2_msgs third_party/tf2_msgs tf2_msgs.msg
+else
+  echo "setup: using the installed tf2_msgs ($("$VENV/bin/python" -c 'import tf2_msgs; print(tf2_msgs.__path__[0])'))"
 fi
 
 echo "setup: installing ct_controllers (editable)"
@@ -51,6 +68,6 @@ echo "setup: installing ct_controllers (editable)"
 echo "setup: registering ct_controllers in the venv's ament index"
 bash tools/ament_prefix.sh
 
-"$VENV/bin/python" -c 'import rclpy, pinocchio, mujoco, osqp, ct_interfaces.action, ct_controllers' \
+"$VENV/bin/python" -c 'import rclpy, pinocchio, mujoco, osqp, ct_interfaces.action, tf2_msgs.msg, ct_controllers' \
   || { echo "setup: the environment does not import" >&2; exit 1; }
 echo "setup: done ($VENV)"

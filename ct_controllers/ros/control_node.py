@@ -4,7 +4,8 @@ Thin by design: it declares parameters, validates goals at the boundary, hands r
 control loop and publishes snapshots. It never calls the hardware; the loop thread does.
 
 Publishes ``/ct/joint_states`` (sensor_msgs/JointState, stamped with the measurement time),
-``/ct/controller_state``, ``/diagnostics`` and, with the MuJoCo backend, ``/clock`` (sim time).
+``/ct/controller_state``, ``/diagnostics``, ``/robot_description``, ``/tf_static``, ``/tf`` and,
+with the MuJoCo backend, ``/clock`` (sim time).
 Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp`` and the services
 ``~/list_controllers``, ``~/switch_controller`` and ``~/reset_fault``. Gains are live
 parameters (see ``ros/parameters.py``).
@@ -97,7 +98,9 @@ class ControlNode(Node):
             self.stack.shut_down()  # release what configure opened (buses, nodes, threads)
             self.gc_monitor.remove()
             raise
-        self.state_publishers = StatePublishers(self, self.stack, self.manager)
+        self.state_publishers = StatePublishers(
+            self, self.stack, self.manager, goal_target=self.arbiter.target
+        )
         self.state_publishers.start()
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:

@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_services_default
 
@@ -39,25 +40,41 @@ def request_qos() -> QoSProfile:
 
 
 class GoalArbiter:
-    """Hands out tokens; only the newest token is current. Thread-safe."""
+    """Hands out tokens; only the newest token is current. Thread-safe. Also tells what the
+    current goal aims the TCP at (:meth:`target`, for the ``ct_goal`` TF frame)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         self._current = 0
+        self._target: Callable[[], Any] | None = None  # the current goal's, see start()
         self._executing = 0  # execute callbacks running, every action
         self.stopping = threading.Event()  # set at shutdown: every running goal ends ABORTED
 
-    def start(self, take_over: Callable[[], T]) -> tuple[int, T]:
+    def start(
+        self, take_over: Callable[[], T], target: Callable[[], Any] | None = None
+    ) -> tuple[int, T]:
         """A new goal becomes current (the previous one is preempted) and ``take_over`` — what
         hands it the loop: its motion request, its chained controller — runs, both under one
         lock: the current goal is always the one whose motion the loop runs, even when two
         goals start at once (otherwise the earlier-started could request last and both end
-        PREEMPTED). If ``take_over`` raises, nothing changes and the exception propagates."""
+        PREEMPTED). If ``take_over`` raises, nothing changes and the exception propagates.
+        ``target``: what the goal aims the TCP at now, a 4x4 pose in the base frame or None
+        (called from other threads: it must only read)."""
         with self._lock:
             result = take_over()
             self._current = next(self._counter)
+            self._target = target
             return self._current, result
+
+    def target(self) -> Any:
+        """The current goal's TCP target (a copy of a 4x4 pose in the base frame), or None when
+        no goal runs or it has no pose target now. Any thread."""
+        provider = self._target  # one read: a goal ending meanwhile leaves this one consistent
+        if provider is None:
+            return None
+        pose = provider()
+        return None if pose is None else np.array(pose, dtype=np.float64)
 
     def is_current(self, token: int) -> bool:
         return token == self._current
@@ -67,6 +84,7 @@ class GoalArbiter:
         with self._lock:
             if self._current == token:
                 self._current = 0
+                self._target = None
 
     def entered(self) -> None:
         """An execute callback began (counted until :meth:`left`)."""

@@ -147,7 +147,8 @@ class GraspServer:
         runner = self._runner(hardware)
         runner.task.start(request)
         token, _ = self.arbiter.start(
-            lambda: self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner)
+            lambda: self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner),
+            target=lambda: _tcp_target(runner),  # the ct_goal TF frame
         )
         try:
             return self._follow(goal_handle, token, runner)
@@ -258,6 +259,13 @@ def _reader(sensor: ObjectSensing) -> Any:
         return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
 
     return sense
+
+
+def _tcp_target(runner: GraspRunner) -> np.ndarray | None:
+    """The phase machine's current TCP target (the control thread replaces the output each
+    task tick; one read of it here), None once the task holds the arm (DONE, FAILED)."""
+    output = runner.last_output
+    return None if output is None else output.tcp_target
 
 
 def _success_message(task: GraspTask) -> str:

@@ -125,7 +125,8 @@ class MoveToPoseServer:
             pose,
         )
         token, _ = self.arbiter.start(
-            lambda: self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain)
+            lambda: self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain),
+            target=lambda: pose,  # the ct_goal TF frame
         )
         try:
             return self._follow(

@@ -1,6 +1,8 @@
 """Publishers fed from loop snapshots, on a steady schedule in a thread of their own (never from
 the control thread, never through the executor): ``/ct/joint_states``, ``/clock`` (sim),
-``/ct/controller_state``, ``/diagnostics``.
+``/ct/controller_state``, ``/diagnostics``, and what a visualizer draws the robot from
+(``/robot_description`` and ``/tf_static`` once, ``/tf`` with each joint state: see
+``ros/tf_publisher.py``).
 
 Why not executor timers: every wake-up of rclpy's executor rebuilds its wait set and dispatches in
 Python, holding the GIL the control thread needs; at the 100 Hz state rate those wake-ups were
@@ -27,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import rclpy
@@ -37,6 +40,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
 from ct_controllers.ros.conversions import to_time_msg
+from ct_controllers.ros.tf_publisher import TfPublisher
 
 LOG = logging.getLogger("ct_controllers")
 SUMMARY_PERIOD = 1.0  # [s] how often the timing percentiles are recomputed
@@ -50,8 +54,11 @@ class StatePublishers:
         manager: Any,
         state_rate: float = 100.0,  # [Hz] joint states, clock, controller state
         diagnostics_rate: float = 1.0,  # [Hz]
+        goal_target: Callable[[], Any] | None = None,
     ) -> None:
-        """Creates the publishers; :meth:`start` starts publishing, :meth:`stop` ends it."""
+        """Creates the publishers; :meth:`start` starts publishing, :meth:`stop` ends it.
+        ``goal_target``: the running goal's TCP target or None (``GoalArbiter.target``), drawn
+        as the ``ct_goal`` TF frame."""
         self.node, self.stack, self.manager = node, stack, manager
         self.config = stack.config
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
@@ -60,6 +67,7 @@ class StatePublishers:
         )
         self.controller_state = node.create_publisher(ControllerState, "controller_state", 10)
         self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.tf = TfPublisher(node, stack, goal_target)
         self.state_period = 1.0 / state_rate  # [s]
         self.diagnostics_period = 1.0 / diagnostics_rate  # [s]
         self.drives_node_clock = self.clock is not None and _drop_clock_subscription(node)
@@ -85,6 +93,12 @@ class StatePublishers:
             self._thread = None
 
     def _run(self) -> None:
+        try:
+            self.publish_latched()
+        except Exception as exc:
+            if rclpy.ok():
+                LOG.error("state publishers stopped: %s: %s", type(exc).__name__, exc)
+            return
         next_state = next_diagnostics = time.monotonic()
         while not self._stop.wait(max(0.0, min(next_state, next_diagnostics) - time.monotonic())):
             now = time.monotonic()
@@ -99,6 +113,12 @@ class StatePublishers:
                 if rclpy.ok():
                     LOG.error("state publishers stopped: %s: %s", type(exc).__name__, exc)
                 return
+
+    def publish_latched(self) -> None:
+        """/robot_description and /tf_static, once (transient local: late subscribers get
+        them), stamped with the latest measurement time (0 before any)."""
+        snapshot = self.stack.loop.snapshot()
+        self.tf.publish_latched(to_time_msg(0.0 if snapshot is None else snapshot.stamp))
 
     def publish_state(self) -> None:
         snapshot = self.stack.loop.snapshot()
@@ -116,6 +136,7 @@ class StatePublishers:
         message.velocity = snapshot.velocity.tolist()
         message.effort = snapshot.measured_effort.tolist()
         self.joint_states.publish(message)
+        self.tf.publish(snapshot.position, stamp)
         if self.clock is not None:
             self.clock.publish(Clock(clock=stamp))
             node_clock = self.node.get_clock()
