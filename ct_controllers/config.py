@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ct_controllers.errors import CtError
-from ct_controllers.hardware.interface import FAULT_REACTIONS
+from ct_controllers.hardware.interface import COMMAND_INTERFACES, FAULT_REACTIONS
 from ct_controllers.model.description import share_directory
 from ct_controllers.runtime.realtime import RealtimeSettings
 
@@ -61,7 +61,7 @@ def load_parameters(path: str | Path | None = None) -> dict[str, Any]:
     raise ConfigError(f"{file}: no section for the controller manager (one of {NODE_KEYS})")
 
 
-BRIDGE_INTERFACES = ("effort", "position")
+BRIDGE_INTERFACES = COMMAND_INTERFACES
 CANOPEN_MODES = ("torque", "position")
 
 
@@ -119,6 +119,8 @@ class StackConfig:
     safe_hold_damping: tuple[float, ...]  # [N·m·s/rad | N·s/m]
     mujoco_mode: str
     mujoco_timestep: float  # [s]
+    # The MuJoCo backend's interface per joint (joint_names order): effort | position.
+    mujoco_command_interfaces: tuple[str, ...] = ()
     armed: bool = False  # hardware.armed: real backends refuse to activate unless true
     max_state_age: float = 0.0  # [s], 0 = the state timeout
     future_tolerance: float = 0.001  # [s]
@@ -218,6 +220,20 @@ class StackConfig:
             )
         mode = get("mujoco.mode", str)
         timestep = float(get("mujoco.timestep", (int, float)))
+        mujoco_interfaces = names("mujoco.command_interfaces")
+        if len(mujoco_interfaces) == 1:
+            mujoco_interfaces *= len(joints)
+        if len(mujoco_interfaces) != len(joints):
+            raise ConfigError(
+                "parameter 'mujoco.command_interfaces': expected one interface for every joint or "
+                f"one per joint ({len(joints)}), got {len(mujoco_interfaces)}"
+            )
+        unknown_interfaces = sorted(set(mujoco_interfaces) - set(COMMAND_INTERFACES))
+        if unknown_interfaces:
+            raise ConfigError(
+                f"parameter 'mujoco.command_interfaces': {unknown_interfaces} not one of "
+                f"{', '.join(COMMAND_INTERFACES)}"
+            )
         rate_limit = numbers("limiter.effort_rate_limit", len(joints))
         if min(rate_limit) <= 0:
             raise ConfigError(
@@ -350,6 +366,7 @@ class StackConfig:
             safe_hold_damping=numbers("safe_hold.damping", len(joints)),
             mujoco_mode=mode,
             mujoco_timestep=timestep,
+            mujoco_command_interfaces=mujoco_interfaces,
             armed=get("hardware.armed", bool),
             max_state_age=seconds("hardware.max_state_age", allow_zero=True),
             future_tolerance=seconds("hardware.future_tolerance", allow_zero=True),

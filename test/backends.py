@@ -114,7 +114,10 @@ def make_rig(backend: str, **overrides: Any) -> Rig:
                 **overrides,
             }
         )
-        plant = PlantProcess(states, commands, list(config.joint_names))
+        assert config.bridge is not None
+        plant = PlantProcess(
+            states, commands, list(config.joint_names), interface=config.bridge.command_interface
+        )
         stack = build_stack(config, bundled_description(backend), wrap_hardware=InjectingSystem)
         rig = Rig(backend, config, stack, plant)
         try:

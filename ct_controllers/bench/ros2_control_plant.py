@@ -1,11 +1,16 @@
 """A stand-in for a running ros2_control stack, as a separate ROS process: a small plant
 simulation (the arm's rigid-body model with rotor inertia, friction and brakes, from
 :mod:`ct_controllers.hardware.sim_drive`) that publishes ``sensor_msgs/JointState`` like a
-joint_state_broadcaster and applies ``std_msgs/Float64MultiArray`` efforts like an effort
+joint_state_broadcaster and applies ``std_msgs/Float64MultiArray`` commands like a
 forward_command_controller (the last command holds until the next; brakes hold the arm until the
-first one arrives).
+first one arrives): efforts [N·m | N] (``--interface effort``) or position targets [rad | m]
+(``--interface position``), which a drive's position loop servoes at every sub-step of the motor
+model, PD plus the gravity feed-forward, like the simulated CiA 402 drives' CSP servo
+(:data:`~ct_controllers.hardware.sim_drive.SERVO_BANDWIDTH`, torque limited to the URDF effort
+limit); the published effort is what the motors apply.
 
-``python -m ct_controllers.bench.ros2_control_plant [--rate HZ] [--order j1,j2,...]``
+``python -m ct_controllers.bench.ros2_control_plant [--rate HZ] [--order j1,j2,...]
+[--interface effort|position]``
 
 Lines on standard input change its behaviour, for fault injection: ``nan`` (positions NaN),
 ``unknown`` (one joint renamed), ``shuffle`` (joints published in reverse order), ``unstamped``
@@ -38,13 +43,24 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from ct_controllers.config import load_config  # noqa: E402
-from ct_controllers.hardware.sim_drive import motor_step, rotor_inertia  # noqa: E402
+from ct_controllers.hardware.sim_drive import (  # noqa: E402
+    SERVO_BANDWIDTH,
+    motor_step,
+    rotor_inertia,
+)
 from ct_controllers.model.description import load_description  # noqa: E402
 from ct_controllers.model.robot import RobotModel  # noqa: E402
 
 
 class Plant:
-    def __init__(self, rate: float, order: list[str] | None, states: str, commands: str) -> None:
+    def __init__(
+        self,
+        rate: float,
+        order: list[str] | None,
+        states: str,
+        commands: str,
+        interface: str = "effort",
+    ) -> None:
         config = load_config()
         self.model = RobotModel(load_description().urdf)
         self.names = order or list(config.joint_names)
@@ -55,7 +71,10 @@ class Plant:
         self.q[self.model.indices(config.joint_names)] = config.home_positions
         self.v = np.zeros(self.model.nv)
         self.rotor = rotor_inertia(self.model)
-        self.effort = np.zeros(self.model.nv)
+        self.effort = np.zeros(self.model.nv)  # [N·m | N] what the motors apply
+        self.interface = interface
+        self.command = np.zeros(self.model.nv)  # the last command's values, model order
+        self.target = self.q.copy()  # [rad | m] position interface: the servo's target
         self.period = 1.0 / rate
         self.mode = "ok"
         self.lock = threading.Lock()
@@ -74,8 +93,12 @@ class Plant:
             if values.size != len(self.command_names) or not np.all(np.isfinite(values)):
                 self.bad_commands += 1  # a forward_command_controller ignores these too
                 return
-            self.effort[self.command_index] = values
-            self.max_command = np.maximum(self.max_command, np.abs(self.effort))
+            self.command[self.command_index] = values
+            if self.interface == "position":
+                self.target[self.command_index] = values
+            else:
+                self.effort[self.command_index] = values
+            self.max_command = np.maximum(self.max_command, np.abs(self.command))
             self.commands += 1
             if self.first_command_at is None:
                 self.first_command_at = time.time()
@@ -83,9 +106,15 @@ class Plant:
     def step(self) -> None:
         with self.lock:
             locked = np.full(self.model.nv, self.first_command_at is None)  # brakes until then
+            servos = self._servos() if self.first_command_at is not None else {}
             self.q, self.v = motor_step(
-                self.model, self.q, self.v, self.rotor, self.effort, locked, {}, self.period
+                self.model, self.q, self.v, self.rotor, self.effort, locked, {}, self.period, servos
             )
+            if servos:  # the servo's torque at the new state, as a drive reports it
+                gravity = self.model.gravity(self.q)
+                for index, (target, kp, kd, limit) in servos.items():
+                    tau = kp * (target - self.q[index]) - kd * self.v[index] + gravity[index]
+                    self.effort[index] = min(max(tau, -limit), limit)
             mode = self.mode
             position = self.q[self.index].copy()
             velocity = self.v[self.index].copy()
@@ -113,6 +142,20 @@ class Plant:
         message.effort = effort.tolist()
         self.publisher.publish(message)
 
+    def _servos(self) -> dict[int, tuple[float, float, float, float]]:
+        """Position interface: joint index → (target [rad | m], kp, kd, effort limit) of its
+        drive's position loop, tuned to SERVO_BANDWIDTH on the joint's inertia at q."""
+        if self.interface != "position":
+            return {}
+        inertia = np.diag(self.model.mass_matrix(self.q)) + self.rotor
+        kp = inertia * SERVO_BANDWIDTH**2  # [N·m/rad | N/m]
+        kd = 2.0 * inertia * SERVO_BANDWIDTH  # [N·m·s/rad | N·s/m]
+        limit = self.model.limits.effort
+        return {
+            i: (float(self.target[i]), float(kp[i]), float(kd[i]), float(limit[i]))
+            for i in range(self.model.nv)
+        }
+
     def report(self) -> dict[str, object]:
         with self.lock:
             return {
@@ -123,7 +166,8 @@ class Plant:
                 "max_command": {
                     n: float(self.max_command[self.model.v_index(n)]) for n in self.names
                 },
-                "last_command": {n: float(self.effort[self.model.v_index(n)]) for n in self.names},
+                "last_command": {n: float(self.command[self.model.v_index(n)]) for n in self.names},
+                "effort": {n: float(self.effort[self.model.v_index(n)]) for n in self.names},
                 "first_command_at": self.first_command_at,
             }
 
@@ -133,13 +177,19 @@ class PlantProcess:
     ``joints``), controlled through its stdin; for tests and ``ct-bench faults``."""
 
     def __init__(
-        self, states: str, commands: str, joints: Sequence[str], rate: float = 200.0
+        self,
+        states: str,
+        commands: str,
+        joints: Sequence[str],
+        rate: float = 200.0,
+        interface: str = "effort",
     ) -> None:
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "ct_controllers.bench.ros2_control_plant",
                 "--order", ",".join(reversed(list(joints))), "--rate", str(rate),
                 "--states-topic", states, "--command-topic", commands,
+                "--interface", interface,
             ],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ),
         )  # fmt: skip
@@ -184,12 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--order", default="", help="joint order of the JointState messages")
     parser.add_argument("--states-topic", default="/joint_states")
     parser.add_argument("--command-topic", default="/effort_controller/commands")
+    parser.add_argument("--interface", choices=("effort", "position"), default="effort")
     args = parser.parse_args(argv)
     sys.setswitchinterval(0.0005)
     rclpy.init()
     plant = Plant(
         args.rate, args.order.split(",") if args.order else None, args.states_topic,
-        args.command_topic,
+        args.command_topic, args.interface,
     )  # fmt: skip
     executor = SingleThreadedExecutor()
     executor.add_node(plant.node)

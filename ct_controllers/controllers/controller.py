@@ -23,8 +23,10 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True)
 class JointState:
-    """Measured state in model order: q [rad | m], v [rad/s | m/s], stamp [s], and the measured
-    effort [N·m | N] when the hardware reports one."""
+    """Measured state in model order: q [rad | m], v [rad/s | m/s], stamp [s] (the measurement
+    time, on the hardware's clock), and the measured effort [N·m | N] — what the backend reports
+    as applied on each joint, measured at the same stamp, NaN on joints it does not measure.
+    The control loop always fills effort; None only in states built by hand (tests, benches)."""
 
     stamp: float
     q: FloatArray
@@ -47,6 +49,23 @@ class JointReference:
         """Stand still at q."""
         zeros = np.zeros_like(q)
         return JointReference(q=np.array(q, dtype=np.float64), v=zeros, a=zeros.copy())
+
+
+@dataclass(frozen=True)
+class ControlOutput:
+    """One controller tick, model order.
+
+    effort     τ [N·m | N] for joints on the effort interface, before the limiter (which the
+               loop runs last, before the write)
+    reference  the full joint reference the controller tracked this tick — q* [rad | m],
+               v* [rad/s | m/s], a* [rad/s² | m/s²] for every joint, fingers included — what
+               joints on the position interface are sent (q*, within the joint limits). A joint
+               controller tracks the reference it was given; a chain (differential IK, the
+               grasp task) the one it generated.
+    """
+
+    effort: FloatArray
+    reference: JointReference
 
 
 class GainError(CtError, ValueError):
@@ -116,12 +135,26 @@ class Controller(ABC):
 
     def update(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         """One control tick: apply staged gains, then compute efforts [N·m | N]."""
+        return self.step(state, reference, dt).effort
+
+    def step(self, state: JointState, reference: JointReference, dt: float) -> ControlOutput:
+        """One control tick: apply staged gains, then :meth:`compute_output` — the efforts and
+        the joint reference tracked (what the control loop writes to effort and position
+        joints)."""
         if self._staged is not None:
             with self._staged_lock:
                 staged, self._staged = self._staged, None
             if staged:
                 self.apply_gains(staged)
-        return self.compute(state, reference, dt)
+        return self.compute_output(state, reference, dt)
+
+    def compute_output(
+        self, state: JointState, reference: JointReference, dt: float
+    ) -> ControlOutput:
+        """Efforts and the joint reference tracked. Default: :meth:`compute`'s efforts,
+        tracking ``reference`` as given; chains that generate their own reference override this
+        (and implement :meth:`compute` as its ``effort``)."""
+        return ControlOutput(self.compute(state, reference, dt), reference)
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         """Check a (partial) gain set; return validated copies or raise :class:`GainError`.

@@ -40,10 +40,23 @@ class GripperController:
         self.max_effort = model.limits.effort[self.indices]
         self.speed = speed
         self._reference: FloatArray | None = None
+        self._reference_velocity = np.zeros(len(self.joint_names))
 
     def reset(self) -> None:
         """Restart the servo reference from the measured opening on the next tick."""
         self._reference = None
+        self._reference_velocity = np.zeros(len(self.joint_names))
+
+    @property
+    def reference(self) -> FloatArray | None:
+        """The servo reference r [m] per finger (``joint_names`` order) after the last
+        :meth:`compute` — what a finger on the position interface is sent — or None before."""
+        return None if self._reference is None else self._reference.copy()
+
+    @property
+    def reference_velocity(self) -> FloatArray:
+        """ṙ [m/s] per finger over the last :meth:`compute` (within ±``speed``)."""
+        return self._reference_velocity.copy()
 
     def compute(
         self, state: JointState, target: FloatArray, effort_limit: FloatArray, dt: float
@@ -58,6 +71,7 @@ class GripperController:
         # reference += clip(target − reference, −step, step), with min/max (np.clip is slower).
         change = np.minimum(np.maximum(target - self._reference, -step), step)
         self._reference = self._reference + change
+        self._reference_velocity = change / dt if dt > 0 else np.zeros_like(change)
         # fmax ignores NaN: a NaN or negative limit gives 0 N.
         limit = np.minimum(np.fmax(effort_limit, 0.0), self.max_effort)
         gravity = self.model.gravity(state.q)[self.indices]

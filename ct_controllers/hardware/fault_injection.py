@@ -59,6 +59,7 @@ class InjectingSystem(SystemInterface):
 
     # --- lifecycle: both objects move together ---------------------------------------------
     def _on_configure(self) -> None:
+        self.inner.armed = self.armed  # a bus master checks it already when it configures
         self.inner.configure()
 
     def _on_activate(self) -> None:

@@ -15,6 +15,22 @@ Two modes:
 The clock of this backend is sim time (``data.time``) [s]; the ROS node publishes it on /clock.
 Measured effort is the generalized actuator force on the joint (``qfrc_actuator``), what a joint
 torque sensor would read without friction.
+
+Command interfaces, per joint (``command_interfaces``; from ``mujoco.command_interfaces``, each
+checked against the joint's ``<ros2_control>`` interfaces):
+- ``effort``: a MuJoCo motor; the value written is the joint torque [N·m | N], clamped to the
+  URDF effort limit.
+- ``position``: a drive's position loop with gravity feed-forward. A MuJoCo position actuator,
+  force = kp (q* − q) − kv q̇ + g(q), clamped to ± the URDF effort limit (the drive's torque
+  limit); q* [rad | m] is the value written, clamped to the joint range. kp [N·m/rad | N/m] and
+  kv [N·m·s/rad | N·s/m] are :class:`~ct_controllers.hardware.mujoco_scene.ServoGains`
+  (default 400 and 40, the same for every joint; kv is integrated implicitly by
+  ``implicitfast``, so the servo stays stable for the 0.05 kg fingers too). g(q) [N·m | N] is
+  the simulated arm's own gravity torque (as a drive with an identified gravity model has),
+  evaluated at every physics step from the state at its start (``mj_rne`` at zero velocity on
+  a scratch copy) and put in the actuator's constant bias term (``biasprm[0]``), so ``ctrl``
+  keeps the request, the force limit covers the sum, and a joint held against gravity does not
+  sag by g/kp. Measured effort is then the servo's whole force, as a drive's torque actual.
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ import numpy as np
 
 from ct_controllers.hardware.interface import (
     EFFORT,
+    POSITION,
     ActuationReport,
     FloatArray,
     JointCommand,
@@ -108,8 +125,12 @@ class MujocoSystem(SystemInterface):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> MujocoSystem:
         """The plugin constructor: joints from the ``<ros2_control>`` block, the rest from
-        controllers.yaml (``mujoco.*``, ``home_positions``, ``update_rate``)."""
+        controllers.yaml (``mujoco.*`` — command interfaces per joint included —,
+        ``home_positions``, ``update_rate``)."""
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
+        interfaces = dict(
+            zip(config.joint_names, config.mujoco_command_interfaces or (), strict=False)
+        )
         return cls(
             description.urdf,
             description.hardware.joint_names,
@@ -118,6 +139,7 @@ class MujocoSystem(SystemInterface):
                 control_period=config.period,
                 mode=config.mujoco_mode,
                 initial_positions=home,
+                command_interfaces={n: i for n, i in interfaces.items() if i != EFFORT},
             ),
         )
 
@@ -139,6 +161,12 @@ class MujocoSystem(SystemInterface):
         self._ctrl_adr = np.array([model.actuator(n).id for n in self.joint_names])
         self._ctrl_low = model.actuator_ctrlrange[self._ctrl_adr, 0].copy()
         self._ctrl_high = model.actuator_ctrlrange[self._ctrl_adr, 1].copy()
+        # Position servos: their actuators and dofs, and a scratch copy for g(q).
+        servo = np.array([i == POSITION for i in self.command_interfaces], dtype=bool)
+        self._servo_actuators = self._ctrl_adr[servo]
+        self._servo_dofs = self._dof_adr[servo]
+        self._gravity_data = mujoco.MjData(model) if servo.any() else None
+        self._gravity = np.zeros(model.nv)  # [N·m | N] g(q) of the last physics step
         named = set(self.config.initial_positions) | set(self.config.initial_velocities)
         unknown = sorted(named - set(self.joint_names))
         if unknown:
@@ -168,7 +196,28 @@ class MujocoSystem(SystemInterface):
                 self.data.ctrl[self._ctrl_adr[i]] = (
                     0.0 if interface == EFFORT else self.data.qpos[self._qpos_adr[i]]
                 )
+            self._gravity_feedforward()
             mujoco.mj_forward(self.model, self.data)
+
+    def _gravity_feedforward(self) -> None:
+        """Position servos: g(q) [N·m | N] at the current state into their actuators' bias
+        (force = kp ctrl − kp q − kv q̇ + biasprm[0]). Lock held; nothing without servos."""
+        scratch = self._gravity_data
+        if scratch is None:
+            return
+        assert self.model is not None and self.data is not None
+        # Zero velocity in the scratch copy (never set): mj_rne without acceleration is g(q).
+        scratch.qpos[:] = self.data.qpos
+        mujoco.mj_kinematics(self.model, scratch)
+        mujoco.mj_comPos(self.model, scratch)
+        mujoco.mj_rne(self.model, scratch, 0, self._gravity)
+        self.model.actuator_biasprm[self._servo_actuators, 0] = self._gravity[self._servo_dofs]
+
+    def _step(self) -> None:
+        """One physics step, the position servos' gravity feed-forward taken at its start."""
+        assert self.model is not None and self.data is not None
+        self._gravity_feedforward()
+        mujoco.mj_step(self.model, self.data)
 
     # --- cyclic ----------------------------------------------------------------------------
     def now(self) -> float:
@@ -188,7 +237,7 @@ class MujocoSystem(SystemInterface):
                         self.lagged_reads += 1
                         self._sim_start -= target - self.data.time
                         break
-                    mujoco.mj_step(self.model, self.data)
+                    self._step()
                     steps += 1
                 self.physics_seconds += time.perf_counter() - start
             return StateSample(
@@ -206,7 +255,7 @@ class MujocoSystem(SystemInterface):
             if self.config.mode == LOCKSTEP:
                 start = time.perf_counter()
                 for _ in range(self._steps_per_period):
-                    mujoco.mj_step(self.model, self.data)
+                    self._step()
                 self.physics_seconds += time.perf_counter() - start
 
     def object_sensor(self) -> ObjectSensing | None:

@@ -73,6 +73,7 @@ DESCRIPTIONS = {
     "canopen.enable_timeout": "Time allowed for NMT start, SDO setup and enable [s]",
     "mujoco.mode": "paced (sim time follows the wall clock) | lockstep (as fast as possible)",
     "mujoco.timestep": "Physics step [s]; the control period must be a whole multiple",
+    "mujoco.command_interfaces": "effort | position, for every joint or per joint (arm, gripper)",
 }
 
 # Everything that shapes the stack is fixed once it runs; gains are live: "<controller>.<gain>"

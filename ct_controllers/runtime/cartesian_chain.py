@@ -1,6 +1,8 @@
 """The MoveToPose chain: differential IK → the joint-level controller, as one controller the loop
 runs (so the limiter stays the last step). The TCP target may be replaced from any thread; the
-joints the IK does not control (the fingers) hold where they were when the chain started."""
+joints the IK does not control (the fingers) hold where they were when the chain started. Each
+tick's full joint reference is part of its output (:meth:`compute_output`), so joints on the
+position interface follow the IK as effort joints do."""
 
 from __future__ import annotations
 
@@ -9,7 +11,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ct_controllers.controllers.controller import Controller, FloatArray, JointReference, JointState
+from ct_controllers.controllers.controller import (
+    Controller,
+    ControlOutput,
+    FloatArray,
+    JointReference,
+    JointState,
+)
 from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
 from ct_controllers.model.frames import pose_error_norms
 from ct_controllers.model.robot import RobotModel
@@ -65,10 +73,18 @@ class CartesianChain(Controller):
         self.diff_ik.prepare(state, self._target, dt)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        return self.compute_output(state, reference, dt).effort
+
+    def compute_output(
+        self, state: JointState, reference: JointReference, dt: float
+    ) -> ControlOutput:
+        """The differential IK's joint reference (every joint: the arm's q*, v*, a* toward the
+        target, the other joints held where the IK last synchronised them) and the joint
+        controller's efforts tracking it; ``reference`` (the loop's own) is not used."""
         start = time.perf_counter()
         joint_reference = self.diff_ik.update(state, self._target, dt)
         after_ik = time.perf_counter()
         tau = self.joint_controller.update(state, joint_reference, dt)
         self.stage_breakdown["diff_ik"] = after_ik - start
         self.stage_breakdown["joint_controller"] = time.perf_counter() - after_ik
-        return tau
+        return ControlOutput(tau, joint_reference)

@@ -1,5 +1,11 @@
 """The fixed-rate control loop: read → controller → limiter → write, in its own thread.
 
+Each tick the controller returns efforts and the full joint reference it tracked
+(:class:`~ct_controllers.controllers.controller.ControlOutput`): joints on the effort interface
+are sent the limited effort (the limiter is the last step before the write), joints on the
+position interface the reference's q*, within the joint limits and rate-limited to the URDF
+velocity (:meth:`ControlLoop._hardware_values`); the interfaces may be mixed, joint by joint.
+
 The loop is the only writer of hardware commands. Other threads talk to it through
 :meth:`ControlLoop.request_motion` / :meth:`ControlLoop.hold` (picked up at the next tick
 boundary) and read :meth:`ControlLoop.snapshot` (immutable copies, refreshed every
@@ -139,10 +145,10 @@ class LoopSnapshot:
     joint_names: tuple[str, ...]
     position: FloatArray  # [rad | m]
     velocity: FloatArray  # [rad/s | m/s]
-    measured_effort: FloatArray  # [N·m | N]
-    reference_position: FloatArray  # [rad | m]
+    measured_effort: FloatArray  # [N·m | N] as the backend measured it (NaN: not measured)
+    reference_position: FloatArray  # [rad | m] q* the controller tracked (a chain's own)
     commanded_effort: FloatArray  # [N·m | N], after the limiter
-    saturated: np.ndarray  # limiter changed this joint on that tick
+    saturated: np.ndarray  # the limiter (or the position step limit) changed this joint
     motion: MotionStatus | None
     fault: str | None
     state_fresh: bool = True  # this tick's sample was accepted by the guard and new
@@ -197,6 +203,14 @@ class ControlLoop:
         self._interfaces = tuple(hardware.command_interfaces)
         self._position_mask = np.array([i == POSITION for i in self._interfaces])
         self._any_position = bool(self._position_mask.any())
+        self._position_joints = np.zeros(model.nv, dtype=bool)  # the same, in model order
+        self._position_joints[self._model_index] = self._position_mask
+        # [rad | m] per period: the most a position target moves in one tick (URDF velocity).
+        self.position_step = model.limits.velocity * period
+        self._position_targets: FloatArray | None = None  # last written, model order
+        self._no_position_flags = np.zeros(model.nv, dtype=bool)
+        self._no_position_flags.setflags(write=False)
+        self._position_step_limited: np.ndarray = self._no_position_flags
         if any(i not in (EFFORT, POSITION) for i in self._interfaces):
             raise ValueError(f"unsupported command interfaces {self._interfaces}")
         self.hold_damping = (
@@ -231,7 +245,6 @@ class ControlLoop:
         self._watchdog_started = False
         self._last_state: JointState | None = None  # the last accepted, fresh state (model order)
         self._last_values: np.ndarray | None = None  # the last written command (hardware order)
-        self._last_effort: FloatArray = np.zeros(len(hardware.joint_names))  # measured [N·m | N]
         self._reaction: FaultReaction | None = None
         self._escalated: str | None = None  # drive-level reaction applied for lack of state
         self.fault_record: FaultRecord | None = None
@@ -341,11 +354,15 @@ class ControlLoop:
 
     # --- the tick --------------------------------------------------------------------------
     def _state_from(self, sample: StateSample) -> JointState:
+        """The guarded sample in model order: everything the backend measured — position,
+        velocity and effort (NaN on joints it does not measure) — under the sample's stamp."""
         q = np.empty(self.model.nq)
         v = np.empty(self.model.nv)
+        effort = np.empty(self.model.nv)
         q[self._model_index] = sample.position
         v[self._model_index] = sample.velocity
-        return JointState(stamp=sample.stamp, q=q, v=v)
+        effort[self._model_index] = sample.effort
+        return JointState(stamp=sample.stamp, q=q, v=v, effort=effort)
 
     def _read_guarded(self) -> tuple[GuardResult, float]:
         """Read one sample and run it through the guard; a read that raises is a rejection."""
@@ -387,7 +404,6 @@ class ControlLoop:
             assert result.sample is not None
             self.watchdog.state_fresh(now)
             self._last_state = self._state_from(result.sample)
-            self._last_effort = result.sample.effort
         else:
             self.stale_ticks += 1
         state = self._last_state
@@ -420,7 +436,10 @@ class ControlLoop:
         self._stage = "controller"
         if self.fault is None:
             try:
-                requested = self.controller.update(state, reference, self.period)
+                # Efforts, and the joint reference the controller tracked (a chain's own):
+                # what position joints are sent.
+                output = self.controller.step(state, reference, self.period)
+                requested, reference = output.effort, output.reference
             except Exception as exc:  # a controller bug must not leave the arm uncommanded
                 self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state, now, now)
         if self.fault is not None:
@@ -435,7 +454,7 @@ class ControlLoop:
                 self.stages.record(stage, seconds)
         self._stage = "limiter"
         limited = self.limiter.limit(requested, fallback, self.period)
-        values = self._hardware_values(limited.effort, reference)
+        values = self._hardware_values(limited.effort, reference, limit_steps=self.fault is None)
         before_write = clock()
         self.stages.record("limiter", before_write - before_limiter)
         self._stage = "write"
@@ -445,11 +464,13 @@ class ControlLoop:
         if self.timing.ticks % self.snapshot_decimation == 0:
             self._stage = "snapshot"
             self._publish(
-                self._last_effort,
                 state,
                 reference,
                 limited.effort,
-                limited.saturated | limited.rate_limited | limited.non_finite,
+                limited.saturated
+                | limited.rate_limited
+                | limited.non_finite
+                | self._position_step_limited,
                 fresh,
             )
 
@@ -465,14 +486,31 @@ class ControlLoop:
         effort = self._reaction.effort(self.model, q, v, self.hold_damping, now)
         return effort, self._reaction.reference(now)
 
-    def _hardware_values(self, effort: FloatArray, reference: JointReference) -> np.ndarray:
-        """Hardware order: the limited effort for effort joints, the reference position
-        (within the joint limits) for position joints."""
+    def _hardware_values(
+        self, effort: FloatArray, reference: JointReference, limit_steps: bool = False
+    ) -> np.ndarray:
+        """Hardware order: the limited effort [N·m | N] for effort joints; for position joints
+        the tracked reference's q* [rad | m] within the joint limits and, with ``limit_steps``,
+        at most ``position_step`` [rad | m] (URDF velocity limit × period) from the last target
+        written: a reference that jumps (a controller switched in with another reference, a
+        chain synchronising to the measured state) is followed at the joint's top speed, not in
+        one period, and the step limit is reported as a saturation. Fault reactions write
+        without it: they start from the measured position, where a position joint should go at
+        once."""
         values = effort[self._model_index]
-        if self._any_position:
-            targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
-            values = np.where(self._position_mask, targets[self._model_index], values)
-        return values
+        if not self._any_position:
+            return values
+        targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
+        previous = self._position_targets
+        self._position_step_limited = self._no_position_flags
+        if limit_steps and previous is not None:
+            stepped = np.minimum(
+                np.maximum(targets, previous - self.position_step), previous + self.position_step
+            )
+            self._position_step_limited = (stepped != targets) & self._position_joints
+            targets = stepped
+        self._position_targets = targets
+        return np.where(self._position_mask, targets[self._model_index], values)
 
     def _note_safe_command(self, now: float) -> None:
         record = self.fault_record
@@ -723,22 +761,20 @@ class ControlLoop:
 
     def _publish(
         self,
-        measured_effort: FloatArray,
         state: JointState,
         reference: JointReference,
         effort: FloatArray,
         saturated: np.ndarray,
         fresh: bool = True,
     ) -> None:
-        measured = np.empty(self.model.nv)
-        measured[self._model_index] = measured_effort
+        assert state.effort is not None  # the loop's states carry the measured effort
         snapshot = LoopSnapshot(
             tick=self.timing.ticks,
             stamp=state.stamp,
             joint_names=self.model.joint_names,
             position=state.q,
             velocity=state.v,
-            measured_effort=measured,
+            measured_effort=state.effort,
             reference_position=np.array(reference.q),
             commanded_effort=np.array(effort),
             saturated=np.array(saturated),

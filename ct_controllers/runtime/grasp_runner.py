@@ -24,6 +24,7 @@ import numpy as np
 
 from ct_controllers.controllers.controller import (
     Controller,
+    ControlOutput,
     FloatArray,
     JointReference,
     JointState,
@@ -102,6 +103,7 @@ class GraspRunner(Controller):
         self._target: CartesianTarget | None = None
         self._finger_values = (math.nan, math.nan)  # (target [m], effort limit [N]) ...
         self._finger_arrays: tuple[FloatArray, ...] = ()  # ... as per-finger arrays
+        self._frozen_reference: JointReference | None = None  # DONE/FAILED: hold where it froze
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         return self.arm_controller.validate_gains(gains)
@@ -142,6 +144,14 @@ class GraspRunner(Controller):
             self.diff_ik.prepare(state, self._target, dt)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        return self.compute_output(state, reference, dt).effort
+
+    def compute_output(
+        self, state: JointState, reference: JointReference, dt: float
+    ) -> ControlOutput:
+        """Efforts and the full joint reference of this tick: the differential IK's for the arm,
+        the gripper servo's reference r (and ṙ) for the fingers; frozen (DONE, FAILED), the
+        measured position where it froze. ``reference`` (the loop's own) is not used."""
         clock = time.perf_counter
         start = clock()
         breakdown = self.stage_breakdown
@@ -157,8 +167,12 @@ class GraspRunner(Controller):
         after_task = clock()
         if output.tcp_target is None:  # DONE or FAILED: safe hold from the measured state
             tau = safe_hold_effort(self.model, state.q, state.v, self.hold_damping)
+            if self._frozen_reference is None:
+                self._frozen_reference = JointReference.hold(state.q)
+            joint_reference = self._frozen_reference
             after_ik = after_controller = clock()
         else:
+            self._frozen_reference = None
             if self._target is None or self._target.pose is not output.tcp_target:
                 # The task hands out one read-only array per stage: one target object per stage,
                 # which the generator recognises and does not re-validate every tick.
@@ -173,6 +187,7 @@ class GraspRunner(Controller):
             finger_target, limit = self._finger_arrays
             tau = np.array(tau, dtype=np.float64)
             tau[self.fingers] = self.gripper.compute(state, finger_target, limit, dt)
+            joint_reference = self._with_fingers(joint_reference)
             after_controller = clock()
         if observation is not None:
             breakdown["task"] = after_task - start
@@ -180,7 +195,18 @@ class GraspRunner(Controller):
         breakdown["joint_controller"] = after_controller - after_ik
         if self.records is not None and observation is not None:
             self.records.append(self._record(state.stamp, output, observation))
-        return tau
+        return ControlOutput(tau, joint_reference)
+
+    def _with_fingers(self, arm: JointReference) -> JointReference:
+        """``arm`` (the differential IK's, every joint) with the gripper servo's reference on
+        the fingers: q* = r [m], v* = ṙ [m/s], a* = 0."""
+        finger_q = self.gripper.reference
+        assert finger_q is not None  # set by the gripper's compute this tick
+        q, v, a = arm.q.copy(), arm.v.copy(), arm.a.copy()
+        q[self.fingers] = finger_q
+        v[self.fingers] = self.gripper.reference_velocity
+        a[self.fingers] = 0.0
+        return JointReference(q, v, a)
 
     def _record(self, now: float, output: TaskOutput, observation: GraspObservation) -> TaskRecord:
         error = (

@@ -130,6 +130,23 @@ def _warn_of_unstable_gains(config: StackConfig, checks: dict[str, GainStability
         )
 
 
+def check_command_interfaces(description: RobotDescription, hardware: SystemInterface) -> None:
+    """Every joint is commanded through an interface its ``<ros2_control>`` joint lists as a
+    ``<command_interface>`` (a joint that lists none is not checked); else ConfigError naming
+    the joints, the interface asked for and those offered."""
+    offered = {joint.name: joint.command_interfaces for joint in description.hardware.joints}
+    refused = [
+        f"{name}: {interface} (offers {', '.join(offered[name])})"
+        for name, interface in zip(hardware.joint_names, hardware.command_interfaces, strict=True)
+        if offered.get(name) and interface not in offered[name]
+    ]
+    if refused:
+        raise ConfigError(
+            f"{hardware.backend_name}: command interface(s) the robot description's "
+            f"<ros2_control> block does not offer: {'; '.join(refused)}"
+        )
+
+
 def build_stack(
     config: StackConfig,
     description: RobotDescription | None = None,
@@ -164,6 +181,7 @@ def build_stack(
         )
     hardware_type = load_plugin(HARDWARE, description.hardware.plugin)
     hardware = hardware_type.from_config(description, config)
+    check_command_interfaces(description, hardware)
     if wrap_hardware is not None:
         hardware = wrap_hardware(hardware)
     hardware.armed = config.armed

@@ -1,0 +1,227 @@
+"""Every backend, every interface (issue 15, items 1 and 2), on the project's own rigs: MuJoCo
+(lockstep, effort and position), the ros2_control bridge against its plant process over loopback
+DDS (effort and position) and CANopen CiA 402 against simulated drives on a virtual bus (torque
+and position); the real backends at 100 Hz with the slow-loop gains of ``bench/faults.py``.
+
+- A chain's joint reference reaches position-interface joints: a Cartesian target 5 cm away is
+  reached through a :class:`CartesianChain` (what MoveToPose runs) on every backend and mode,
+  checked on the plant's true joint positions.
+- The measured effort reaches ``JointState`` — what the controllers, chains and the grasp task
+  get — and the loop's snapshots, in model order, under the sample's stamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from backends import Rig, make_rig
+from helpers import new_robot_model
+
+from ct_controllers.controllers.controller import (
+    Controller,
+    ControlOutput,
+    JointReference,
+    JointState,
+)
+from ct_controllers.controllers.diff_ik_qp import QpDiffIk
+from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.runtime.cartesian_chain import CartesianChain
+
+# (backend, mode, configuration overrides)
+MODES: list[tuple[str, str, dict[str, Any]]] = [
+    ("mujoco", "effort", {}),
+    ("mujoco", "position", {"mujoco.command_interfaces": ["position"]}),
+    ("ros2_control_bridge", "effort", {}),
+    ("ros2_control_bridge", "position", {"ros2_control_bridge.command_interface": "position"}),
+    ("canopen", "torque", {}),
+    ("canopen", "position", {"canopen.mode": "position"}),
+]
+OFFSET = np.array([0.03, -0.03, 0.0287])  # [m] base frame: the target, 5.0 cm from the TCP
+POSITION_TOLERANCE = 0.003  # [m]
+ORIENTATION_TOLERANCE = 0.01  # [rad]
+
+
+@pytest.fixture(scope="module", params=MODES, ids=[f"{b}-{m}" for b, m, _ in MODES])
+def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """One rig per backend and mode for the module; each test leaves it holding, healthy."""
+    backend, mode, overrides = request.param
+    rig = make_rig(backend, **overrides)
+    rig.extra["mode"] = mode
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def run(rig: Rig, seconds: float) -> None:
+    rig.stack.loop.run_ticks(max(1, round(seconds / rig.config.period)))
+
+
+def inner(rig: Rig) -> Any:
+    return rig.injector.inner
+
+
+def true_positions(rig: Rig) -> dict[str, float]:
+    """Joint → the plant's own position [rad | m], not through the backend's state path."""
+    if rig.backend == "mujoco":
+        system = inner(rig)
+        assert system.model is not None and system.data is not None
+        return {
+            n: float(system.data.qpos[system.model.joint(n).qposadr[0]]) for n in system.joint_names
+        }
+    if rig.backend == "ros2_control_bridge":
+        return dict(rig.plant.report()["position"])
+    return rig.plant.positions()
+
+
+def plant_efforts(rig: Rig) -> dict[str, float]:
+    """Joint → the effort [N·m | N] the plant's motors apply now, as the plant itself knows it
+    (MuJoCo's qfrc_actuator, the bridge plant's motor efforts, the simulated drives' torque)."""
+    if rig.backend == "mujoco":
+        system = inner(rig)
+        assert isinstance(system, MujocoSystem)
+        assert system.model is not None and system.data is not None
+        return {
+            n: float(system.data.qfrc_actuator[system.model.joint(n).dofadr[0]])
+            for n in system.joint_names
+        }
+    if rig.backend == "ros2_control_bridge":
+        return dict(rig.plant.report()["effort"])
+    return {drive.joint: float(drive.applied_effort) for drive in rig.plant.drives}
+
+
+def effort_quantum(rig: Rig, name: str) -> float:
+    """[N·m | N] the resolution of the measured effort: CANopen's torque actual is in per-mille
+    of the rated torque; the others are floating point."""
+    if rig.backend != "canopen":
+        return 0.0
+    system = inner(rig)
+    assert isinstance(system, CanopenCia402System)
+    scaling = {d.joint: d.scaling for d in system.drives}[name]
+    return float(scaling.rated_effort) / 1000.0
+
+
+class Recording(Controller):
+    """The stack's own joint controller, recording every state it is given and, on MuJoCo,
+    the simulator's actuator force at that instant (lockstep: nothing moves between the read and
+    the controller)."""
+
+    def __init__(self, inner: Controller, rig: Rig) -> None:
+        super().__init__()
+        self.inner = inner
+        self.rig = rig
+        self.states: list[JointState] = []
+        self.plant: list[dict[str, float]] = []
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> Any:
+        return self.compute_output(state, reference, dt).effort
+
+    def compute_output(
+        self, state: JointState, reference: JointReference, dt: float
+    ) -> ControlOutput:
+        self.states.append(state)
+        if self.rig.backend == "mujoco":
+            self.plant.append(plant_efforts(self.rig))
+        return self.inner.step(state, reference, dt)
+
+
+def test_a_cartesian_target_5_cm_away_is_reached(rig: Rig) -> None:
+    """A TCP target 5 cm from the TCP, orientation kept, run through a CartesianChain (QP
+    differential IK → the stack's joint controller, as MoveToPose builds it) is reached on every
+    backend and interface within 6 s: the chain's error stays ≤ 3 mm and 0.01 rad for 0.3 s,
+    and the plant's true joint positions then put the TCP within 3 mm of the target (an
+    independent model's FK). Position joints move because the loop sends them the chain's
+    reference (before: they got the loop's hold reference, and the arm never moved)."""
+    loop, config = rig.stack.loop, rig.config
+    expected = {"effort": "effort", "torque": "effort", "position": "position"}[rig.extra["mode"]]
+    assert set(rig.stack.hardware.command_interfaces) == {expected}
+    run(rig, 0.1)
+    snapshot = loop.snapshot()
+    assert snapshot is not None
+    model = RobotModel(rig.stack.model.model, config.tcp_frame, config.base_frame)
+    target = model.frame_pose(snapshot.position).copy()
+    target[:3, 3] += OFFSET
+    chain = CartesianChain(
+        model,
+        QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
+        rig.stack.controller,
+        target,
+    )
+    loop.switch_controller(chain)
+    errors = (np.inf, np.inf)
+    within = 0.0  # [s] for how long the errors have been within tolerance
+    try:
+        for _ in range(round(6.0 / config.period / 10)):  # 10 ticks at a time, 6 s at most
+            loop.run_ticks(10)
+            snapshot = loop.snapshot()
+            assert snapshot is not None and snapshot.fault is None, snapshot
+            errors = chain.errors(snapshot.position)
+            ok = errors[0] <= POSITION_TOLERANCE and errors[1] <= ORIENTATION_TOLERANCE
+            within = within + 10 * config.period if ok else 0.0
+            if within >= 0.3:  # settled there, not passing through
+                break
+        truth = true_positions(rig)
+        independent = new_robot_model()
+        q = np.zeros(independent.nq)
+        for name, value in truth.items():
+            q[independent.q_index(name)] = value
+        true_error = float(np.linalg.norm(independent.frame_pose(q)[:3, 3] - target[:3, 3]))
+        rig.extra["cartesian"] = (errors, true_error)
+        print(f"{rig.backend}/{rig.extra['mode']}: chain {errors}, plant TCP {true_error:.2e} m")
+        assert within >= 0.3, errors
+        assert true_error <= POSITION_TOLERANCE
+    finally:
+        loop.hold()
+        loop.switch_controller(rig.stack.controller)
+        run(rig, 0.3)
+    assert loop.fault is None
+
+
+def test_measured_effort_reaches_the_joint_state(rig: Rig) -> None:
+    """Holding still, every JointState a controller gets carries the measured effort in model
+    order, equal to the plant's own effort by joint name (MuJoCo: exactly, qfrc_actuator at that
+    instant; bridge plant and drives: within 0.3 N·m plus CANopen's per-mille resolution, as
+    they are read a few ms apart) and about g(q) of an independent model (the arm holds still
+    against gravity: joint2 carries −34 N·m, joint4 +17 N·m); the loop's snapshot of the same
+    tick carries the same effort under the same stamp."""
+    loop = rig.stack.loop
+    recording = Recording(rig.stack.controller, rig)
+    loop.switch_controller(recording)
+    loop.snapshot_decimation = 1
+    try:
+        run(rig, 0.5)
+        recording.states.clear()
+        recording.plant.clear()
+        run(rig, 0.1)
+        own = plant_efforts(rig)
+        snapshot = loop.snapshot()
+    finally:
+        loop.switch_controller(rig.stack.controller)
+        loop.snapshot_decimation = 10
+    assert snapshot is not None
+    state = recording.states[-1]
+    assert state.effort is not None
+    names = loop.model.joint_names
+    measured = dict(zip(names, state.effort.tolist(), strict=True))
+    # Consumers downstream: the snapshot of that tick.
+    assert snapshot.stamp == state.stamp
+    np.testing.assert_array_equal(snapshot.measured_effort, state.effort)
+    if rig.backend == "mujoco":  # the simulator at the instant of each state, exactly
+        for recorded, plant in zip(recording.states, recording.plant, strict=True):
+            assert recorded.effort is not None
+            for name, value in zip(names, recorded.effort, strict=True):
+                assert value == plant[name], name
+    for name in names:
+        tolerance = 0.3 + effort_quantum(rig, name)
+        assert abs(measured[name] - own[name]) <= tolerance, (name, measured[name], own[name])
+    gravity = new_robot_model().gravity(state.q)
+    for name, value in zip(names, gravity, strict=True):
+        assert abs(measured[name] - value) <= 1.0 + effort_quantum(rig, name), name
+    assert measured["joint2"] < -30.0 and measured["joint4"] > 15.0
+    rig.extra["effort"] = {n: (measured[n], own[n]) for n in ("joint2", "joint4")}
+    print(f"{rig.backend}/{rig.extra['mode']}: effort (JointState, plant) {rig.extra['effort']}")
