@@ -18,6 +18,7 @@ import rclpy
 from ct_interfaces.action import MoveJoints
 from ct_interfaces.msg import ControllerState
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
 from rclpy.action import ActionClient
@@ -183,3 +184,20 @@ def goal(
     return MoveJoints.Goal(
         joint_names=names, positions=positions, duration=duration, controller=controller
     )
+
+
+def pose_message(
+    position: tuple[float, float, float],
+    quaternion: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0),  # x y z w: tool down
+    frame: str = "base_link",
+    stamp: tuple[int, int] = (0, 0),
+) -> PoseStamped:
+    """A PoseStamped goal pose: position [m], orientation quaternion (x, y, z, w; the default
+    points the tool down), frame, stamp (sec, nanosec; 0 = now)."""
+    message = PoseStamped()
+    message.header.frame_id = frame
+    message.header.stamp.sec, message.header.stamp.nanosec = stamp
+    message.pose.position.x, message.pose.position.y, message.pose.position.z = position
+    o = message.pose.orientation
+    o.x, o.y, o.z, o.w = quaternion
+    return message

@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
 from ct_interfaces.srv import ListControllers
-from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from ros_helpers import ARM, HOME, Client, goal, ros_client, start_node, stop_node
+from ros_helpers import ARM, HOME, Client, goal, pose_message, ros_client, start_node, stop_node
 
 from ct_controllers.ros.goals import request_qos
 
@@ -50,14 +49,6 @@ def spin_until(executor: Any, condition: Any, timeout: float) -> bool:
 
 def home_goal(duration: float = 0.5) -> MoveJoints.Goal:
     return goal(ARM, HOME.tolist(), duration)
-
-
-def pose(position: tuple[float, float, float], frame: str = "base_link") -> PoseStamped:
-    message = PoseStamped()
-    message.header.frame_id = frame
-    message.pose.position.x, message.pose.position.y, message.pose.position.z = position
-    message.pose.orientation.x, message.pose.orientation.w = 1.0, 0.0  # tool down
-    return message
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +145,7 @@ def test_pose_goal_stamped_on_another_clock_names_the_nodes_clock(client):
     time and that stamp 0 means now."""
     action = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")
     assert action.wait_for_server(timeout_sec=10.0)
-    target = pose((0.4, 0.0, 0.4))
+    target = pose_message((0.4, 0.0, 0.4))
     target.header.stamp.sec = int(time.time())
     future = action.send_goal_async(MoveToPose.Goal(target=target))
     assert client.spin_until(future.done, 5.0)
@@ -169,7 +160,7 @@ def test_absurd_pose_values_are_invalid_before_any_ik(client, value):
     action = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")
     assert action.wait_for_server(timeout_sec=10.0)
     started = time.monotonic()
-    future = action.send_goal_async(MoveToPose.Goal(target=pose((value, 0.0, 0.4))))
+    future = action.send_goal_async(MoveToPose.Goal(target=pose_message((value, 0.0, 0.4))))
     assert client.spin_until(future.done, 5.0)
     result = client.result(future.result(), 10.0)
     assert result.error_code == MoveToPose.Result.INVALID_GOAL, result.message
@@ -182,7 +173,7 @@ def test_absurd_grasp_amounts_are_invalid(client):
     action = ActionClient(client.node, Grasp, "/ct/grasp")
     assert action.wait_for_server(timeout_sec=10.0)
     message = Grasp.Goal(
-        grasp_pose=pose((0.5, 0.0, 0.025)),
+        grasp_pose=pose_message((0.5, 0.0, 0.025)),
         approach_offset=0.08,
         lift_height=1e300,
         grasp_effort=20.0,

@@ -11,24 +11,15 @@ import time
 import pytest
 from action_msgs.msg import GoalStatus
 from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
-from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionClient
-from ros_helpers import ARM, HOME, goal, ros_client, start_node, stop_node
+from ros_helpers import ARM, HOME, goal, pose_message, ros_client, start_node, stop_node
 
 SHUTDOWN_BOUND = 5.0  # [s] from the signal to the process's exit
 
 
-def pose(position: tuple[float, float, float]) -> PoseStamped:
-    message = PoseStamped()
-    message.header.frame_id = "base_link"
-    message.pose.position.x, message.pose.position.y, message.pose.position.z = position
-    message.pose.orientation.x, message.pose.orientation.w = 1.0, 0.0  # tool down
-    return message
-
-
 def _grasp_goal() -> Grasp.Goal:
     return Grasp.Goal(
-        grasp_pose=pose((0.5, 0.0, 0.025)),
+        grasp_pose=pose_message((0.5, 0.0, 0.025)),
         approach_offset=0.08,
         lift_height=0.1,
         grasp_effort=20.0,
@@ -53,7 +44,7 @@ SHUTDOWN_CASES = {
     "move_to_pose-SIGINTx2": (
         MoveToPose,
         "/ct/move_to_pose",
-        lambda: MoveToPose.Goal(target=pose((0.45, 0.2, 0.3)), timeout=30.0),
+        lambda: MoveToPose.Goal(target=pose_message((0.45, 0.2, 0.3)), timeout=30.0),
         [signal.SIGINT, signal.SIGINT],
     ),
     "grasp-SIGTERM": (Grasp, "/ct/grasp", _grasp_goal, [signal.SIGTERM]),

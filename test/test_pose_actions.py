@@ -12,30 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 from ct_interfaces.action import Grasp, MoveToPose
-from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionClient
-from ros_helpers import CONFIG, Client, ros_client, start_node, stop_node
+from ros_helpers import CONFIG, Client, pose_message, ros_client, start_node, stop_node
 
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 
 MODEL = RobotModel(load_description().urdf, CONFIG.tcp_frame, CONFIG.base_frame)
 HOME_Q = np.array(CONFIG.home_positions)
-
-
-def pose_message(
-    position: tuple[float, float, float],
-    quaternion: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0),  # x y z w: tool down
-    frame: str = "base_link",
-    stamp: tuple[int, int] = (0, 0),
-) -> PoseStamped:
-    message = PoseStamped()
-    message.header.frame_id = frame
-    message.header.stamp.sec, message.header.stamp.nanosec = stamp
-    message.pose.position.x, message.pose.position.y, message.pose.position.z = position
-    o = message.pose.orientation
-    o.x, o.y, o.z, o.w = quaternion
-    return message
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from ct_controllers.controllers.controller import FloatArray, JointReference, Jo
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.ros.state_publishers import StatePublishers
 from ct_controllers.runtime.controller_manager import ControllerManager
-from ct_controllers.runtime.stack import build_stack
+from ct_controllers.runtime.stack import Stack, build_stack
 
 
 class SlowOnce(JointImpedanceController):
@@ -32,21 +32,29 @@ class SlowOnce(JointImpedanceController):
         return super().compute(state, reference, dt)
 
 
-def test_an_injected_overrun_is_counted_and_reported_on_diagnostics() -> None:
-    """A controller that computes for 5 ms once makes the loop count it as an overrun, and
-    /diagnostics reports the count, the per-stage times and a compute maximum above 5 ms."""
-    config = lockstep_config()
-    stack = build_stack(config)
+def stack_running(
+    kind: type[JointImpedanceController],
+) -> tuple[Stack, ControllerManager, JointImpedanceController]:
+    """The lockstep stack (not brought up) with a ``kind`` controller built from the bundled
+    joint impedance's gains in place of it, and a manager that knows only that one."""
+    stack = build_stack(lockstep_config())
     base = stack.controllers["joint_impedance"]
     assert isinstance(base, JointImpedanceController)
-    slow = SlowOnce(base.model, base.stiffness, base.damping)
-    stack.loop.controller = slow
+    controller = kind(base.model, base.stiffness, base.damping)
+    stack.loop.controller = controller
     manager = ControllerManager(
         stack.loop,
-        {"joint_impedance": slow},
+        {"joint_impedance": controller},
         {"joint_impedance": "ct_controllers/JointImpedance"},
         "joint_impedance",
     )
+    return stack, manager, controller
+
+
+def test_an_injected_overrun_is_counted_and_reported_on_diagnostics() -> None:
+    """A controller that computes for 5 ms once makes the loop count it as an overrun, and
+    /diagnostics reports the count, the per-stage times and a compute maximum above 5 ms."""
+    stack, manager, _ = stack_running(SlowOnce)
     publishers: StatePublishers | None = None
     rclpy.init()
     try:
@@ -88,7 +96,7 @@ class Kill(BaseException):
     """Not an Exception: the one kind that still ends the loop thread."""
 
 
-class DiesAfterHalfASecond(JointImpedanceController):
+class DiesAfterArmed(JointImpedanceController):
     """Raises Kill 2 s (wall clock) after it was armed (the publishers and the listener have
     been exchanging joint states by then)."""
 
@@ -103,18 +111,8 @@ class DiesAfterHalfASecond(JointImpedanceController):
 def test_a_dead_loop_stops_joint_states_and_is_an_error_on_diagnostics() -> None:
     """When the loop thread dies: /ct/joint_states stops (no message with a frozen stamp after
     the death), and /diagnostics says ERROR with 'control loop stopped'."""
-    config = lockstep_config()
-    stack = build_stack(config)
-    base = stack.controllers["joint_impedance"]
-    assert isinstance(base, JointImpedanceController)
-    dying = DiesAfterHalfASecond(base.model, base.stiffness, base.damping)
-    stack.loop.controller = dying
-    manager = ControllerManager(
-        stack.loop,
-        {"joint_impedance": dying},
-        {"joint_impedance": "ct_controllers/JointImpedance"},
-        "joint_impedance",
-    )
+    stack, manager, dying = stack_running(DiesAfterArmed)
+    assert isinstance(dying, DiesAfterArmed)
     publishers: StatePublishers | None = None
     rclpy.init()
     try:
