@@ -7,11 +7,13 @@ and position); the real backends at 100 Hz with the slow-loop gains of ``bench/f
   reached through a :class:`CartesianChain` (what MoveToPose runs) on every backend and mode,
   checked on the plant's true joint positions.
 - The measured effort reaches ``JointState`` — what the controllers, chains and the grasp task
-  get — and the loop's snapshots, in model order, under the sample's stamp.
+  get — and the loop's snapshots, in model order, under the sample's stamp; the grasp task
+  judges its stall by it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,8 @@ import pytest
 from backends import Rig, make_rig
 from helpers import new_robot_model
 
+from ct_controllers.bench.grasp import run_trial
+from ct_controllers.config import load_config
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -225,3 +229,14 @@ def test_measured_effort_reaches_the_joint_state(rig: Rig) -> None:
     assert measured["joint2"] < -30.0 and measured["joint4"] > 15.0
     rig.extra["effort"] = {n: (measured[n], own[n]) for n in ("joint2", "joint4")}
     print(f"{rig.backend}/{rig.extra['mode']}: effort (JointState, plant) {rig.extra['effort']}")
+
+
+def test_the_grasp_task_judges_the_stall_by_the_measured_finger_effort() -> None:
+    """MuJoCo without the object sensor (the task sees the joint state only): the measured
+    finger efforts reach the grasp task's observation, so CLOSE ends on a stall judged by them
+    (check ``finger_stall_effort``, |effort| ≥ 0.8 grasp_effort on both fingers) and the grasp
+    reaches DONE. (Before, the loop's JointState had no effort and the task saw none.)"""
+    config = load_config(overrides={"mujoco.mode": "lockstep"})
+    result, setup = run_trial(config, 0, (0.52, -0.05, math.radians(20)), sensing="joints")
+    assert result.success, result.reason
+    assert "finger_stall_effort" in setup.task.checks

@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 from helpers import bundled_description, lockstep_config, new_robot_model
 
-from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
+from ct_controllers.bench.grasp import grasp_setup, top_down_grasp
+from ct_controllers.config import load_config
+from ct_controllers.controllers.controller import (
+    ControlOutput,
+    FloatArray,
+    JointReference,
+    JointState,
+)
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.hardware.mujoco_system import MujocoSystem
@@ -29,6 +36,7 @@ from ct_controllers.runtime.control_loop import (
     LoopSnapshot,
 )
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.tasks.phases import GraspGoal, Phase
 
 CONFIG = lockstep_config()
 ARM = CONFIG.arm_joints
@@ -499,3 +507,136 @@ def test_a_failing_preparation_does_not_block_the_switch(stack, caplog):
     run_seconds(stack, 0.1)
     assert stack.loop.controller is replacement
     assert stack.loop.fault is None
+
+
+# --- command interfaces: effort, position, mixed ----------------------------------------------
+MIXED = ("effort",) * len(CONFIG.arm_joints) + ("position",) * len(CONFIG.gripper_joints)
+
+
+def interface_stack(interfaces: tuple[str, ...]) -> Stack:
+    """A lockstep MuJoCo stack whose joints use ``interfaces`` (joint_names order)."""
+    config = load_config(
+        overrides={"mujoco.mode": "lockstep", "mujoco.command_interfaces": list(interfaces)}
+    )
+    stack = build_stack(config, bundled_description())
+    stack.bring_up()
+    return stack
+
+
+def hardware_values(stack: Stack) -> dict[str, float]:
+    """Joint → the value the backend last took in (MuJoCo's actuator request)."""
+    report = stack.hardware.actuation_report()
+    assert report is not None
+    return dict(zip(report.joint_names, report.requested.tolist(), strict=True))
+
+
+def test_mixed_interfaces_send_each_joint_its_own_kind_of_value():
+    """Arm on effort, fingers on position: each tick the fingers' servos are sent the reference
+    position q* the loop tracked and the arm's motors the limited effort; a motion of joint1 to
+    0.3 rad and of both fingers to 0.035 m reaches both goals (the fingers as position targets,
+    the arm by torque)."""
+    stack = interface_stack(MIXED)
+    try:
+        assert stack.hardware.command_interfaces == MIXED
+        loop, model = stack.loop, stack.model
+        loop.snapshot_decimation = 1
+        names = ["joint1", *CONFIG.gripper_joints]
+        loop.request_motion(names, [0.3, 0.035, 0.035], 1.0)
+        for _ in range(1500):
+            loop.run_ticks(1)
+            snapshot = latest(stack)
+            written = hardware_values(stack)
+            for name in CONFIG.gripper_joints:
+                index = model.q_index(name)
+                assert written[name] == snapshot.reference_position[index], name
+            for name in CONFIG.arm_joints:
+                assert written[name] == snapshot.commanded_effort[model.v_index(name)], name
+        final = latest(stack)
+        assert final.motion is not None and final.motion.state == SUCCEEDED
+        goal = model_order(stack, names, [0.3, 0.035, 0.035])
+        reached = np.isfinite(goal)
+        assert np.max(np.abs(final.position - goal)[reached]) < 1e-3
+    finally:
+        stack.shut_down()
+
+
+class JumpingReference(JointImpedanceController):
+    """Tracks a reference that jumps, from its first tick on, 0.5 rad ahead on joint1 and far
+    past the upper limit on joint7."""
+
+    def compute_output(
+        self, state: JointState, reference: JointReference, dt: float
+    ) -> ControlOutput:
+        q = reference.q.copy()
+        q[self.model.q_index("joint1")] += 0.5
+        q[self.model.q_index("joint7")] += 10.0
+        jumped = JointReference(q=q, v=reference.v, a=reference.a)
+        return ControlOutput(self.compute(state, jumped, dt), jumped)
+
+
+def test_position_targets_are_step_limited_and_kept_within_the_joint_limits():
+    """On the position interface a reference that jumps is followed at the URDF velocity limit:
+    each tick's target moves by at most velocity × period, the step limit is reported as a
+    saturation while it acts, and the targets end at the reference within the joint limits
+    (joint7's at its upper limit, not 10 rad past it)."""
+    stack = interface_stack(("position",) * len(CONFIG.joint_names))
+    try:
+        loop, model = stack.loop, stack.model
+        loop.snapshot_decimation = 1
+        loop.run_ticks(5)
+        start = hardware_values(stack)
+        current = stack.controller
+        assert isinstance(current, JointImpedanceController)
+        loop.switch_controller(JumpingReference(current.model, current.stiffness, current.damping))
+        step = model.limits.velocity * CONFIG.period
+        j1, j7 = model.v_index("joint1"), model.v_index("joint7")
+        previous, saturated_ticks = start, 0
+        for _ in range(1100):  # joint7: 3.05 rad at 3.14 rad/s
+            loop.run_ticks(1)
+            written = hardware_values(stack)
+            for name in model.joint_names:
+                index = model.v_index(name)
+                assert abs(written[name] - previous[name]) <= step[index] * (1 + 1e-9), name
+                assert model.limits.lower[index] <= written[name] <= model.limits.upper[index]
+            saturated_ticks += bool(latest(stack).saturated[j1])
+            previous = written
+        assert written["joint1"] == pytest.approx(start["joint1"] + 0.5, abs=1e-9)
+        assert written["joint7"] == model.limits.upper[j7]
+        # 0.5 rad at 1.71 rad/s: about 292 ticks of 1 ms flagged, none once it got there.
+        assert abs(saturated_ticks - 0.5 / step[j1]) <= 2
+        assert not latest(stack).saturated[j1]
+        assert loop.fault is None
+    finally:
+        stack.shut_down()
+
+
+def test_the_grasp_runner_commands_position_fingers_with_its_servo_reference():
+    """Arm on effort, fingers on position, the grasp runner installed: every tick the fingers
+    are sent the gripper servo's reference r (what an effort gripper's force law tracks), and
+    during APPROACH the fingers open as the task asks while the arm approaches the cube."""
+    config = load_config(
+        overrides={"mujoco.mode": "lockstep", "mujoco.command_interfaces": list(MIXED)}
+    )
+    cube = (0.52, -0.05, 0.35)
+    setup = grasp_setup(config, cube)
+    try:
+        loop, runner = setup.stack.loop, setup.runner
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        loop.snapshot_decimation = 1
+        fingers = runner.gripper.joint_names
+        loop.run_ticks(1)
+        start = latest(setup.stack).position[runner.fingers].copy()
+        for _ in range(400):
+            loop.run_ticks(1)
+            reference = runner.gripper.reference
+            assert reference is not None
+            written = hardware_values(setup.stack)
+            for name, value in zip(fingers, reference, strict=True):
+                assert written[name] == value, name
+        output = runner.last_output
+        assert output is not None and output.phase == Phase.APPROACH
+        opened = latest(setup.stack).position[runner.fingers]
+        target = output.finger_target
+        assert np.all(np.abs(opened - target) < 0.5 * np.abs(start - target))
+    finally:
+        setup.stack.shut_down()

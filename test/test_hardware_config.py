@@ -14,6 +14,7 @@ from ct_controllers.config import ConfigError, load_config
 from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.hardware.ros2_control_bridge import Ros2ControlBridge
+from ct_controllers.model.description import parse_description
 from ct_controllers.runtime.stack import build_stack
 
 
@@ -43,6 +44,8 @@ BAD = [
     ({"canopen.heartbeat_timeout": 0.005}, "canopen.heartbeat_timeout"),
     ({"canopen.quick_stop_option": 3}, "605Ah"),
     ({"canopen.mode": "velocity"}, "canopen.mode"),
+    ({"mujoco.command_interfaces": ["velocity"]}, "mujoco.command_interfaces"),
+    ({"mujoco.command_interfaces": ["effort", "position"]}, "mujoco.command_interfaces"),
 ]
 
 
@@ -113,3 +116,50 @@ def test_gains_unstable_at_the_rate_are_warned_of_at_build_time(caplog):
     assert figure is not None
     assert float(figure.group(1)) > 1.0
     assert len(figure.group(2).split(",")) == 9  # one value per joint
+
+
+@pytest.mark.parametrize(
+    ("interfaces", "expected"),
+    [
+        (["effort"], ("effort",) * 9),
+        (["position"], ("position",) * 9),
+        (["effort"] * 7 + ["position"] * 2, ("effort",) * 7 + ("position",) * 2),
+    ],
+)
+def test_mujoco_command_interfaces_come_from_the_configuration(interfaces, expected):
+    """``mujoco.command_interfaces`` (one for every joint, or one per joint in arm_joints +
+    gripper_joints order) puts MuJoCo's joints on the effort or the position interface, by
+    name: the backend's interfaces and the loop's are those."""
+    config = load_config(overrides={"mujoco.command_interfaces": interfaces})
+    stack = build_stack(config, bundled_description())
+    try:
+        hardware = stack.hardware
+        by_name = dict(zip(hardware.joint_names, hardware.command_interfaces, strict=True))
+        assert tuple(by_name[n] for n in config.joint_names) == expected
+        assert stack.loop._interfaces == stack.hardware.command_interfaces
+    finally:
+        stack.shut_down()
+
+
+@pytest.mark.parametrize(
+    ("backend", "overrides"),
+    [
+        ("mujoco", {"mujoco.command_interfaces": ["position"]}),
+        ("ros2_control_bridge", {"ros2_control_bridge.command_interface": "position"}),
+        ("canopen", {"canopen.mode": "position"}),
+    ],
+)
+def test_an_interface_the_description_does_not_offer_is_refused(backend, overrides):
+    """A joint whose <ros2_control> block offers only the effort command interface cannot be
+    put on the position interface by any backend: ConfigError at build time, naming the joint,
+    the interface asked for and what it offers."""
+    description = bundled_description(backend)
+    urdf = description.urdf.replace(
+        '<joint name="joint3"><command_interface name="effort"/>'
+        '<command_interface name="position"/>',
+        '<joint name="joint3"><command_interface name="effort"/>',
+    )
+    assert urdf != description.urdf
+    config = load_config(overrides={"backend": backend, **overrides})
+    with pytest.raises(ConfigError, match=r"joint3: position \(offers effort\)"):
+        build_stack(config, parse_description(urdf))

@@ -210,10 +210,14 @@ def test_actuation_report_separates_request_input_and_forces(robot):
     expected_input[JOINTS.index("joint1")] = -176.0
     expected_input[finger] = 0.04
     np.testing.assert_array_equal(report.effective, expected_input)
-    # Motors: force = clamped input. Servo: kp (target − q) − kv v from the state before the step.
+    # Motors: force = clamped input. Servo: kp (target − q) − kv v + g(q) from the state before
+    # the step (the finger's gravity is 0 in this pose).
     expected_force = expected_input.copy()
     kp, kv = system.config.servo_gains.kp, system.config.servo_gains.kv
-    expected_force[finger] = kp * (0.04 - before.position[finger]) - kv * before.velocity[finger]
+    gravity = gravity_in_hardware_order(robot, before.position)[finger]
+    expected_force[finger] = (
+        kp * (0.04 - before.position[finger]) - kv * before.velocity[finger] + gravity
+    )
     assert expected_force[finger] == pytest.approx(8.0)
     np.testing.assert_allclose(report.actuator_force, expected_force, rtol=1e-12)
     np.testing.assert_allclose(report.joint_force, expected_force, rtol=1e-12)
@@ -229,6 +233,56 @@ def test_actuation_report_before_any_write_is_zero_for_motors():
     j4 = JOINTS.index("joint4")
     assert report.requested[j4] == home_by_name()["joint4"]
     np.testing.assert_array_equal(np.delete(report.requested, j4), 0.0)
+
+
+# --- position servos ---------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["lockstep", PACED])
+def test_position_servos_hold_against_gravity_without_sag(robot, mode):
+    """Every joint on the position interface, commanded to stay where it starts (home) for 1 s
+    of sim time: joint2, which carries 34 N·m of gravity, stays within 0.01 rad (kp = 400 N·m/rad
+    alone would leave it g/kp = 0.084 rad low), thanks to the gravity feed-forward, in lockstep
+    and paced; at rest each servo's force — the measured effort — is the gravity torque of an
+    independent model (Pinocchio), within 1e-6 N·m."""
+    system = make_system(mode=mode, command_interfaces={name: "position" for name in JOINTS})
+    system.configure()
+    system.activate()
+    start = system.read()
+    interfaces = ("position",) * len(JOINTS)
+    sequence = 0
+    while system.now() < 1.0:
+        sequence += 1
+        system.write(command(sequence, start.position, interfaces=interfaces))
+        if mode == PACED:
+            time.sleep(0.002)
+        system.read()
+    end = system.read()
+    j2 = JOINTS.index("joint2")
+    assert gravity_in_hardware_order(robot, start.position)[j2] < -30.0
+    assert abs(end.position[j2] - start.position[j2]) < 0.01
+    assert np.max(np.abs(end.position - start.position)) < 1e-6
+    np.testing.assert_allclose(
+        end.effort, gravity_in_hardware_order(robot, end.position), rtol=0, atol=1e-6
+    )
+
+
+def test_effort_joints_beside_position_servos_get_their_torque_unchanged(robot):
+    """Mixed interfaces (arm on effort, fingers on position): the arm's motors apply exactly the
+    torque written (no feed-forward added), the fingers' servos hold their position."""
+    fingers = ("left_finger_joint", "right_finger_joint")
+    system = make_system(command_interfaces={name: "position" for name in fingers})
+    system.configure()
+    system.activate()
+    start = system.read()
+    interfaces = tuple("position" if n in fingers else "effort" for n in JOINTS)
+    arm = np.array([n not in fingers for n in JOINTS])
+    for k in range(1, 201):
+        sample = system.read()
+        values = np.where(arm, gravity_in_hardware_order(robot, sample.position), start.position)
+        system.write(command(k, values, interfaces=interfaces))
+        report = system.actuation_report()
+        np.testing.assert_array_equal(report.actuator_force[arm], values[arm])
+    end = system.read()
+    assert np.max(np.abs(end.position - start.position)) < 1e-6
 
 
 # --- lockstep and paced ----------------------------------------------------------------------

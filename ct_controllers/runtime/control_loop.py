@@ -38,6 +38,7 @@ are skipped, not bunched) and that is counted too.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -148,7 +149,9 @@ class LoopSnapshot:
     measured_effort: FloatArray  # [N·m | N] as the backend measured it (NaN: not measured)
     reference_position: FloatArray  # [rad | m] q* the controller tracked (a chain's own)
     commanded_effort: FloatArray  # [N·m | N], after the limiter
-    saturated: np.ndarray  # the limiter (or the position step limit) changed this joint
+    # Changed on that tick: by the effort limiter (effort joints) or the position target's
+    # step limit or non-finite fallback (position joints).
+    saturated: np.ndarray
     motion: MotionStatus | None
     fault: str | None
     state_fresh: bool = True  # this tick's sample was accepted by the guard and new
@@ -467,9 +470,8 @@ class ControlLoop:
                 state,
                 reference,
                 limited.effort,
-                limited.saturated
-                | limited.rate_limited
-                | limited.non_finite
+                (limited.saturated | limited.rate_limited | limited.non_finite)
+                & ~self._position_joints  # the effort limiter, where an effort is written
                 | self._position_step_limited,
                 fresh,
             )
@@ -494,20 +496,28 @@ class ControlLoop:
         at most ``position_step`` [rad | m] (URDF velocity limit × period) from the last target
         written: a reference that jumps (a controller switched in with another reference, a
         chain synchronising to the measured state) is followed at the joint's top speed, not in
-        one period, and the step limit is reported as a saturation. Fault reactions write
-        without it: they start from the measured position, where a position joint should go at
-        once."""
+        one period, and the step limit is reported as a saturation; a non-finite q* keeps the
+        last target (reported too). Fault reactions write without the step limit: they start
+        from the measured position, where a position joint should go at once."""
         values = effort[self._model_index]
         if not self._any_position:
             return values
         targets = np.clip(reference.q, self.model.limits.lower, self.model.limits.upper)
         previous = self._position_targets
         self._position_step_limited = self._no_position_flags
+        if not math.isfinite(targets.dot(targets)):  # a non-finite q*: the last target stays
+            bad = ~np.isfinite(targets)
+            assert self._last_state is not None  # nothing is written before a measurement
+            last = previous if previous is not None else self._last_state.q
+            targets[bad] = last[bad]
+            self._position_step_limited = bad & self._position_joints
         if limit_steps and previous is not None:
             stepped = np.minimum(
                 np.maximum(targets, previous - self.position_step), previous + self.position_step
             )
-            self._position_step_limited = (stepped != targets) & self._position_joints
+            self._position_step_limited = self._position_step_limited | (
+                (stepped != targets) & self._position_joints
+            )
             targets = stepped
         self._position_targets = targets
         return np.where(self._position_mask, targets[self._model_index], values)
