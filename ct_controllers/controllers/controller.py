@@ -1,4 +1,5 @@
-"""Base of every controller, and the values they exchange with the control loop.
+"""Base of every controller (the values it exchanges with the loop are in
+:mod:`ct_controllers.types`).
 
 A controller is plain Python: it gets the measured state, a reference and the period, and returns
 efforts. All vectors are in the model's joint order (``RobotModel.joint_names``). Gains are
@@ -10,62 +11,21 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ct_controllers.errors import CtError
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.types import ControlOutput, FloatArray, JointReference, JointState
 
-FloatArray = NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class JointState:
-    """Measured state in model order: q [rad | m], v [rad/s | m/s], stamp [s] (the measurement
-    time, on the hardware's clock), and the measured effort [N·m | N] — what the backend reports
-    as applied on each joint, measured at the same stamp, NaN on joints it does not measure.
-    The control loop always fills effort; None only in states built by hand (tests, benches)."""
-
-    stamp: float
-    q: FloatArray
-    v: FloatArray
-    effort: FloatArray | None = None
-
-
-@dataclass(frozen=True)
-class JointReference:
-    """Desired position [rad | m], velocity [rad/s | m/s] and acceleration [rad/s² | m/s²],
-    and an optional feed-forward effort [N·m | N], model order."""
-
-    q: FloatArray
-    v: FloatArray
-    a: FloatArray
-    effort: FloatArray | None = None
-
-    @staticmethod
-    def hold(q: FloatArray) -> JointReference:
-        """Stand still at q."""
-        zeros = np.zeros_like(q)
-        return JointReference(q=np.array(q, dtype=np.float64), v=zeros, a=zeros.copy())
-
-
-@dataclass(frozen=True)
-class ControlOutput:
-    """One controller tick, model order.
-
-    effort     τ [N·m | N] for joints on the effort interface, before the limiter (which the
-               loop runs last, before the write)
-    reference  the full joint reference the controller tracked this tick — q* [rad | m],
-               v* [rad/s | m/s], a* [rad/s² | m/s²] for every joint, fingers included — what
-               joints on the position interface are sent (q*, within the joint limits). A joint
-               controller tracks the reference it was given; a chain (differential IK, the
-               grasp task) the one it generated.
-    """
-
-    effort: FloatArray
-    reference: JointReference
+__all__ = [
+    "ControlOutput",
+    "Controller",
+    "FloatArray",
+    "GainError",
+    "JointReference",
+    "JointState",
+]
 
 
 class GainError(CtError, ValueError):

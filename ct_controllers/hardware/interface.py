@@ -14,12 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-import numpy as np
-from numpy.typing import NDArray
-
 from ct_controllers.errors import CtError
-
-FloatArray = NDArray[np.float64]
+from ct_controllers.types import FloatArray
 
 EFFORT = "effort"
 POSITION = "position"

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
-from numpy.typing import NDArray
 
 from ct_controllers.hardware.interface import ObjectObservation
 from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.types import FloatArray
 
 __all__ = ["ObjectObservation", "ObjectSensor", "place_object"]
-
-FloatArray = NDArray[np.float64]
 
 
 class ObjectSensor:

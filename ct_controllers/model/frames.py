@@ -31,9 +31,8 @@ import math
 
 import numpy as np
 import pinocchio as pin
-from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
+from ct_controllers.types import FloatArray
 
 
 def skew(vector: FloatArray) -> FloatArray:

@@ -21,8 +21,7 @@ from numpy.typing import NDArray
 
 from ct_controllers.errors import CtError
 from ct_controllers.model.description import joint_armature
-
-FloatArray = NDArray[np.float64]
+from ct_controllers.types import FloatArray
 
 
 class UnknownNameError(CtError, KeyError):

@@ -18,14 +18,12 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 from ruckig import ControlInterface, InputParameter, Result, Ruckig, Trajectory
 
-from ct_controllers.controllers.controller import JointReference
 from ct_controllers.errors import CtError
 from ct_controllers.references.limit_approach import LimitApproach
+from ct_controllers.types import FloatArray, JointReference
 
-FloatArray = NDArray[np.float64]
 MAX_DURATION = 3600.0  # [s] longest requested duration; Ruckig's horizon is ~7,600 s
 # Ruckig's error codes (ruckig/result.hpp); its Python enum lists only some of them.
 RUCKIG_ERRORS = {

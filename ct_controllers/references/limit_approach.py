@@ -46,9 +46,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
+from ct_controllers.types import FloatArray
 
 LIMIT_MARGIN = 0.005  # [rad] a goal is planned at least this far inside the joint range
 LIMIT_APPROACH_DECELERATION = 0.3  # [rad/s²] braking towards a limit the goal is near

@@ -41,12 +41,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ct_controllers.model.frames import check_pose, pose_error_norms
 from ct_controllers.tasks.conditions import ConditionState, DwellCondition
-
-FloatArray = NDArray[np.float64]
+from ct_controllers.types import FloatArray
 
 
 class Phase(Enum):
