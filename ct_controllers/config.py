@@ -18,7 +18,48 @@ import yaml
 from ct_controllers.errors import CtError
 from ct_controllers.hardware.interface import COMMAND_INTERFACES, FAULT_REACTIONS
 from ct_controllers.model.description import share_directory
-from ct_controllers.runtime.realtime import RealtimeSettings
+
+
+@dataclass(frozen=True)
+class RealtimeSettings:
+    """priority: SCHED_FIFO priority 1–99 of the control thread, 0 = normal scheduling
+    (ros2_control's ``thread_priority``, 50 by default there and here);
+    cpu: the CPU the control thread is pinned to, -1 = any;
+    lock_memory: lock the process's current and future pages in RAM (mlockall)."""
+
+    priority: int = 50
+    cpu: int = -1
+    lock_memory: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise ValueError(f"realtime.priority must be an integer, got {self.priority!r}")
+        if not 0 <= self.priority <= 99:
+            raise ValueError(f"realtime.priority must be 0 (off) or 1–99, got {self.priority}")
+        if isinstance(self.cpu, bool) or not isinstance(self.cpu, int) or self.cpu < -1:
+            raise ValueError(f"realtime.cpu must be a CPU number or -1 (any), got {self.cpu!r}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A launch file's defaults."""
+
+    backend: str
+    use_sim_time: bool
+    summary: str
+
+
+# What ros2 launch ct_controllers sim.launch.py / hardware.launch.py (and ct-bringup, and
+# ct_control_node --target) select by default.
+TARGETS: dict[str, Target] = {
+    "sim": Target("mujoco", True, "the stack on the MuJoCo backend (sim time on /clock)"),
+    "hardware": Target(
+        "ros2_control_bridge",
+        False,
+        "the stack on real drives (system clock); real backends refuse to activate unless "
+        "hardware.armed is true",
+    ),
+}
 
 NODE_KEYS = ("/ct/controller_manager", "ct/controller_manager", "controller_manager", "/**")
 

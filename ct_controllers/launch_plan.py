@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from ct_controllers.config import TARGETS
 from ct_controllers.ros.dds import dds_environment, network_requested
 from ct_controllers.share import PACKAGE, share_directory
 
@@ -32,24 +33,6 @@ NAMESPACE = "ct"
 REFUSAL_PREFIX = f"{EXECUTABLE}: "
 
 
-@dataclass(frozen=True)
-class Target:
-    """A launch file's defaults."""
-
-    backend: str
-    use_sim_time: bool
-    summary: str
-
-
-TARGETS: dict[str, Target] = {
-    "sim": Target("mujoco", True, "the stack on the MuJoCo backend (sim time on /clock)"),
-    "hardware": Target(
-        "ros2_control_bridge",
-        False,
-        "the stack on real drives (system clock); real backends refuse to activate unless "
-        "hardware.armed is true",
-    ),
-}
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
 
 

@@ -34,10 +34,9 @@ from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.signals import SignalHandlerOptions  # noqa: E402
 
-from ct_controllers.config import ConfigError, StackConfig  # noqa: E402
+from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
-from ct_controllers.launch_plan import TARGETS  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
 from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402

@@ -24,6 +24,10 @@ import ctypes.util
 import os
 from dataclasses import dataclass
 
+from ct_controllers.config import RealtimeSettings
+
+__all__ = ["GIL_SWITCH_INTERVAL", "RealtimeReport", "RealtimeSettings", "apply_to_current_thread"]
+
 MCL_CURRENT, MCL_FUTURE = 1, 2  # <sys/mman.h>
 # [s] sys.setswitchinterval for processes where other Python threads run beside the control
 # thread (the node's executor, a goal building and preparing its chain): about the longest a
@@ -32,26 +36,6 @@ MCL_CURRENT, MCL_FUTURE = 1, 2  # <sys/mman.h>
 # beside a thread building a goal's chain (model copy + QP IK) every 50 ms overran 323–348 times
 # in 20 s at 0.5 ms, 20–40 at 0.1 ms (0–35 with no such thread; `ct-bench gil`).
 GIL_SWITCH_INTERVAL = 0.0001
-
-
-@dataclass(frozen=True)
-class RealtimeSettings:
-    """priority: SCHED_FIFO priority 1–99 of the control thread, 0 = normal scheduling
-    (ros2_control's ``thread_priority``, 50 by default there and here);
-    cpu: the CPU the control thread is pinned to, -1 = any;
-    lock_memory: lock the process's current and future pages in RAM (mlockall)."""
-
-    priority: int = 50
-    cpu: int = -1
-    lock_memory: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise ValueError(f"realtime.priority must be an integer, got {self.priority!r}")
-        if not 0 <= self.priority <= 99:
-            raise ValueError(f"realtime.priority must be 0 (off) or 1–99, got {self.priority}")
-        if isinstance(self.cpu, bool) or not isinstance(self.cpu, int) or self.cpu < -1:
-            raise ValueError(f"realtime.cpu must be a CPU number or -1 (any), got {self.cpu!r}")
 
 
 @dataclass(frozen=True)
