@@ -7,11 +7,12 @@ import numpy as np
 from helpers import bundled_config, new_robot_model
 
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
+from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.runtime.gain_stability import (
     SAMPLES,
     GainStability,
     check_configurations,
-    loop_delay,
 )
 from ct_controllers.runtime.stack import to_model_order
 
@@ -50,10 +51,12 @@ def test_the_bundled_impedance_is_stable_at_1_khz_not_at_100_hz_and_gains_overri
     model = new_robot_model()
     controller, home = _bundled_impedance(model)
     configurations = check_configurations(model, home)
-    fast = GainStability(model, controller, configurations, 1e-3, loop_delay("mujoco"))
+    fast = GainStability(model, controller, configurations, 1e-3, MujocoSystem.measurement_delay)
     worst = fast.worst()
     assert worst is not None and worst.stable, worst
-    slow = GainStability(model, controller, configurations, 1e-2, loop_delay("canopen"))
+    slow = GainStability(
+        model, controller, configurations, 1e-2, CanopenCia402System.measurement_delay
+    )
     at_home = slow.at(home)
     assert at_home is not None and not at_home.stable
     softer = {"stiffness": controller.stiffness / 4, "damping": controller.damping / 8}

@@ -27,6 +27,7 @@ from ct_controllers.hardware.interface import (
     ActuationReport,
     FloatArray,
     JointCommand,
+    ObjectSensing,
     StateSample,
     SystemInterface,
 )
@@ -43,6 +44,10 @@ class InjectingSystem(SystemInterface):
         self.backend_name = f"{inner.backend_name} (fault injection)"
         self.fault_reactions = inner.fault_reactions
         self.requires_arming = inner.requires_arming
+        # Capabilities are the inner backend's.
+        self.paced_by_read = inner.paced_by_read
+        self.measurement_delay = inner.measurement_delay
+        self.publishes_clock = inner.publishes_clock
         self._lock = threading.Lock()
         self._fault: str | None = None
         self._frozen: StateSample | None = None
@@ -56,6 +61,16 @@ class InjectingSystem(SystemInterface):
             self._fault = fault
             self._frozen = None
             self.injected_at = self.inner.now() if fault is not None else None
+
+    @property
+    def loop_paced(self) -> bool:
+        return self.inner.loop_paced
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()}, with fault injection"
+
+    def object_sensor(self) -> ObjectSensing | None:
+        return self.inner.object_sensor()
 
     # --- lifecycle: both objects move together ---------------------------------------------
     def _on_configure(self) -> None:

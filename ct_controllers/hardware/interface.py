@@ -161,6 +161,12 @@ class SystemInterface(ABC):
     fault_reactions = reactions(DAMP, HOLD)
     backend_name = "hardware"
     paced_by_read = False  # read() blocks until the hardware's next cycle (a bus master)
+    # Control periods between a measurement and the effort computed from it taking effect: one
+    # over a bus or ROS topics (the command goes out with the next cycle), none in a simulator
+    # that steps after the write. The gain checks use it.
+    measurement_delay = 1
+    # The backend's clock is simulated: the node publishes /clock from it (sim time).
+    publishes_clock = False
 
     def __post_init__(self) -> None:
         from ct_controllers.hardware.guard import BoundaryGuard  # guard imports this module
@@ -300,6 +306,17 @@ class SystemInterface(ABC):
         return {}
 
     # --- capabilities ----------------------------------------------------------------------
+    @property
+    def loop_paced(self) -> bool:
+        """The control loop keeps its own schedule (sleeps to its period): True unless read()
+        waits for the hardware's cycle (``paced_by_read``); a simulator running faster than
+        real time (lockstep) says False."""
+        return not self.paced_by_read
+
+    def describe(self) -> str:
+        """One phrase for the start-up log: what this backend drives."""
+        return "real drives"
+
     def object_sensor(self) -> ObjectSensing | None:
         """The object sensor this backend offers (configured), or None: then the grasp task
         judges by the robot's own sensing (joint positions, velocities, efforts) alone."""

@@ -100,6 +100,8 @@ class MujocoSystem(SystemInterface):
     """The simulated arm: scene built from the URDF, one actuator per claimed joint."""
 
     backend_name = "ct_controllers/MujocoSystem"
+    measurement_delay = 0  # the physics steps after the write: the effort acts at once
+    publishes_clock = True  # sim time
 
     def __init__(
         self, urdf: str, joint_names: tuple[str, ...], config: MujocoConfig = MujocoConfig()
@@ -257,6 +259,15 @@ class MujocoSystem(SystemInterface):
                 for _ in range(self._steps_per_period):
                     self._step()
                 self.physics_seconds += time.perf_counter() - start
+
+    @property
+    def loop_paced(self) -> bool:
+        """Paced mode runs in real time on the loop's schedule; lockstep runs ticks back to back
+        (one physics period each)."""
+        return self.config.mode == PACED
+
+    def describe(self) -> str:
+        return f"simulation, {self.config.mode}"
 
     def object_sensor(self) -> ObjectSensing | None:
         """The scene's simulated object sensor (the cube's pose and finger contact forces, read

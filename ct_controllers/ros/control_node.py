@@ -64,10 +64,9 @@ class ControlNode(Node):
         self.config = StackConfig.from_parameters(values)
         self.stack: Stack = build_stack(self.config)
         self.loop = self.stack.loop
-        mode = self.config.mujoco_mode if self.config.backend == "mujoco" else "real drives"
         self.get_logger().warning(
             f"hardware backend: {self.stack.description.hardware.plugin} "
-            f"({self.config.backend}, {mode})"
+            f"({self.config.backend}, {self.stack.hardware.describe()})"
         )
         self.manager = ControllerManager(
             self.loop,

@@ -62,8 +62,9 @@ class StatePublishers:
         self.node, self.stack, self.manager = node, stack, manager
         self.config = stack.config
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
+        # A simulated backend is the clock source: /clock is published from its stamps.
         self.clock = (
-            node.create_publisher(Clock, "/clock", 10) if self.config.backend == "mujoco" else None
+            node.create_publisher(Clock, "/clock", 10) if stack.hardware.publishes_clock else None
         )
         self.controller_state = node.create_publisher(ControllerState, "controller_state", 10)
         self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)

@@ -117,9 +117,3 @@ def check_configurations(model: RobotModel, home: FloatArray) -> list[FloatArray
         q[joint] = min(max(0.0, lower[joint]), upper[joint])
         configurations.append(q)
     return configurations
-
-
-def loop_delay(backend: str) -> int:
-    """Periods between a measurement and the torque it produces: none in MuJoCo (it steps after
-    the write), one over a bus or ROS topics."""
-    return 0 if backend == "mujoco" else 1

@@ -24,7 +24,6 @@ from ct_controllers.runtime.control_loop import ControlLoop
 from ct_controllers.runtime.gain_stability import (
     GainStability,
     check_configurations,
-    loop_delay,
 )
 
 LOG = logging.getLogger("ct_controllers")
@@ -90,13 +89,13 @@ def to_model_order(
 
 
 def gain_stabilities(
-    config: StackConfig, model: RobotModel, controllers: dict[str, Controller]
+    config: StackConfig, model: RobotModel, controllers: dict[str, Controller], delay: int
 ) -> dict[str, GainStability]:
     """One :class:`GainStability` per loaded controller (by name) and one for the safe hold's
-    damping (``safe_hold.damping``), at ``update_rate`` with the backend's delay."""
+    damping (``safe_hold.damping``), at ``update_rate`` with ``delay`` periods between a
+    measurement and its effort (the backend's ``measurement_delay``)."""
     home = to_model_order(model, config.joint_names, config.home_positions, "home_positions")
     configurations = check_configurations(model, home)
-    delay = loop_delay(config.backend)
     hold = np.diag(
         to_model_order(model, config.joint_names, config.safe_hold_damping, "safe_hold.damping")
     )
@@ -205,7 +204,7 @@ def build_stack(
         controllers[name] = controller_type.from_parameters(
             controller_model, config.joint_names, params
         )
-    stability = gain_stabilities(config, model, controllers)
+    stability = gain_stabilities(config, model, controllers, hardware.measurement_delay)
     _warn_of_unstable_gains(config, stability)
     controller = controllers[config.default_controller]
     limiter = CommandLimiter(
@@ -220,13 +219,10 @@ def build_stack(
         controller,
         limiter,
         period=config.period,
-        # MuJoCo: as configured; a backend whose read() waits for the bus cycle (CANopen SYNC)
-        # sets the pace itself; others (the bridge) run on the loop's own schedule.
-        paced=(
-            config.mujoco_mode == "paced"
-            if config.backend == "mujoco"
-            else not hardware.paced_by_read
-        ),
+        # The backend says: a simulator as configured (paced or lockstep), a backend whose
+        # read() waits for the bus cycle (CANopen SYNC) sets the pace itself, others (the
+        # bridge) run on the loop's own schedule.
+        paced=hardware.loop_paced,
         reference_limits=JointLimits(
             velocity=model.limits.velocity * config.reference_velocity_fraction,
             acceleration=to_model_order(
