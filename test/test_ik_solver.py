@@ -111,6 +111,35 @@ def test_solutions_near_joint_limits_do_not_flip(robot, arm):
         assert np.abs(result.q[arm] - q_true[arm]).max() < 0.2
 
 
+def test_limit_margin_keeps_solutions_inside_the_narrowed_range(robot, arm):
+    """With ``limit_margin`` m, every candidate lies in [lower + m, upper − m]: targets of
+    random configurations inside that range converge there (also from seeds at the limits);
+    a target whose only nearby solutions need a joint at its limit is solved with that joint
+    m inside, or reported not converged — never returned outside the narrowed range."""
+    margin = 0.05
+    solver = solver_for(robot, limit_margin=margin)
+    rng = np.random.default_rng(8)
+    lower, upper = robot.limits.lower[arm] + margin, robot.limits.upper[arm] - margin
+    for _ in range(30):
+        target = robot.frame_pose(random_arm_configuration(robot, arm, rng, lower, upper))
+        seed = robot.neutral()
+        at_lower = rng.random(arm.size) < 0.5
+        seed[arm] = np.where(at_lower, robot.limits.lower[arm], robot.limits.upper[arm])
+        result = solver.solve(target, seed)
+        assert_converged_within_limits(robot, result, target)
+        assert np.all(result.q[arm] >= lower - 1e-12) and np.all(result.q[arm] <= upper + 1e-12)
+    q = robot.neutral()
+    q[arm] = [0.3, 0.5, robot.limits.upper[arm[2]], -1.2, 0.4, 1.0, 0.5]
+    result = solver.solve(robot.frame_pose(q), q)
+    assert np.all(result.q[arm] >= lower - 1e-12) and np.all(result.q[arm] <= upper + 1e-12)
+
+
+def test_limit_margin_leaving_no_range_names_the_joints(robot):
+    """A margin of half a joint's range or more: ValueError naming the margin and the joints."""
+    with pytest.raises(ValueError, match=r"limit_margin 2\.1 leaves no range on .*joint2"):
+        solver_for(robot, limit_margin=2.1)
+
+
 def test_seed_outside_the_limits_is_projected(robot, arm):
     """A seed beyond the limits starts from its projection; the candidate is within limits."""
     solver = solver_for(robot)
@@ -160,6 +189,8 @@ def test_full_pose_is_solved_for_a_rotated_target(robot, arm):
         ("max_restarts", -1),
         ("parallel_attempts", 0),
         ("batch_after", -1e-3),
+        ("limit_margin", -0.01),
+        ("limit_margin", float("inf")),
     ],
 )
 def test_invalid_options_name_the_parameter(field, value):

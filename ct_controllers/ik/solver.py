@@ -104,6 +104,9 @@ class IkOptions:
     batch_after            [s]    ≥ 0: time into the solve after which restarts are batched
     max_restarts           [-]    restarts at most (None: as many as the budget allows)
     random_seed            [-]    seed of the solver's own random generator (restarts)
+    limit_margin           [rad | m] ≥ 0: solutions are sought in [lower + margin, upper − margin]
+                                  of every solved joint (e.g. the margin a differential IK
+                                  keeps, so that what this solver finds, it can reach)
     """
 
     position_tolerance: float = 1e-5
@@ -122,6 +125,7 @@ class IkOptions:
     batch_after: float = 0.6e-3
     max_restarts: int | None = None
     random_seed: int | None = 0
+    limit_margin: float = 0.0
 
     def __post_init__(self) -> None:
         positive = {
@@ -165,6 +169,10 @@ class IkOptions:
             )
         if self.max_restarts is not None and self.max_restarts < 0:
             raise ValueError(f"IkOptions.max_restarts must be ≥ 0, got {self.max_restarts}")
+        if not (math.isfinite(self.limit_margin) and self.limit_margin >= 0):
+            raise ValueError(
+                f"IkOptions.limit_margin must be finite and ≥ 0, got {self.limit_margin}"
+            )
 
 
 @dataclass(frozen=True)
@@ -206,8 +214,9 @@ class IkSolver:
     """Full IK for one frame of a :class:`RobotModel`, over a subset of its joints.
 
     ``locked`` maps joint name → position [rad | m] for the joints the solver must not move (a
-    gripper's fingers); every other joint is solved for, within its URDF position limits. The
-    solver builds its own reduced Pinocchio model and scratch data once; it is not thread-safe.
+    gripper's fingers); every other joint is solved for, within its URDF position limits (less
+    ``IkOptions.limit_margin``). The solver builds its own reduced Pinocchio model and scratch
+    data once; it is not thread-safe.
     """
 
     def __init__(
@@ -246,10 +255,18 @@ class IkSolver:
             [self._model.joints[self._model.getJointId(n)].idx_q for n in self.solved_joints]
         )
         self._full_index = model.indices(self.solved_joints)
-        self._lower = self._model.lowerPositionLimit.copy()
-        self._upper = self._model.upperPositionLimit.copy()
+        margin = self.options.limit_margin
+        self._lower = self._model.lowerPositionLimit + margin
+        self._upper = self._model.upperPositionLimit - margin
         if not (np.all(np.isfinite(self._lower)) and np.all(np.isfinite(self._upper))):
             raise ValueError("IK needs finite position limits for every solved joint")
+        narrow = [
+            name
+            for name, i in zip(self.solved_joints, self._reduced_index, strict=True)
+            if self._upper[i] < self._lower[i]
+        ]
+        if narrow:
+            raise ValueError(f"IkOptions.limit_margin {margin} leaves no range on {narrow}")
         self._middle = 0.5 * (self._lower + self._upper)
         self._half_range = 0.5 * (self._upper - self._lower)
         self._rng = np.random.default_rng(self.options.random_seed)
