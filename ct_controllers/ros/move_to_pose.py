@@ -1,5 +1,7 @@
 """``/ct/move_to_pose`` (ct_interfaces/action/MoveToPose): the TCP to a pose through the chain
-differential IK (QP, joint limits as constraints) → the selected joint controller.
+joint-space approach to the goal check's IK solution, then differential IK (QP, joint limits as
+constraints) → the selected joint controller (``runtime/pose_goal.py``, shared with
+``ct-bench reach``).
 
 Boundary checks (each aborts at once with its code and a message): frame (UNKNOWN_FRAME), stamp
 (STALE_GOAL), non-finite values or a non-unit quaternion or negative tolerances (INVALID_GOAL), no
@@ -15,9 +17,6 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import MoveToPose
 
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
-from ct_controllers.ik.solver import IkOptions, IkSolver
-from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
 from ct_controllers.ros.pose_goals import (
@@ -28,13 +27,17 @@ from ct_controllers.ros.pose_goals import (
     summarize_pose,
 )
 from ct_controllers.runtime.cartesian_chain import CartesianChain
+from ct_controllers.runtime.pose_goal import (
+    DEFAULT_ORIENTATION_TOLERANCE,
+    DEFAULT_POSITION_TOLERANCE,
+    SUCCESS_DWELL,
+    goal_ik,
+    pose_chain,
+)
 from ct_controllers.tasks.conditions import DwellCondition
 
 Result = MoveToPose.Result
 FEEDBACK_PERIOD = 0.05  # [s]
-DEFAULT_POSITION_TOLERANCE = 0.001  # [m], when the goal gives 0
-DEFAULT_ORIENTATION_TOLERANCE = 0.01  # [rad], when the goal gives 0
-SUCCESS_DWELL = 0.1  # [s]
 
 
 class MoveToPoseServer:
@@ -44,15 +47,7 @@ class MoveToPoseServer:
         self.node, self.stack, self.manager, self.arbiter = node, stack, manager, arbiter
         self.config = stack.config
         self.loop = stack.loop
-        urdf = stack.description.urdf
-        self._ik_model = RobotModel(urdf, self.config.tcp_frame, self.config.base_frame)
-        # Reachability at the boundary is not a hot path: a generous budget, so that a loaded
-        # machine does not turn "not found in 5 ms" into UNREACHABLE.
-        self.ik = IkSolver(
-            self._ik_model,
-            locked={name: 0.0 for name in self.config.gripper_joints},
-            options=IkOptions(time_budget=0.2),
-        )
+        self.ik = goal_ik(stack)  # the goal check (also the Grasp action's)
         self.server = motion_action_server(
             node,
             MoveToPose,
@@ -66,9 +61,11 @@ class MoveToPoseServer:
     def _parameter(self, name: str) -> float:
         return parameter_value(self.node, name)
 
-    def validate(self, goal: Any, q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
-        """(target pose, position tolerance [m], orientation tolerance [rad], timeout [s]) or
-        GoalRejected."""
+    def validate(
+        self, goal: Any, q: np.ndarray
+    ) -> tuple[np.ndarray, float, float, float, np.ndarray]:
+        """(target pose, position tolerance [m], orientation tolerance [rad], timeout [s], the
+        IK solution the approach goes to [rad | m, model order]) or GoalRejected."""
         now = self.node.get_clock().now().nanoseconds * 1e-9
         pose = pose_from_message(
             goal.target,
@@ -96,6 +93,7 @@ class MoveToPoseServer:
             position or DEFAULT_POSITION_TOLERANCE,
             orientation or DEFAULT_ORIENTATION_TOLERANCE,
             timeout,
+            candidate.q,
         )
 
     def _execute(self, goal_handle: Any) -> Any:
@@ -105,24 +103,14 @@ class MoveToPoseServer:
             message = self.loop.stopped_reason or "no state from the control loop"
             return Result(error_code=Result.FAULT, message=message)
         try:
-            pose, position_tolerance, orientation_tolerance, timeout = self.validate(
+            pose, position_tolerance, orientation_tolerance, timeout, solution = self.validate(
                 goal_handle.request, snapshot.position
             )
         except GoalRejected as rejection:
             goal_handle.abort()
             return Result(error_code=rejection.code, message=str(rejection))
-        # A copy of the parsed model, not a new parse of the URDF: this thread shares the GIL
-        # with the control loop, and parsing holds it for ~0.8 ms (an overrun at 1 kHz).
-        model = RobotModel(self.stack.model.model, self.config.tcp_frame, self.config.base_frame)
-        chain = CartesianChain(
-            model,
-            QpDiffIk(
-                model,
-                self.config.arm_joints,
-                update_divisor=self.config.cartesian_divisor,
-            ),
-            self.stack.controllers[self.manager.selected],
-            pose,
+        chain = pose_chain(
+            self.stack, self.stack.controllers[self.manager.selected], pose, solution
         )
         token, _ = self.arbiter.start(
             lambda: self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain),

@@ -1,0 +1,64 @@
+"""What a MoveToPose goal runs, without ROS: the goal check's full IK and the chain built on its
+solution. The action (``ros/move_to_pose.py``) and ``ct-bench reach`` build both from here, so the
+bench measures what the action does.
+
+The goal check: a full IK (:class:`~ct_controllers.ik.solver.IkSolver`) seeded with the measured
+configuration, fingers locked, within the joint limits less the margin joint motions keep from
+them (``LimitApproach.margin``, 5 mrad: the approach's trajectory then ends on the solution, not
+clipped short of it). No converged solution: UNREACHABLE, before anything moves.
+
+The chain: a joint-space approach to that solution, then the differential IK (QP) for the finish
+(:class:`~ct_controllers.controllers.joint_approach.JointSpaceApproach`), → the joint controller.
+Without a solution (``goal=None``) the differential IK runs alone from the measured state: the
+chain before the approach existed, kept for the side-by-side figures of ``ct-bench reach``.
+"""
+
+from __future__ import annotations
+
+from ct_controllers.controllers.controller import Controller, FloatArray
+from ct_controllers.controllers.diff_ik_qp import QpDiffIk
+from ct_controllers.controllers.joint_approach import JointSpaceApproach
+from ct_controllers.controllers.reference_generator import ReferenceGenerator
+from ct_controllers.ik.solver import IkOptions, IkSolver
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.runtime.cartesian_chain import CartesianChain
+from ct_controllers.runtime.stack import Stack
+
+DEFAULT_POSITION_TOLERANCE = 0.001  # [m], when the goal gives 0
+DEFAULT_ORIENTATION_TOLERANCE = 0.01  # [rad], when the goal gives 0
+SUCCESS_DWELL = 0.1  # [s] the measured TCP within both tolerances this long: SUCCESS
+# Reachability at the boundary is not a hot path: a generous budget, so that a loaded machine
+# does not turn "not found in 5 ms" into UNREACHABLE.
+IK_TIME_BUDGET = 0.2  # [s]
+
+
+def goal_ik(stack: Stack) -> IkSolver:
+    """The goal check's IK (its own model: the solver is not thread-safe): the TCP, the gripper
+    joints locked, the arm's joint limits less the margin of the loop's limit approach."""
+    config = stack.config
+    model = RobotModel(stack.model.model, config.tcp_frame, config.base_frame)
+    approach = stack.loop.reference_limits.approach
+    margin = 0.0
+    if approach is not None:
+        margin = float(approach.margin[model.indices(config.arm_joints)].max())
+    return IkSolver(
+        model,
+        locked={name: 0.0 for name in config.gripper_joints},
+        options=IkOptions(time_budget=IK_TIME_BUDGET, limit_margin=margin),
+    )
+
+
+def pose_chain(
+    stack: Stack, joint_controller: Controller, pose: FloatArray, goal: FloatArray | None
+) -> CartesianChain:
+    """The chain of one goal: toward ``pose`` (4x4, base frame) through ``goal`` (the goal check's
+    IK solution, model order; None: the differential IK alone) → ``joint_controller``. Its own
+    model (a copy of the parsed one: this runs on a goal's thread, which shares the GIL with the
+    control loop, and parsing the URDF holds it for ~0.8 ms — an overrun at 1 kHz)."""
+    config = stack.config
+    model = RobotModel(stack.model.model, config.tcp_frame, config.base_frame)
+    diff_ik = QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor)
+    generator: ReferenceGenerator = diff_ik
+    if goal is not None:
+        generator = JointSpaceApproach(diff_ik, goal, stack.loop.reference_limits, pose)
+    return CartesianChain(model, generator, joint_controller, pose)
