@@ -137,6 +137,9 @@ class CanopenParams:
     pdo_timeout: float  # [s], 0 = 3 control periods
     quick_stop_option: int  # 605Ah
     enable_timeout: float  # [s]
+    master_heartbeat_period: float  # [s] the heartbeat our master node produces
+    master_heartbeat_timeout: float  # [s] each drive's consumer time on it (its 1016h)
+    abort_connection_option: int  # 6007h: each drive's reaction to losing our heartbeat
 
 
 @dataclass(frozen=True)
@@ -323,8 +326,11 @@ class StackConfig:
             command_joints=bridge_joints,
         )
         node_ids = per_joint("canopen.node_ids")
-        if not all(v == int(v) and 1 <= v <= 127 for v in node_ids):
-            raise ConfigError(f"parameter 'canopen.node_ids': ids must be in 1..127: {node_ids}")
+        if not all(v == int(v) and 1 <= v <= 126 for v in node_ids):
+            raise ConfigError(
+                f"parameter 'canopen.node_ids': ids must be in 1..126 (127 is the master's own): "
+                f"{node_ids}"
+            )
         if len(set(node_ids)) != len(node_ids):
             raise ConfigError(f"parameter 'canopen.node_ids': an id is used twice in {node_ids}")
         resolution = per_joint("canopen.encoder_resolution")
@@ -355,11 +361,31 @@ class StackConfig:
             pdo_timeout=seconds("canopen.pdo_timeout", allow_zero=True),
             quick_stop_option=quick_stop_option,
             enable_timeout=seconds("canopen.enable_timeout"),
+            master_heartbeat_period=seconds("canopen.master_heartbeat_period"),
+            master_heartbeat_timeout=seconds("canopen.master_heartbeat_timeout"),
+            abort_connection_option=get("canopen.abort_connection_option", int),
         )
         if canopen.heartbeat_timeout <= canopen.heartbeat_period:
             raise ConfigError(
                 "parameter 'canopen.heartbeat_timeout' must exceed 'canopen.heartbeat_period' "
                 f"({canopen.heartbeat_timeout} <= {canopen.heartbeat_period} s)"
+            )
+        master_period, master_timeout = (
+            canopen.master_heartbeat_period,
+            canopen.master_heartbeat_timeout,
+        )
+        if master_period < 0.001 or master_timeout > 65.535 or master_timeout <= master_period:
+            raise ConfigError(
+                "parameters 'canopen.master_heartbeat_period' and "
+                "'canopen.master_heartbeat_timeout': the period must be >= 1 ms and the "
+                "timeout exceed it, at most 65.535 s (1016h holds whole ms in 16 bits); got "
+                f"{master_period} and {master_timeout} s"
+            )
+        if canopen.abort_connection_option not in (0, 1, 2, 3):
+            raise ConfigError(
+                f"parameter 'canopen.abort_connection_option': {canopen.abort_connection_option} "
+                "is not one of 0 (no action), 1 (fault), 2 (disable voltage), 3 (quick stop) "
+                "(CiA 402 6007h)"
             )
         try:
             realtime = RealtimeSettings(

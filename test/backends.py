@@ -134,6 +134,7 @@ def make_rig(backend: str, **overrides: Any) -> Rig:
                 "update_rate": REAL_RATE,
                 "canopen.channel": f"ct_contract_can_{next(_unique)}",
                 "canopen.heartbeat_timeout": 0.1,  # python-can's software timers: slack
+                "canopen.master_heartbeat_timeout": 0.1,  # the drives watching us: the same
                 # 6 periods, not the default 3: the pure-Python bus jitters by several ms (a
                 # 30 ms deadline was missed by 1.8 ms in CI); the contract bounds scale with it.
                 "watchdog.state_timeout": 0.06,

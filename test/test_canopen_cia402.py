@@ -125,6 +125,7 @@ def canopen_config(armed: bool = True, **overrides: object):  # type: ignore[no-
         "update_rate": RATE,
         "canopen.channel": f"ct_test_can_{next(_channels)}",
         "canopen.heartbeat_timeout": HEARTBEAT_TIMEOUT,
+        "canopen.master_heartbeat_timeout": HEARTBEAT_TIMEOUT,  # the drives watching us: same
         "canopen.pdo_timeout": STATE_TIMEOUT,
         "watchdog.state_timeout": STATE_TIMEOUT,
         "watchdog.command_timeout": COMMAND_TIMEOUT,

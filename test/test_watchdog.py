@@ -66,3 +66,16 @@ def test_default_timeouts_are_three_periods_and_invalid_ones_are_named():
         WatchdogConfig(state_timeout=-1.0)
     with pytest.raises(ValueError, match=r"watchdog\.command_timeout"):
         WatchdogConfig(command_timeout=math.inf)
+
+
+def test_state_deadline_is_the_time_the_state_deadline_expires():
+    """state_deadline() is the last fresh state's time + state_timeout (+ the 1 ns slack): a
+    check just after it expires, one at it does not; inf when the watchdog is off."""
+    watchdog = Watchdog(WatchdogConfig(state_timeout=0.03, command_timeout=1.0))
+    watchdog.start(2.0)
+    watchdog.state_fresh(2.5)
+    deadline = watchdog.state_deadline()
+    assert deadline == pytest.approx(2.53)
+    assert watchdog.check(deadline, check_command=False) is None
+    assert watchdog.check(deadline + 1e-6, check_command=False) is not None
+    assert Watchdog(WatchdogConfig(enabled=False)).state_deadline() == math.inf

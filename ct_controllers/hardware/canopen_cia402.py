@@ -2,10 +2,22 @@
 over python-can and the ``canopen`` stack.
 
 configure (only when ``hardware.armed``: the refusal comes before the bus is opened): open the
-bus, add a remote node per joint, configure each drive by SDO (producer
-heartbeat 1017h, quick stop option 605Ah, mode 6060h) and map its PDOs (layout in
+bus, start the master's own heartbeat, add a remote node per joint, configure each drive by SDO
+(producer heartbeat 1017h, consumer heartbeat 1016h on the master, abort connection option 6007h,
+quick stop option 605Ah, mode 6060h) and map its PDOs (layout in
 :mod:`ct_controllers.hardware.cia402`: controlword, mode, target torque / target position out;
 statusword, mode display, torque, position and velocity actual in; all synchronous).
+
+The drives watch us: the master is a node of its own (``MASTER_NODE_ID``, a ``canopen.LocalNode``
+whose NMT heartbeat producer sends every ``master_heartbeat_period`` from python-can's cyclic
+send thread, independent of the control loop and of our cycle thread), and every drive consumes
+that heartbeat (1016h: the master's node id and ``master_heartbeat_timeout`` in ms) with
+``abort_connection_option`` (6007h, default 3: quick stop) as its reaction to losing it. A
+controller process that dies — SIGKILL, a crash, a frozen interpreter — stops the heartbeat, and
+every enabled drive quick-stops on its own ramp (6085h) within that time instead of holding the
+last torque it was sent. (SYNC loss alone is not what the drives watch: the heartbeat comes from
+a thread of its own, so a stalled cycle thread with a live process is caught by our own
+``command_timeout`` and by the drives' PDO timing where they have it.)
 activate (only when ``hardware.armed``): NMT start, then a cycle thread of our own every control
 period sends each drive's RPDOs and a SYNC; the drives answer with their TPDOs, which make one
 :class:`StateSample` per SYNC (stamped with the SYNC time, sequence = SYNC count). The CiA 402
@@ -73,7 +85,7 @@ if TYPE_CHECKING:
 
 TORQUE = "torque"
 POSITION_MODE = "position"
-MASTER_NODE_ID = 0x7F  # not a drive: the id our own messages would carry
+MASTER_NODE_ID = 0x7F  # not a drive: the master's own node id (its heartbeat is 0x77F)
 
 
 # --- the object dictionary both sides use ----------------------------------------------------
@@ -133,8 +145,27 @@ def cia402_object_dictionary(node_id: int) -> od.ObjectDictionary:
         ("Torque actual value", cia402.TORQUE_ACTUAL, od.INTEGER16, 0),
         ("Target position", cia402.TARGET_POSITION, od.INTEGER32, 0),
         ("Quick stop deceleration", cia402.QUICK_STOP_DECELERATION, od.UNSIGNED32, 0),
+        ("Abort connection option code", cia402.ABORT_CONNECTION_OPTION, od.INTEGER16, 1),
     ):
         dictionary.add_object(_variable(name, index, 0, data_type, default))
+    return dictionary
+
+
+def master_object_dictionary(heartbeat_period: float) -> od.ObjectDictionary:
+    """The master's own node: device type and its producer heartbeat time (1017h, from
+    ``heartbeat_period`` [s], whole ms), which its NMT heartbeat producer sends at."""
+    dictionary = od.ObjectDictionary()
+    dictionary.node_id = MASTER_NODE_ID
+    dictionary.add_object(_variable("Device type", 0x1000, 0, od.UNSIGNED32, 0))
+    dictionary.add_object(
+        _variable(
+            "Producer heartbeat time",
+            cia402.PRODUCER_HEARTBEAT,
+            0,
+            od.UNSIGNED16,
+            round(heartbeat_period * 1000),
+        )
+    )
     return dictionary
 
 
@@ -164,12 +195,29 @@ class CanopenConfig:
     quick_stop_option: int = 6
     quick_stop_deceleration: float = 10.0  # [rad/s² | m/s²] written to 6085h in counts/s²
     enable_timeout: float = 1.0
+    # The master's heartbeat (node MASTER_NODE_ID) and what each drive does without it: the
+    # consumer time written to its 1016h (whole ms, 1..65535) and its 6007h reaction.
+    master_heartbeat_period: float = 0.01
+    master_heartbeat_timeout: float = 0.03
+    abort_connection_option: int = cia402.ABORT_QUICK_STOP
 
     def __post_init__(self) -> None:
         if self.mode not in (TORQUE, POSITION_MODE):
             raise ValueError(f"canopen.mode '{self.mode}' is not one of torque, position")
         if self.heartbeat_timeout <= self.heartbeat_period:
             raise ValueError("canopen.heartbeat_timeout must exceed canopen.heartbeat_period")
+        if not 0.001 <= self.master_heartbeat_period <= 65.535:
+            raise ValueError("canopen.master_heartbeat_period must be within 1 ms .. 65.535 s")
+        if not self.master_heartbeat_period < self.master_heartbeat_timeout <= 65.535:
+            raise ValueError(
+                "canopen.master_heartbeat_timeout must exceed canopen.master_heartbeat_period "
+                "and be at most 65.535 s (1016h holds whole ms in 16 bits)"
+            )
+        if self.abort_connection_option not in cia402.ABORT_CONNECTION_OPTIONS:
+            raise ValueError(
+                f"canopen.abort_connection_option {self.abort_connection_option} is not one of "
+                f"{cia402.ABORT_CONNECTION_OPTIONS}"
+            )
 
     @property
     def effective_pdo_timeout(self) -> float:
@@ -224,12 +272,16 @@ class CanopenCia402System(SystemInterface):
         if unknown:
             raise ValueError(f"canopen: drive configured for unknown joint(s) {unknown}")
         ids = [d.node_id for d in drives]
-        if len(set(ids)) != len(ids) or not all(1 <= i <= 127 for i in ids):
-            raise ValueError(f"canopen: node ids must be distinct and in 1..127, got {ids}")
+        if len(set(ids)) != len(ids) or not all(1 <= i < MASTER_NODE_ID for i in ids):
+            raise ValueError(
+                f"canopen: node ids must be distinct and in 1..{MASTER_NODE_ID - 1} "
+                f"({MASTER_NODE_ID} is the master's own), got {ids}"
+            )
         self.drives = tuple(by_joint[n] for n in self.joint_names)
         self.config = config
         self.network: canopen.Network | None = None
         self.nodes: list[canopen.RemoteNode] = []
+        self.master: canopen.LocalNode | None = None  # our own node: the heartbeat producer
         self._lock = threading.Lock()
         self._sample_ready = threading.Condition(self._lock)
         self._status = [_DriveStatus() for _ in self.drives]
@@ -298,6 +350,9 @@ class CanopenCia402System(SystemInterface):
                 command_timeout=config.effective_command_timeout,
                 quick_stop_option=params.quick_stop_option,
                 enable_timeout=params.enable_timeout,
+                master_heartbeat_period=params.master_heartbeat_period,
+                master_heartbeat_timeout=params.master_heartbeat_timeout,
+                abort_connection_option=params.abort_connection_option,
             ),
         )
 
@@ -316,6 +371,14 @@ class CanopenCia402System(SystemInterface):
         network.connect()
         self.network = network
         try:
+            # Our heartbeat first: each drive starts watching it with the first one it hears
+            # after its 1016h is written (CiA 301).
+            master = canopen.LocalNode(
+                MASTER_NODE_ID, master_object_dictionary(self.config.master_heartbeat_period)
+            )
+            network.add_node(master)
+            self.master = master
+            master.nmt.send_command(0x80)  # boot-up, PRE-OPERATIONAL: the producer starts (1017h)
             self.nodes = []
             for i, drive in enumerate(self.drives):
                 node = canopen.RemoteNode(drive.node_id, cia402_object_dictionary(drive.node_id))
@@ -332,6 +395,10 @@ class CanopenCia402System(SystemInterface):
         where = f"drive of joint '{drive.joint}' (node {drive.node_id})"
         try:
             node.sdo[cia402.PRODUCER_HEARTBEAT].raw = round(self.config.heartbeat_period * 1000)
+            node.sdo[cia402.ABORT_CONNECTION_OPTION].raw = self.config.abort_connection_option
+            node.sdo[cia402.CONSUMER_HEARTBEAT][1].raw = cia402.heartbeat_consumer_entry(
+                MASTER_NODE_ID, round(self.config.master_heartbeat_timeout * 1000)
+            )
             node.sdo[cia402.QUICK_STOP_OPTION].raw = self.config.quick_stop_option
             node.sdo[cia402.QUICK_STOP_DECELERATION].raw = round(
                 self.config.quick_stop_deceleration * drive.scaling.counts_per_unit
@@ -371,6 +438,8 @@ class CanopenCia402System(SystemInterface):
             self._enabled_once = [False] * len(self.drives)
             self._last_write = -math.inf
         self.network.nmt.state = "OPERATIONAL"  # broadcast NMT start
+        if self.master is not None:
+            self.master.nmt.state = "OPERATIONAL"  # what our heartbeat says from now on
         self._stop.clear()
         self._cycle = threading.Thread(target=self._run_cycle, name="ct-canopen-sync", daemon=True)
         self._cycle.start()
@@ -421,6 +490,8 @@ class CanopenCia402System(SystemInterface):
         if self.network is not None:
             with contextlib.suppress(can.CanError):
                 self.network.nmt.state = "PRE-OPERATIONAL"
+        if self.master is not None:
+            self.master.nmt.state = "PRE-OPERATIONAL"
 
     def _on_cleanup(self) -> None:
         self._close()
@@ -433,6 +504,11 @@ class CanopenCia402System(SystemInterface):
 
     def _close(self) -> None:
         self._stop_cycle()
+        if self.master is not None:
+            # The drives then see our heartbeat stop: their 6007h reaction, in a state where
+            # deactivate has already disabled them (nothing left to stop).
+            self.master.nmt.stop_heartbeat()
+            self.master = None
         if self.network is not None:
             with contextlib.suppress(Exception):
                 self.network.disconnect()
@@ -686,6 +762,8 @@ class CanopenCia402System(SystemInterface):
     def diagnostics(self) -> dict[str, object]:
         values: dict[str, object] = {f"drive.{k}": v for k, v in self.drive_states().items()}
         values["sync_cycles"] = self.sent_cycles
+        values["master_heartbeat_ms"] = round(self.config.master_heartbeat_period * 1000)
+        values["drive_consumer_time_ms"] = round(self.config.master_heartbeat_timeout * 1000)
         values["fault"] = self.fault() or ""
         return values
 

@@ -7,8 +7,9 @@ Objects (index, sub-index 0): controlword 6040h (u16), statusword 6041h (u16), q
 code 605Ah (i16), modes of operation 6060h (i8) and its display 6061h (i8), position actual 6064h
 (i32, counts), velocity actual 606Ch (i32, counts/s), rated torque 6076h (u32, mN·m), torque actual
 6077h (i16, per-mille of rated torque), target torque 6071h (i16, per-mille), target position
-607Ah (i32, counts), quick stop deceleration 6085h (u32, counts/s²); heartbeat consumer time 1016h
-and producer time 1017h.
+607Ah (i32, counts), quick stop deceleration 6085h (u32, counts/s²), abort connection option code
+6007h (i16: what a drive does when it loses its master, e.g. the master's heartbeat); heartbeat
+consumer time 1016h and producer time 1017h.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ct_controllers.errors import CtError
 # --- objects ---------------------------------------------------------------------------------
 CONSUMER_HEARTBEAT = 0x1016
 PRODUCER_HEARTBEAT = 0x1017
+ABORT_CONNECTION_OPTION = 0x6007
 CONTROLWORD = 0x6040
 STATUSWORD = 0x6041
 QUICK_STOP_OPTION = 0x605A
@@ -36,6 +38,14 @@ RATED_TORQUE = 0x6076
 TORQUE_ACTUAL = 0x6077
 TARGET_POSITION = 0x607A
 QUICK_STOP_DECELERATION = 0x6085
+
+# Abort connection option codes (6007h): the drive's reaction to a lost connection (its
+# heartbeat consumer timing out on the master, bus-off, NMT stopped), in OPERATION ENABLED.
+ABORT_NO_ACTION = 0
+ABORT_FAULT = 1  # FAULT: brake, until a fault reset
+ABORT_DISABLE_VOLTAGE = 2  # SWITCH ON DISABLED: brake
+ABORT_QUICK_STOP = 3  # QUICK STOP ACTIVE: ramp to rest on 6085h, then per 605Ah
+ABORT_CONNECTION_OPTIONS = (ABORT_NO_ACTION, ABORT_FAULT, ABORT_DISABLE_VOLTAGE, ABORT_QUICK_STOP)
 
 # Modes of operation (6060h).
 CYCLIC_SYNC_POSITION = 8
@@ -172,6 +182,12 @@ def heartbeat_consumer_entry(node_id: int, time_ms: int) -> int:
     if not (1 <= node_id <= 127 and 0 <= time_ms <= 0xFFFF):
         raise ValueError(f"heartbeat consumer entry: node {node_id}, {time_ms} ms out of range")
     return (node_id << 16) | time_ms
+
+
+def decode_heartbeat_consumer_entry(entry: int) -> tuple[int, int]:
+    """A 1016h sub-entry → (producer node id, consumer time [ms]); time 0 (or node id 0) means
+    the entry is not used."""
+    return (entry >> 16) & 0x7F, entry & 0xFFFF
 
 
 # --- units -----------------------------------------------------------------------------------

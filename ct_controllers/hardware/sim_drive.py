@@ -14,6 +14,18 @@ rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction, and pe
 - QUICK STOP ACTIVE: the drive ramps its joint's speed to zero at the quick stop deceleration
   (6085h), then holds it;
 - any other state: the holding brake locks the joint.
+The motors run on the drives' own clock, not on SYNC: without SYNC for ``FREE_RUN_AFTER`` they
+move on under each drive's last command (a drive in cyclic synchronous torque keeps its last
+target torque), as real drives do when their master goes silent.
+
+Each drive is a CiA 301 heartbeat consumer: once its 1016h names a producer (the master) and a
+time, it watches that producer's heartbeat from the first one it hears, on its own timer
+(``WATCH_PERIOD``); when none comes within the time, it applies its abort connection option
+code (6007h) if it is in OPERATION ENABLED — 1 fault, 2 disable voltage, 3 quick stop (then its
+605Ah ramp) — and records when (:meth:`SimulatedDrives.master_lost_at`). After that it does not
+enable again until it has passed through SWITCH ON DISABLED (the master's disable-voltage step
+of its enable sequence), nor at all while the heartbeat stays away; a heartbeat coming back
+re-arms the watch (CiA 301).
 
 Fault injection (the plant side of a fault, as it happens on a real bus):
 :meth:`SimulatedDrives.stop_heartbeat`, :meth:`enter_fault`, :meth:`stop_pdos`,
@@ -27,7 +39,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import can
@@ -46,6 +58,9 @@ ROTOR_MASS = 1.0
 FRICTION = 0.5  # [N·m·s/rad | N·s/m] viscous joint friction
 SERVO_BANDWIDTH = 60.0  # [rad/s] of the CSP position servo
 SUBSTEP = 0.0005  # [s] integration step of the motor model
+WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, free-running motors
+FREE_RUN_AFTER = 0.02  # [s] no SYNC this long: the motors move on under the last commands
+MAX_STEP = 0.05  # [s] longest motor step at once (a stalled simulation does not leap)
 
 
 def rotor_inertia(model: RobotModel) -> np.ndarray:
@@ -151,6 +166,12 @@ class _Drive:
         self.send_pdos = True
         self.applied_effort = 0.0  # [N·m | N]
         self.hold_position: float | None = None
+        # The heartbeat consumer (1016h sub 1): (producer node id, consumer time [s]).
+        self.consumer: tuple[int, float] | None = None
+        self.producer_heard_at: float | None = None  # monitoring starts with the first one
+        self.heartbeat_lost = False  # the consumer timed out; a heartbeat re-arms it
+        self.lost_at: float | None = None  # [s] time.monotonic of the last time-out
+        self.connection_aborted = False  # 6007h applied: no enable before SWITCH ON DISABLED
 
 
 class SimulatedDrives:
@@ -186,14 +207,22 @@ class SimulatedDrives:
         self._lock = threading.Lock()
         self.log: deque[RpdoRecord] = deque(maxlen=log_size)
         self.syncs = 0
-        self._last_sync: float | None = None
+        self._last_step: float | None = None  # [s] time.monotonic the motors were stepped to
+        self._last_sync: float | None = None  # [s] time.monotonic of the last SYNC
+        self._producers: set[int] = set()  # node ids whose heartbeat we listen to
         self.network.subscribe(0x80, self._on_sync)
         self.network.subscribe(0, self._on_nmt)
         for drive in self.drives:
+            drive.node.add_write_callback(self._sdo_write_callback(drive))
             self._publish(drive)
             drive.node.nmt.send_command(0x80)  # boot: INITIALISING → PRE-OPERATIONAL
+        self._closing = threading.Event()
+        self._timer = threading.Thread(target=self._watch, name="ct-sim-drives", daemon=True)
+        self._timer.start()
 
     def close(self) -> None:
+        self._closing.set()
+        self._timer.join(2.0)
         for drive in self.drives:
             drive.node.nmt.stop_heartbeat()
         self.network.disconnect()
@@ -232,6 +261,61 @@ class SimulatedDrives:
                 period = _read(drive.node, cia402.PRODUCER_HEARTBEAT)
                 drive.node.nmt.start_heartbeat(period)
 
+    # --- the heartbeat consumer -------------------------------------------------------------
+    def _sdo_write_callback(self, drive: _Drive) -> Callable[..., None]:
+        def on_write(index: int, subindex: int, od: object, data: bytes, **_: object) -> None:
+            if index != cia402.CONSUMER_HEARTBEAT or subindex != 1:
+                return
+            entry = int.from_bytes(bytes(data), "little")
+            node_id, time_ms = cia402.decode_heartbeat_consumer_entry(entry)
+            with self._lock:
+                drive.consumer = (node_id, time_ms / 1000.0) if node_id and time_ms else None
+                drive.producer_heard_at = None  # monitoring (re)starts with the next heartbeat
+                drive.heartbeat_lost = False
+            if node_id and time_ms and node_id not in self._producers:
+                self._producers.add(node_id)
+                self.network.subscribe(0x700 + node_id, self._on_producer_heartbeat)
+
+        return on_write
+
+    def _on_producer_heartbeat(self, can_id: int, data: bytearray, timestamp: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for drive in self.drives:
+                if drive.consumer is not None and drive.consumer[0] == can_id - 0x700:
+                    drive.producer_heard_at = now
+                    drive.heartbeat_lost = False
+
+    def _check_consumer(self, drive: _Drive, now: float) -> None:
+        """The consumer time-out and the drive's 6007h reaction to it (lock held)."""
+        consumer, heard = drive.consumer, drive.producer_heard_at
+        if consumer is None or heard is None or drive.heartbeat_lost or now - heard <= consumer[1]:
+            return
+        drive.heartbeat_lost = True
+        drive.lost_at = now
+        if drive.state is not DriveState.OPERATION_ENABLED:
+            return  # nothing enabled to stop
+        option = _read(drive.node, cia402.ABORT_CONNECTION_OPTION)
+        reaction = {
+            cia402.ABORT_FAULT: DriveState.FAULT,
+            cia402.ABORT_DISABLE_VOLTAGE: DriveState.SWITCH_ON_DISABLED,
+            cia402.ABORT_QUICK_STOP: DriveState.QUICK_STOP_ACTIVE,
+        }.get(option)
+        if reaction is not None:
+            drive.state = reaction
+            drive.connection_aborted = True
+            drive.applied_effort = 0.0  # its torque loop is off from now (the ramp or brake)
+
+    def _watch(self) -> None:
+        """The drives' own timer: heartbeat consumers, and the motors when no SYNC comes."""
+        while not self._closing.wait(WATCH_PERIOD):
+            now = time.monotonic()
+            with self._lock:
+                for drive in self.drives:
+                    self._check_consumer(drive, now)
+                if self._last_sync is not None and now - self._last_sync > FREE_RUN_AFTER:
+                    self._advance(now, take_rpdos=False)
+
     # --- bus handlers (the simulation's receive thread) -------------------------------------
     def _on_nmt(self, can_id: int, data: bytearray, timestamp: float) -> None:
         # The LocalNode's own NMT handler ran first: PDOs are read when it becomes operational.
@@ -244,53 +328,9 @@ class SimulatedDrives:
     def _on_sync(self, can_id: int, data: bytearray, timestamp: float) -> None:
         now = time.monotonic()
         with self._lock:
-            dt = 0.0 if self._last_sync is None else min(now - self._last_sync, 0.05)
-            self._last_sync = now
             self.syncs += 1
-            efforts = np.zeros(self.model.nv)
-            locked = np.zeros(self.model.nv, dtype=bool)
-            ramps: dict[int, float] = {}
-            servos: dict[int, tuple[float, float, float, float]] = {}
-            for drive, index in zip(self.drives, self._index, strict=True):
-                if not drive.pdo_ready or drive.node.nmt.state != "OPERATIONAL":
-                    locked[index] = True
-                    continue
-                self._take_rpdo(drive, now)
-                q, v = self.q[index], self.v[index]
-                if drive.state is DriveState.OPERATION_ENABLED:
-                    drive.hold_position = None
-                    if drive.mode == cia402.CYCLIC_SYNC_TORQUE:
-                        permille = int(drive.node.rpdo[1][cia402.TARGET_TORQUE].raw)
-                        permille = int(np.clip(permille, -1000, 1000))  # max torque 1000 ‰
-                        efforts[index] = drive.scaling.permille_to_effort(permille)
-                    elif drive.mode == cia402.CYCLIC_SYNC_POSITION:
-                        counts = int(drive.node.rpdo[2][cia402.TARGET_POSITION].raw)
-                        target = drive.scaling.counts_to_position(counts)
-                        inertia = self.model.mass_matrix(self.q)[index, index] + self.rotor[index]
-                        kp = inertia * SERVO_BANDWIDTH**2
-                        kd = 2.0 * inertia * SERVO_BANDWIDTH
-                        servos[index] = (target, kp, kd, drive.scaling.rated_effort)
-                        tau = kp * (target - q) - kd * v + self.model.gravity(self.q)[index]
-                        efforts[index] = float(
-                            np.clip(tau, -drive.scaling.rated_effort, drive.scaling.rated_effort)
-                        )  # reported as torque actual; the servo itself runs per sub-step
-                    else:
-                        locked[index] = True
-                elif drive.state is DriveState.QUICK_STOP_ACTIVE:
-                    option = _read(drive.node, cia402.QUICK_STOP_OPTION)
-                    if option not in (5, 6) and (option == 0 or abs(v) == 0.0):
-                        drive.state = DriveState.SWITCH_ON_DISABLED  # ramp done: disable
-                        locked[index] = True
-                        continue
-                    deceleration = (
-                        _read(drive.node, cia402.QUICK_STOP_DECELERATION)
-                        / drive.scaling.counts_per_unit
-                    )
-                    ramps[index] = max(deceleration, 1e-6)
-                else:
-                    locked[index] = True
-                drive.applied_effort = efforts[index]
-            self._step(efforts, locked, ramps, dt, servos)
+            self._last_sync = now
+            self._advance(now, take_rpdos=True)
             for drive in self.drives:
                 if drive.pdo_ready and drive.send_pdos:
                     self._publish(drive)
@@ -299,6 +339,59 @@ class SimulatedDrives:
                 drive.node.tpdo[1].transmit()
                 drive.node.tpdo[2].transmit()
 
+    def _advance(self, now: float, take_rpdos: bool) -> None:
+        """Step the drives and the motors to ``now`` [s] (lock held): on a SYNC each drive first
+        takes in the RPDOs sent before it; on the drives' own clock they keep their last
+        commands."""
+        dt = 0.0 if self._last_step is None else min(now - self._last_step, MAX_STEP)
+        self._last_step = now
+        efforts = np.zeros(self.model.nv)
+        locked = np.zeros(self.model.nv, dtype=bool)
+        ramps: dict[int, float] = {}
+        servos: dict[int, tuple[float, float, float, float]] = {}
+        for drive, index in zip(self.drives, self._index, strict=True):
+            if not drive.pdo_ready or drive.node.nmt.state != "OPERATIONAL":
+                locked[index] = True
+                drive.applied_effort = 0.0
+                continue
+            if take_rpdos:
+                self._take_rpdo(drive, now)
+            q, v = self.q[index], self.v[index]
+            if drive.state is DriveState.OPERATION_ENABLED:
+                drive.hold_position = None
+                if drive.mode == cia402.CYCLIC_SYNC_TORQUE:
+                    permille = int(drive.node.rpdo[1][cia402.TARGET_TORQUE].raw)
+                    permille = int(np.clip(permille, -1000, 1000))  # max torque 1000 ‰
+                    efforts[index] = drive.scaling.permille_to_effort(permille)
+                elif drive.mode == cia402.CYCLIC_SYNC_POSITION:
+                    counts = int(drive.node.rpdo[2][cia402.TARGET_POSITION].raw)
+                    target = drive.scaling.counts_to_position(counts)
+                    inertia = self.model.mass_matrix(self.q)[index, index] + self.rotor[index]
+                    kp = inertia * SERVO_BANDWIDTH**2
+                    kd = 2.0 * inertia * SERVO_BANDWIDTH
+                    servos[index] = (target, kp, kd, drive.scaling.rated_effort)
+                    tau = kp * (target - q) - kd * v + self.model.gravity(self.q)[index]
+                    efforts[index] = float(
+                        np.clip(tau, -drive.scaling.rated_effort, drive.scaling.rated_effort)
+                    )  # reported as torque actual; the servo itself runs per sub-step
+                else:
+                    locked[index] = True
+            elif drive.state is DriveState.QUICK_STOP_ACTIVE:
+                option = _read(drive.node, cia402.QUICK_STOP_OPTION)
+                if option not in (5, 6) and (option == 0 or abs(v) == 0.0):
+                    drive.state = DriveState.SWITCH_ON_DISABLED  # ramp done: disable
+                    locked[index] = True
+                    continue
+                deceleration = (
+                    _read(drive.node, cia402.QUICK_STOP_DECELERATION)
+                    / drive.scaling.counts_per_unit
+                )
+                ramps[index] = max(deceleration, 1e-6)
+            else:
+                locked[index] = True
+            drive.applied_effort = efforts[index]
+        self._step(efforts, locked, ramps, dt, servos)
+
     def _take_rpdo(self, drive: _Drive, now: float) -> None:
         rpdo1, rpdo2 = drive.node.rpdo[1], drive.node.rpdo[2]
         if not rpdo1.is_received:
@@ -306,9 +399,18 @@ class SimulatedDrives:
         controlword = int(rpdo1[cia402.CONTROLWORD].raw)
         mode = int(rpdo1[cia402.MODES_OF_OPERATION].raw)
         option = _read(drive.node, cia402.QUICK_STOP_OPTION)
-        drive.state = cia402.drive_transition(
+        state = cia402.drive_transition(
             drive.state, controlword, drive.previous_controlword, option
         )
+        if state is DriveState.SWITCH_ON_DISABLED:
+            drive.connection_aborted = False  # the master's way back: disable voltage first
+        elif (
+            state is DriveState.OPERATION_ENABLED
+            and drive.state is not DriveState.OPERATION_ENABLED
+            and (drive.connection_aborted or drive.heartbeat_lost)
+        ):
+            state = drive.state  # no enabling without the master's heartbeat
+        drive.state = state
         drive.previous_controlword = controlword
         drive.mode = mode
         self.log.append(
@@ -371,6 +473,23 @@ class SimulatedDrives:
     def states(self) -> dict[str, DriveState]:
         with self._lock:
             return {d.joint: d.state for d in self.drives}
+
+    def applied_efforts(self) -> dict[str, float]:
+        """Joint → the effort [N·m | N] its drive applies (0 unless enabled in torque or
+        position mode: a quick stop's ramp and a brake are not efforts of the drive's loop)."""
+        with self._lock:
+            return {d.joint: d.applied_effort for d in self.drives}
+
+    def master_lost_at(self) -> dict[str, float | None]:
+        """Joint → when (time.monotonic [s]) its drive's heartbeat consumer last timed out on
+        the producer its 1016h names, or None."""
+        with self._lock:
+            return {d.joint: d.lost_at for d in self.drives}
+
+    def consumers(self) -> dict[str, tuple[int, float] | None]:
+        """Joint → (producer node id, consumer time [s]) as its drive's 1016h was written."""
+        with self._lock:
+            return {d.joint: d.consumer for d in self.drives}
 
 
 def simulated_drives_for(

@@ -107,6 +107,14 @@ class Watchdog:
         with self._lock:
             return now - self._command_at
 
+    def state_deadline(self) -> float:
+        """[s] the time at which the state deadline expires unless fresh state comes first
+        (inf when the watchdog is off)."""
+        if not self.config.enabled:
+            return math.inf
+        with self._lock:
+            return self._state_at + self.config.state_timeout + SLACK
+
     def check(self, now: float, check_command: bool = True) -> Expiry | None:
         """The first expired deadline at ``now`` [s] (state before command), or None."""
         if not self.config.enabled:

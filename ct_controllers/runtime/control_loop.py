@@ -29,10 +29,11 @@ every waiter, asks the drives for their own stop, and :meth:`ControlLoop.reset_f
 starts a new thread from the measured state.
 
 Modes: ``lockstep`` runs ticks back to back (the sim backend advances one period per write);
-``paced`` sleeps to a fixed schedule on the monotonic clock. A tick that starts later than
-``overrun_fraction`` of a period after its scheduled time, or whose compute time exceeds the
-period, is an overrun; when the loop falls a whole period behind, the schedule is re-based (ticks
-are skipped, not bunched) and that is counted too.
+``paced`` sleeps to a fixed schedule on the monotonic clock (with one extra tick just after
+the state deadline while the state is stale: :meth:`ControlLoop._deadline_wake`). A tick that
+starts later than ``overrun_fraction`` of a period after its scheduled time, or whose compute
+time exceeds the period, is an overrun; when the loop falls a whole period behind, the schedule
+is re-based (ticks are skipped, not bunched) and that is counted too.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ PREEMPTED = "preempted"
 CANCELED = "canceled"
 FAILED = "failed"  # no trajectory within the reference limits; the arm holds
 CONSECUTIVE_ERRORS_BEFORE_BACKOFF = 10  # failing ticks in a row before the loop sleeps a period
+DEADLINE_WAKE_MARGIN = 1e-4  # [s] a tick woken for the state deadline comes this long after it
 
 # The stages the loop times, in the order they run; task, diff_ik and joint_controller are the
 # parts of "controller" that a chained controller reports (its ``stage_breakdown``).
@@ -405,7 +407,9 @@ class ControlLoop:
         fresh = result.accepted and result.fresh
         if fresh:
             assert result.sample is not None
-            self.watchdog.state_fresh(now)
+            # Fresh as of when it was measured (its stamp), not when this tick took it in: a
+            # sample that waited in a queue does not extend the state deadline.
+            self.watchdog.state_fresh(min(result.sample.stamp, now))
             self._last_state = self._state_from(result.sample)
         else:
             self.stale_ticks += 1
@@ -873,7 +877,19 @@ class ControlLoop:
         self.timing.record(start, scheduled, compute, overrun)
         if not self.paced:
             return scheduled + self.period
-        return next_start(scheduled, self.period)
+        return self._deadline_wake(next_start(scheduled, self.period))
+
+    def _deadline_wake(self, following: float) -> float:
+        """The next paced tick's start [s, perf_counter]: ``following``, or just after the
+        watchdog's state deadline when that comes first (the state has been stale for more than
+        state_timeout − period). The deadline is then judged when it passes, not up to a period
+        later at the next tick: the reaction to a stale state comes ``state_timeout`` after the
+        last fresh measurement plus the wake-up latency. That tick is an extra one (the
+        schedule goes on from it). Not for a backend whose read waits for its own cycle."""
+        if self.fault is not None or not self._watchdog_started or self.hardware.paced_by_read:
+            return following
+        remaining = self.watchdog.state_deadline() - self.hardware.now()  # [s] hardware clock
+        return min(following, time.perf_counter() + remaining + DEADLINE_WAKE_MARGIN)
 
     def start(self) -> None:
         """Run the loop in its own thread until :meth:`stop`."""
