@@ -22,6 +22,9 @@ from ct_controllers.hardware.interface import (
     LifecycleState,
 )
 
+# Real-time deadlines of 30-60 ms against threads of this process: see conftest.frozen_heap.
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def rig(request) -> Iterator[Rig]:

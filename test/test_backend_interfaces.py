@@ -36,6 +36,9 @@ from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.cartesian_chain import CartesianChain
 
+# Real-time deadlines of 30-60 ms against threads of this process: see conftest.frozen_heap.
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 # (backend, mode, configuration overrides)
 MODES: list[tuple[str, str, dict[str, Any]]] = [
     ("mujoco", "effort", {}),
