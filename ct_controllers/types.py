@@ -53,7 +53,13 @@ class ControlOutput:
                joints on the position interface are sent (q*, within the joint limits). A joint
                controller tracks the reference it was given; a chain (differential IK, the
                grasp task) the one it generated.
+    effort_limit  the bound [N·m | N] on the effort each position-interface joint's drive may
+               apply (e.g. the grip force of fingers pressing into an object), NaN for the
+               backend's default; None: the default everywhere. The loop hands a change to the
+               backend (``SystemInterface.set_effort_limit``) before the write; on effort joints
+               the effort above, limited, is the bound already.
     """
 
     effort: FloatArray
     reference: JointReference
+    effort_limit: FloatArray | None = None

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from backends import MODES as RIG_MODES
 from backends import Rig, make_rig
 from helpers import new_robot_model
 
@@ -39,15 +40,8 @@ from ct_controllers.runtime.cartesian_chain import CartesianChain
 # Real-time deadlines of 30-60 ms against threads of this process: see conftest.frozen_heap.
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 
-# (backend, mode, configuration overrides)
-MODES: list[tuple[str, str, dict[str, Any]]] = [
-    ("mujoco", "effort", {}),
-    ("mujoco", "position", {"mujoco.command_interfaces": ["position"]}),
-    ("ros2_control_bridge", "effort", {}),
-    ("ros2_control_bridge", "position", {"ros2_control_bridge.command_interface": "position"}),
-    ("canopen", "torque", {}),
-    ("canopen", "position", {"canopen.mode": "position"}),
-]
+# (backend, mode, configuration overrides): every backend and interface of the rigs.
+MODES: list[tuple[str, str, dict[str, Any]]] = [(b, m, o) for (b, m), o in RIG_MODES.items()]
 OFFSET = np.array([0.03, -0.03, 0.0287])  # [m] base frame: the target, 5.0 cm from the TCP
 POSITION_TOLERANCE = 0.003  # [m]
 ORIENTATION_TOLERANCE = 0.01  # [rad]
@@ -71,19 +65,6 @@ def run(rig: Rig, seconds: float) -> None:
 
 def inner(rig: Rig) -> Any:
     return rig.injector.inner
-
-
-def true_positions(rig: Rig) -> dict[str, float]:
-    """Joint → the plant's own position [rad | m], not through the backend's state path."""
-    if rig.backend == "mujoco":
-        system = inner(rig)
-        assert system.model is not None and system.data is not None
-        return {
-            n: float(system.data.qpos[system.model.joint(n).qposadr[0]]) for n in system.joint_names
-        }
-    if rig.backend == "ros2_control_bridge":
-        return dict(rig.plant.report()["position"])
-    return rig.plant.positions()
 
 
 def plant_efforts(rig: Rig) -> dict[str, float]:
@@ -172,7 +153,7 @@ def test_a_cartesian_target_5_cm_away_is_reached(rig: Rig) -> None:
             within = within + 10 * config.period if ok else 0.0
             if within >= 0.3:  # settled there, not passing through
                 break
-        truth = true_positions(rig)
+        truth = rig.true_positions()  # the plant's own, not the state path
         independent = new_robot_model()
         q = np.zeros(independent.nq)
         for name, value in truth.items():

@@ -18,6 +18,7 @@ from ct_controllers.hardware.interface import (
     LifecycleError,
     LifecycleState,
 )
+from ct_controllers.hardware.mujoco_scene import ServoGains
 from ct_controllers.hardware.mujoco_system import PACED, MujocoConfig, MujocoSystem
 from ct_controllers.model.robot import RobotModel
 
@@ -190,8 +191,12 @@ def test_shuffled_command_is_reordered_by_name(active):
 
 def test_actuation_report_separates_request_input_and_forces(robot):
     """A request beyond the ctrlrange is reported as written (requested), clamped (effective),
-    and the actuator/joint forces are what the clamped input produced."""
-    system = make_system(command_interfaces={"left_finger_joint": "position"})
+    and the actuator/joint forces are what the clamped input produced (the finger servo at
+    400 N/m here, so that its force stays inside the force range)."""
+    system = make_system(
+        command_interfaces={"left_finger_joint": "position"},
+        servo_gains=ServoGains(prismatic_kp=400.0),
+    )
     system.configure()
     system.activate()
     before = system.read()
@@ -213,7 +218,7 @@ def test_actuation_report_separates_request_input_and_forces(robot):
     # Motors: force = clamped input. Servo: kp (target − q) − kv v + g(q) from the state before
     # the step (the finger's gravity is 0 in this pose).
     expected_force = expected_input.copy()
-    kp, kv = system.config.servo_gains.kp, system.config.servo_gains.kv
+    kp, kv = system.config.servo_gains.prismatic_kp, system.config.servo_gains.prismatic_kv
     gravity = gravity_in_hardware_order(robot, before.position)[finger]
     expected_force[finger] = (
         kp * (0.04 - before.position[finger]) - kv * before.velocity[finger] + gravity

@@ -7,16 +7,24 @@ first one arrives): efforts [N·m | N] (``--interface effort``) or position targ
 (``--interface position``), which a drive's position loop servoes at every sub-step of the motor
 model, PD plus the gravity feed-forward, like the simulated CiA 402 drives' CSP servo
 (:data:`~ct_controllers.hardware.sim_drive.SERVO_BANDWIDTH`, torque limited to the URDF effort
-limit); the published effort is what the motors apply.
+limit); the published effort is what the motors apply, as a drive reports it.
+
+With ``--object-width W`` [m] an object sits between the fingers (``--contact-stiffness``
+[N/m], ``--contact-damping`` [N·s/m]; :mod:`~ct_controllers.hardware.object_contact`, the model
+the simulated CiA 402 drives use too): the fingers close on it and a grasp runs end to end.
+The published finger effort stays the motor's (the command, or the servo's torque), not the
+contact force; ``report`` gives the contact forces separately.
 
 ``python -m ct_controllers.bench.ros2_control_plant [--rate HZ] [--order j1,j2,...]
-[--interface effort|position]``
+[--interface effort|position] [--object-width W]``
 
 Lines on standard input change its behaviour, for fault injection: ``nan`` (positions NaN),
 ``unknown`` (one joint renamed), ``shuffle`` (joints published in reverse order), ``unstamped``
-(zero stamps), ``ok`` (back to normal), ``report`` (one JSON line on standard output: true
+(zero stamps), ``ok`` (back to normal), ``object W`` / ``object none`` (an object W [m] wide
+between the fingers from now on, or none), ``report`` (one JSON line on standard output: true
 positions and velocities by name, commands received, non-finite or malformed commands, the
-largest |command| per joint), ``quit``. Stalling is done from outside (SIGSTOP/SIGCONT).
+largest |command| per joint, the fingers' contact forces), ``quit``. Stalling is done from
+outside (SIGSTOP/SIGCONT).
 """
 
 from __future__ import annotations
@@ -43,6 +51,11 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from ct_controllers.config import load_config  # noqa: E402
+from ct_controllers.hardware.object_contact import (  # noqa: E402
+    CONTACT_DAMPING,
+    CONTACT_STIFFNESS,
+    ObjectBetweenFingers,
+)
 from ct_controllers.hardware.sim_drive import (  # noqa: E402
     SERVO_BANDWIDTH,
     motor_step,
@@ -60,9 +73,16 @@ class Plant:
         states: str,
         commands: str,
         interface: str = "effort",
+        object_width: float | None = None,
+        contact_stiffness: float = CONTACT_STIFFNESS,
+        contact_damping: float = CONTACT_DAMPING,
     ) -> None:
         config = load_config()
         self.model = RobotModel(load_description().urdf)
+        self.fingers = tuple(config.gripper_joints)
+        self.contact_stiffness = contact_stiffness
+        self.contact_damping = contact_damping
+        self.contact: ObjectBetweenFingers | None = None
         self.names = order or list(config.joint_names)
         self.command_names = list(config.bridge.command_joints) if config.bridge else self.names
         self.index = self.model.indices(self.names)
@@ -86,6 +106,7 @@ class Plant:
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.publisher = self.node.create_publisher(JointState, states, qos)
         self.node.create_subscription(Float64MultiArray, commands, self.on_command, qos)
+        self.place_object(object_width)
 
     def on_command(self, message: Float64MultiArray) -> None:
         values = np.array(message.data, dtype=np.float64)
@@ -108,7 +129,16 @@ class Plant:
             locked = np.full(self.model.nv, self.first_command_at is None)  # brakes until then
             servos = self._servos() if self.first_command_at is not None else {}
             self.q, self.v = motor_step(
-                self.model, self.q, self.v, self.rotor, self.effort, locked, {}, self.period, servos
+                self.model,
+                self.q,
+                self.v,
+                self.rotor,
+                self.effort,
+                locked,
+                {},
+                self.period,
+                servos,
+                contact=self.contact,
             )
             if servos:  # the servo's torque at the new state, as a drive reports it
                 gravity = self.model.gravity(self.q)
@@ -156,8 +186,31 @@ class Plant:
             for i in range(self.model.nv)
         }
 
+    def place_object(self, width: float | None) -> None:
+        """An object ``width`` [m] wide between the fingers from now on (None: none)."""
+        contact = (
+            None
+            if width is None
+            else ObjectBetweenFingers.for_model(
+                self.model, self.fingers, width, self.contact_stiffness, self.contact_damping
+            )
+        )
+        with self.lock:
+            self.contact = contact
+
     def report(self) -> dict[str, object]:
         with self.lock:
+            contact = (
+                {}
+                if self.contact is None
+                else dict(
+                    zip(
+                        self.fingers,
+                        self.contact.finger_forces(self.q, self.v).tolist(),
+                        strict=True,
+                    )
+                )
+            )
             return {
                 "position": {n: float(self.q[self.model.q_index(n)]) for n in self.names},
                 "velocity": {n: float(self.v[self.model.v_index(n)]) for n in self.names},
@@ -169,6 +222,7 @@ class Plant:
                 "last_command": {n: float(self.command[self.model.v_index(n)]) for n in self.names},
                 "effort": {n: float(self.effort[self.model.v_index(n)]) for n in self.names},
                 "first_command_at": self.first_command_at,
+                "contact": contact,  # finger → normal force [N] on the object (none: empty)
             }
 
 
@@ -183,13 +237,17 @@ class PlantProcess:
         joints: Sequence[str],
         rate: float = 200.0,
         interface: str = "effort",
+        object_width: float | None = None,
     ) -> None:
+        """``object_width`` [m]: an object between the fingers from the start (None: none;
+        :meth:`place_object` changes it)."""
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "ct_controllers.bench.ros2_control_plant",
                 "--order", ",".join(reversed(list(joints))), "--rate", str(rate),
                 "--states-topic", states, "--command-topic", commands,
                 "--interface", interface,
+                *(["--object-width", repr(object_width)] if object_width is not None else []),
             ],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ),
         )  # fmt: skip
@@ -218,6 +276,10 @@ class PlantProcess:
             if answer != f"mode {word}":
                 raise RuntimeError(f"the plant process answered {answer!r} to {word!r}")
 
+    def place_object(self, width: float | None) -> None:
+        """An object ``width`` [m] wide between the fingers from now on (None: none)."""
+        self.send(f"object {'none' if width is None else repr(float(width))}")
+
     def report(self) -> dict[str, Any]:
         self.send("report")
         return dict(json.loads(self.readline()))
@@ -235,12 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--states-topic", default="/joint_states")
     parser.add_argument("--command-topic", default="/effort_controller/commands")
     parser.add_argument("--interface", choices=("effort", "position"), default="effort")
+    parser.add_argument(
+        "--object-width", type=float, default=None, help="[m] an object between the fingers"
+    )
+    parser.add_argument("--contact-stiffness", type=float, default=CONTACT_STIFFNESS)
+    parser.add_argument("--contact-damping", type=float, default=CONTACT_DAMPING)
     args = parser.parse_args(argv)
     sys.setswitchinterval(0.0005)
     rclpy.init()
     plant = Plant(
         args.rate, args.order.split(",") if args.order else None, args.states_topic,
-        args.command_topic, args.interface,
+        args.command_topic, args.interface, args.object_width, args.contact_stiffness,
+        args.contact_damping,
     )  # fmt: skip
     executor = SingleThreadedExecutor()
     executor.add_node(plant.node)
@@ -259,6 +327,14 @@ def main(argv: list[str] | None = None) -> int:
                 with plant.lock:
                     plant.mode = word
                 print(f"mode {word}", flush=True)
+            elif word.startswith("object "):
+                value = word.split(maxsplit=1)[1]
+                try:
+                    plant.place_object(None if value == "none" else float(value))
+                except ValueError as exc:
+                    print(f"error {exc}", flush=True)
+                else:
+                    print(f"mode {word}", flush=True)
         stop.set()
 
     threading.Thread(target=control, daemon=True).start()

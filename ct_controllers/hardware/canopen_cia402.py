@@ -4,7 +4,7 @@ over python-can and the ``canopen`` stack.
 configure (only when ``hardware.armed``: the refusal comes before the bus is opened): open the
 bus, start the master's own heartbeat, add a remote node per joint, configure each drive by SDO
 (producer heartbeat 1017h, consumer heartbeat 1016h on the master, abort connection option 6007h,
-quick stop option 605Ah, mode 6060h) and map its PDOs (layout in
+quick stop option 605Ah, max torque 6072h back to 1000 ‰, mode 6060h) and map its PDOs (layout in
 :mod:`ct_controllers.hardware.cia402`: controlword, mode, target torque / target position out;
 statusword, mode display, torque, position and velocity actual in; all synchronous).
 
@@ -86,6 +86,7 @@ if TYPE_CHECKING:
 TORQUE = "torque"
 POSITION_MODE = "position"
 MASTER_NODE_ID = 0x7F  # not a drive: the master's own node id (its heartbeat is 0x77F)
+MAX_TORQUE_DEFAULT = 1000  # [‰ of rated torque] 6072h when no effort limit is set
 
 
 # --- the object dictionary both sides use ----------------------------------------------------
@@ -141,6 +142,7 @@ def cia402_object_dictionary(node_id: int) -> od.ObjectDictionary:
         ("Position actual value", cia402.POSITION_ACTUAL, od.INTEGER32, 0),
         ("Velocity actual value", cia402.VELOCITY_ACTUAL, od.INTEGER32, 0),
         ("Target torque", cia402.TARGET_TORQUE, od.INTEGER16, 0),
+        ("Max torque", cia402.MAX_TORQUE, od.UNSIGNED16, 1000),
         ("Rated torque", cia402.RATED_TORQUE, od.UNSIGNED32, 1000),
         ("Torque actual value", cia402.TORQUE_ACTUAL, od.INTEGER16, 0),
         ("Target position", cia402.TARGET_POSITION, od.INTEGER32, 0),
@@ -400,6 +402,7 @@ class CanopenCia402System(SystemInterface):
                 MASTER_NODE_ID, round(self.config.master_heartbeat_timeout * 1000)
             )
             node.sdo[cia402.QUICK_STOP_OPTION].raw = self.config.quick_stop_option
+            node.sdo[cia402.MAX_TORQUE].raw = MAX_TORQUE_DEFAULT  # no limit left from before
             node.sdo[cia402.QUICK_STOP_DECELERATION].raw = round(
                 self.config.quick_stop_deceleration * drive.scaling.counts_per_unit
             )
@@ -753,6 +756,35 @@ class CanopenCia402System(SystemInterface):
             self._faults = []
             self._fault_at = None
             self.quick_stop_sent_at = None
+
+    # --- the drives' effort limit (max torque 6072h) ----------------------------------------
+    def effort_limit_range(self, joint: str) -> tuple[float, float] | None:
+        """Max torque 6072h, per-mille of the rated torque: from 1 ‰ to the rated torque
+        [N·m | N]; configured only (it is written by SDO)."""
+        if not self.nodes or joint not in self.joint_names:
+            return None
+        rated = self.drives[self.joint_names.index(joint)].scaling.rated_effort
+        return rated / 1000.0, rated
+
+    def _set_effort_limit(self, joint: str, limit: float | None) -> None:
+        """Write the drive's max torque 6072h by SDO (blocking, one round trip: the control
+        thread calls this only when a limit changes, e.g. once as a grasp begins); None
+        restores 1000 ‰. The drive bounds its motor's torque by it in every mode, its CSP
+        position loop included."""
+        i = self.joint_names.index(joint)
+        drive = self.drives[i]
+        permille = (
+            MAX_TORQUE_DEFAULT
+            if limit is None
+            else max(1, round(limit / drive.scaling.rated_effort * 1000.0))
+        )
+        try:
+            self.nodes[i].sdo[cia402.MAX_TORQUE].raw = permille
+        except (canopen.SdoCommunicationError, canopen.SdoAbortedError) as exc:
+            raise LifecycleError(
+                f"canopen: writing max torque 6072h = {permille} ‰ to the drive of joint "
+                f"'{joint}' (node {drive.node_id}) failed: {exc}"
+            ) from exc
 
     def drive_states(self) -> dict[str, str]:
         """Joint → the CiA 402 state its drive last reported."""

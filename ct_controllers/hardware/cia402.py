@@ -6,7 +6,8 @@ and per-joint unit conversion. No bus, no threads: everything here is testable o
 Objects (index, sub-index 0): controlword 6040h (u16), statusword 6041h (u16), quick stop option
 code 605Ah (i16), modes of operation 6060h (i8) and its display 6061h (i8), position actual 6064h
 (i32, counts), velocity actual 606Ch (i32, counts/s), rated torque 6076h (u32, mN·m), torque actual
-6077h (i16, per-mille of rated torque), target torque 6071h (i16, per-mille), target position
+6077h (i16, per-mille of rated torque), target torque 6071h (i16, per-mille), max torque 6072h
+(u16, per-mille: bounds the motor's torque in every mode, the position loop's too), target position
 607Ah (i32, counts), quick stop deceleration 6085h (u32, counts/s²), abort connection option code
 6007h (i16: what a drive does when it loses its master, e.g. the master's heartbeat); heartbeat
 consumer time 1016h and producer time 1017h.
@@ -34,6 +35,7 @@ MODES_DISPLAY = 0x6061
 POSITION_ACTUAL = 0x6064
 VELOCITY_ACTUAL = 0x606C
 TARGET_TORQUE = 0x6071
+MAX_TORQUE = 0x6072
 RATED_TORQUE = 0x6076
 TORQUE_ACTUAL = 0x6077
 TARGET_POSITION = 0x607A

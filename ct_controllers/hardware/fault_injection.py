@@ -72,6 +72,12 @@ class InjectingSystem(SystemInterface):
     def object_sensor(self) -> ObjectSensing | None:
         return self.inner.object_sensor()
 
+    def effort_limit_range(self, joint: str) -> tuple[float, float] | None:
+        return self.inner.effort_limit_range(joint)
+
+    def _set_effort_limit(self, joint: str, limit: float | None) -> None:
+        self.inner.set_effort_limit(joint, limit)
+
     # --- lifecycle: both objects move together ---------------------------------------------
     def _on_configure(self) -> None:
         self.inner.armed = self.armed  # a bus master checks it already when it configures

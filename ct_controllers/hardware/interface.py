@@ -42,6 +42,11 @@ class CommandRejected(CtError, ValueError):
         self.reason = reason
 
 
+class EffortLimitError(CtError, ValueError):
+    """An effort limit a backend cannot set: an unknown joint, a joint whose drive has no
+    settable limit, or a value outside the range it can set."""
+
+
 class NotArmedError(LifecycleError):
     """A real-hardware backend was asked to activate without ``hardware.armed: true``."""
 
@@ -316,6 +321,43 @@ class SystemInterface(ABC):
     def describe(self) -> str:
         """One phrase for the start-up log: what this backend drives."""
         return "real drives"
+
+    def effort_limit_range(self, joint: str) -> tuple[float, float] | None:
+        """(lowest, highest) effort limit [N·m | N] this backend can set on ``joint``'s drive
+        while it runs, or None when it has none to set (the default; configured backends
+        answer). The limit bounds the effort the drive's own loop applies — what a joint on the
+        position interface pushes with, e.g. the grip force of a position-controlled gripper
+        pressing into an object."""
+        return None
+
+    def set_effort_limit(self, joint: str, limit: float | None) -> None:
+        """Bound the effort of ``joint``'s drive to ±``limit`` [N·m | N]; None restores the
+        backend's default (the URDF effort limit, or the drive's rated torque).
+
+        Commands reach the hardware only through the control loop, and so does this: the loop
+        calls it on the control thread, between a controller's tick and the write that follows,
+        when the limits the controller asks for (``ControlOutput.effort_limit``) change. Raises
+        :class:`EffortLimitError` for an unknown joint, a joint without a settable limit or a
+        value outside :meth:`effort_limit_range`; nothing is changed then."""
+        if self.state is LifecycleState.UNCONFIGURED:
+            raise LifecycleError("cannot set an effort limit in state 'unconfigured'")
+        if joint not in self._claimed:
+            raise EffortLimitError(f"unknown joint '{joint}'")
+        span = self.effort_limit_range(joint)
+        if span is None:
+            raise EffortLimitError(
+                f"{self.backend_name} has no settable effort limit on joint '{joint}'"
+            )
+        if limit is not None and not (span[0] <= limit <= span[1]):
+            raise EffortLimitError(
+                f"effort limit {limit} on joint '{joint}' outside [{span[0]:g}, {span[1]:g}] "
+                f"(what {self.backend_name} can set)"
+            )
+        self._set_effort_limit(joint, limit)
+
+    def _set_effort_limit(self, joint: str, limit: float | None) -> None:
+        """Set a validated limit (backends whose :meth:`effort_limit_range` answers)."""
+        raise NotImplementedError
 
     def object_sensor(self) -> ObjectSensing | None:
         """The object sensor this backend offers (configured), or None: then the grasp task

@@ -36,11 +36,17 @@ FLOOR_HEIGHT = -0.75  # [m]
 
 @dataclass(frozen=True)
 class ServoGains:
-    """Position-servo gains for joints on the position interface: kp [N·m/rad | N/m],
-    kv [N·m·s/rad | N·s/m]."""
+    """Position-servo gains for joints on the position interface: kp [N·m/rad], kv
+    [N·m·s/rad] for revolute joints; prismatic_kp [N/m], prismatic_kv [N·s/m] for prismatic
+    ones (the fingers). A finger's servo is stiff, as a gripper drive's position loop is: closed
+    on an object with its target inside the object's width, it pushes with its force limit
+    (the grip force, set at run time through the actuator's force range) rather than with
+    kp × the few centimetres it can press in (400 N/m × 2.5 cm = 10 N, short of a 20 N grip)."""
 
     kp: float = 400.0
     kv: float = 40.0
+    prismatic_kp: float = 4000.0
+    prismatic_kv: float = 40.0
 
 
 def _floats(text: str | None, default: str) -> np.ndarray:
@@ -237,7 +243,10 @@ def build_scene(
             actuator.set_to_motor()
             actuator.ctrlrange = [-effort, effort]
         elif interface == POSITION:
-            actuator.set_to_position(kp=servo_gains.kp, kv=servo_gains.kv)
+            if joint.get("type") == "prismatic":
+                actuator.set_to_position(kp=servo_gains.prismatic_kp, kv=servo_gains.prismatic_kv)
+            else:
+                actuator.set_to_position(kp=servo_gains.kp, kv=servo_gains.kv)
             assert limit is not None
             actuator.ctrlrange = [float(limit.get("lower", "0")), float(limit.get("upper", "0"))]
         else:

@@ -22,10 +22,12 @@ checked against the joint's ``<ros2_control>`` interfaces):
   URDF effort limit.
 - ``position``: a drive's position loop with gravity feed-forward. A MuJoCo position actuator,
   force = kp (q* − q) − kv q̇ + g(q), clamped to ± the URDF effort limit (the drive's torque
-  limit); q* [rad | m] is the value written, clamped to the joint range. kp [N·m/rad | N/m] and
+  limit; :meth:`MujocoSystem.set_effort_limit` lowers it at run time, e.g. to a grip force);
+  q* [rad | m] is the value written, clamped to the joint range. kp [N·m/rad | N/m] and
   kv [N·m·s/rad | N·s/m] are :class:`~ct_controllers.hardware.mujoco_scene.ServoGains`
-  (default 400 and 40, the same for every joint; kv is integrated implicitly by
-  ``implicitfast``, so the servo stays stable for the 0.05 kg fingers too). g(q) [N·m | N] is
+  (default 400 and 40 for revolute joints, 4000 and 40 for the prismatic fingers; kv is
+  integrated implicitly by ``implicitfast``, so the servo stays stable for the 0.05 kg fingers
+  too). g(q) [N·m | N] is
   the simulated arm's own gravity torque (as a drive with an identified gravity model has),
   evaluated at every physics step from the state at its start (``mj_rne`` at zero velocity on
   a scratch copy) and put in the actuator's constant bias term (``biasprm[0]``), so ``ctrl``
@@ -163,6 +165,9 @@ class MujocoSystem(SystemInterface):
         self._ctrl_adr = np.array([model.actuator(n).id for n in self.joint_names])
         self._ctrl_low = model.actuator_ctrlrange[self._ctrl_adr, 0].copy()
         self._ctrl_high = model.actuator_ctrlrange[self._ctrl_adr, 1].copy()
+        # [N·m | N] each actuator's force limit as built (the URDF effort limit): the default
+        # that set_effort_limit(joint, None) restores.
+        self._force_limit = model.actuator_forcerange[self._ctrl_adr, 1].copy()
         # Position servos: their actuators and dofs, and a scratch copy for g(q).
         servo = np.array([i == POSITION for i in self.command_interfaces], dtype=bool)
         self._servo_actuators = self._ctrl_adr[servo]
@@ -268,6 +273,22 @@ class MujocoSystem(SystemInterface):
 
     def describe(self) -> str:
         return f"simulation, {self.config.mode}"
+
+    def effort_limit_range(self, joint: str) -> tuple[float, float] | None:
+        """Every actuator's force range can be set while the simulation runs: (0, the URDF
+        effort limit) [N·m | N]. Configured only."""
+        if self.model is None or joint not in self.joint_names:
+            return None
+        return 0.0, float(self._force_limit[self.joint_names.index(joint)])
+
+    def _set_effort_limit(self, joint: str, limit: float | None) -> None:
+        """The joint's actuator force range becomes ±``limit`` (MuJoCo clamps the actuator's
+        force to it: a motor's effort, a position servo's kp (q* − q) − kv q̇ + g(q))."""
+        assert self.model is not None
+        i = self.joint_names.index(joint)
+        value = self._force_limit[i] if limit is None else limit
+        with self.lock:
+            self.model.actuator_forcerange[self._ctrl_adr[i]] = (-value, value)
 
     def object_sensor(self) -> ObjectSensing | None:
         """The scene's simulated object sensor (the cube's pose and finger contact forces, read

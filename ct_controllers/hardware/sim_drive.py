@@ -49,6 +49,11 @@ import numpy as np
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen_cia402 import CanopenCia402System, cia402_object_dictionary
 from ct_controllers.hardware.cia402 import DriveState, JointScaling
+from ct_controllers.hardware.object_contact import (
+    CONTACT_DAMPING,
+    CONTACT_STIFFNESS,
+    ObjectBetweenFingers,
+)
 from ct_controllers.model.robot import RobotModel
 
 # Reflected rotor inertia added to M's diagonal (rotor inertia × gear ratio²): [kg·m²] for a
@@ -86,13 +91,16 @@ def motor_step(
     ramps: Mapping[int, float],
     dt: float,
     servos: Mapping[int, tuple[float, float, float, float]] | None = None,
+    contact: ObjectBetweenFingers | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The motor model: (q, v) after ``dt`` [s] under ``efforts`` [N·m | N] (model order), with
     (M(q) + diag(rotor)) q̈ = τ − b(q, v) − friction·v for free joints; ``locked`` joints are held
     by their brakes; joints in ``ramps`` (index → deceleration [rad/s² | m/s²]) are slowed to rest
     by their drive; joints in ``servos`` (index → (target [rad | m], kp, kd, max effort)) are
     position-servoed by their drive at every sub-step, as a drive's fast inner loop does:
-    τ = clip(kp (target − q) − kd v + g_i(q), ±max). Semi-implicit Euler in steps of at most
+    τ = clip(kp (target − q) − kd v + g_i(q), ±max); ``contact``, an object between the
+    fingers, adds its contact forces on the finger joints at every sub-step (the motors'
+    efforts stay what they are: what a drive reports). Semi-implicit Euler in steps of at most
     ``SUBSTEP``; the joint limits are end stops."""
     q, v = q.copy(), v.copy()
     steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
@@ -116,6 +124,8 @@ def motor_step(
         if free.any():
             mass = model.mass_matrix(q) + np.diag(rotor)
             force = applied - model.bias(q, v) - FRICTION * v
+            if contact is not None:
+                contact.add_joint_forces(q, v, force)
             force[free] -= mass[np.ix_(free, prescribed)] @ acceleration[prescribed]
             acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force[free])
         v += h * acceleration
@@ -206,6 +216,7 @@ class SimulatedDrives:
             self.drives.append(_Drive(joint, node, scaling))
         self._lock = threading.Lock()
         self.log: deque[RpdoRecord] = deque(maxlen=log_size)
+        self.contact: ObjectBetweenFingers | None = None  # an object between the fingers
         self.syncs = 0
         self._last_step: float | None = None  # [s] time.monotonic the motors were stepped to
         self._last_sync: float | None = None  # [s] time.monotonic of the last SYNC
@@ -359,9 +370,12 @@ class SimulatedDrives:
             q, v = self.q[index], self.v[index]
             if drive.state is DriveState.OPERATION_ENABLED:
                 drive.hold_position = None
+                # Max torque 6072h [‰ of rated] bounds the motor in every mode (CiA 402);
+                # this motor cannot exceed its rated torque.
+                max_permille = min(_read(drive.node, cia402.MAX_TORQUE), 1000)
                 if drive.mode == cia402.CYCLIC_SYNC_TORQUE:
                     permille = int(drive.node.rpdo[1][cia402.TARGET_TORQUE].raw)
-                    permille = int(np.clip(permille, -1000, 1000))  # max torque 1000 ‰
+                    permille = int(np.clip(permille, -max_permille, max_permille))
                     efforts[index] = drive.scaling.permille_to_effort(permille)
                 elif drive.mode == cia402.CYCLIC_SYNC_POSITION:
                     counts = int(drive.node.rpdo[2][cia402.TARGET_POSITION].raw)
@@ -369,11 +383,11 @@ class SimulatedDrives:
                     inertia = self.model.mass_matrix(self.q)[index, index] + self.rotor[index]
                     kp = inertia * SERVO_BANDWIDTH**2
                     kd = 2.0 * inertia * SERVO_BANDWIDTH
-                    servos[index] = (target, kp, kd, drive.scaling.rated_effort)
+                    limit = drive.scaling.permille_to_effort(max_permille)
+                    servos[index] = (target, kp, kd, limit)
                     tau = kp * (target - q) - kd * v + self.model.gravity(self.q)[index]
-                    efforts[index] = float(
-                        np.clip(tau, -drive.scaling.rated_effort, drive.scaling.rated_effort)
-                    )  # reported as torque actual; the servo itself runs per sub-step
+                    # Reported as torque actual; the servo itself runs per sub-step.
+                    efforts[index] = float(np.clip(tau, -limit, limit))
                 else:
                     locked[index] = True
             elif drive.state is DriveState.QUICK_STOP_ACTIVE:
@@ -435,7 +449,16 @@ class SimulatedDrives:
     ) -> None:
         """Advance the motors by ``dt`` [s] (lock held)."""
         self.q, self.v = motor_step(
-            self.model, self.q, self.v, self.rotor, efforts, locked, ramps, dt, servos
+            self.model,
+            self.q,
+            self.v,
+            self.rotor,
+            efforts,
+            locked,
+            ramps,
+            dt,
+            servos,
+            contact=self.contact,
         )
 
     def _publish(self, drive: _Drive) -> None:
@@ -469,6 +492,34 @@ class SimulatedDrives:
     def velocities(self) -> dict[str, float]:
         with self._lock:
             return {n: float(self.v[self.model.v_index(n)]) for n in self.joint_names}
+
+    def place_object(
+        self,
+        width: float | None,
+        fingers: Sequence[str],
+        stiffness: float = CONTACT_STIFFNESS,
+        damping: float = CONTACT_DAMPING,
+    ) -> None:
+        """An object ``width`` [m] wide between the finger joints ``fingers`` from now on, with
+        contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger
+        (:mod:`~ct_controllers.hardware.object_contact`); None removes it."""
+        contact = (
+            None
+            if width is None
+            else ObjectBetweenFingers.for_model(self.model, fingers, width, stiffness, damping)
+        )
+        with self._lock:
+            self.contact = contact
+
+    def contact_forces(self) -> dict[str, float]:
+        """Finger joint → the normal force [N] between it and the object now (none: empty)."""
+        with self._lock:
+            contact = self.contact
+            if contact is None:
+                return {}
+            forces = contact.finger_forces(self.q, self.v)
+        names = {self.model.v_index(n): n for n in self.model.joint_names}
+        return {names[i]: float(f) for i, f in zip(contact.v_indices, forces, strict=True)}
 
     def states(self) -> dict[str, DriveState]:
         with self._lock:

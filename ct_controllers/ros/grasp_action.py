@@ -6,9 +6,11 @@ without one the task judges by the robot's own sensing (finger positions, veloci
 and the result's ``checks`` say what the verdict rested on.
 
 Boundary checks: frames (UNKNOWN_FRAME), stamps (STALE_GOAL), non-finite or non-unit poses and
-out-of-range amounts (INVALID_GOAL), a grasp or pre-grasp pose without an IK solution
-(UNREACHABLE). A phase that fails ends PHASE_FAILED with the phase and its reason; feedback
-carries the phase, the time in it and the TCP position error.
+out-of-range amounts (INVALID_GOAL), a grasp_effort the backend cannot enforce — fingers on the
+position interface whose drives' effort limit it cannot set (INVALID_GOAL, naming the joint) —,
+a grasp or pre-grasp pose without an IK solution (UNREACHABLE). A phase that fails ends
+PHASE_FAILED with the phase and its reason; feedback carries the phase, the time in it and the
+TCP position error.
 """
 
 from __future__ import annotations
@@ -19,9 +21,6 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import Grasp
 
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
-from ct_controllers.controllers.gripper import GripperController
-from ct_controllers.hardware.interface import ObjectSensing, SystemInterface
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
@@ -32,8 +31,11 @@ from ct_controllers.ros.pose_goals import (
     pose_from_message,
     summarize_pose,
 )
-from ct_controllers.runtime.grasp_runner import GraspRunner, ObjectReading
-from ct_controllers.runtime.stack import to_model_order
+from ct_controllers.runtime.grasp_runner import (
+    GraspRunner,
+    build_grasp_runner,
+    grip_force_refusal,
+)
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
 
 Result = Grasp.Result
@@ -94,6 +96,11 @@ class GraspServer:
                 Result.INVALID_GOAL,
                 f"grasp_effort must be in (0, {finger_limit}] N per finger, got {effort}",
             )
+        # Position fingers grip with their drives' effort: only a limit the backend can set
+        # makes grasp_effort the grip force.
+        refusal = grip_force_refusal(self.stack.hardware, self.config.gripper_joints, effort)
+        if refusal is not None:
+            raise GoalRejected(Result.INVALID_GOAL, refusal)
         try:
             request = GraspGoal(
                 grasp_pose=grasp,
@@ -144,7 +151,7 @@ class GraspServer:
         except GoalRejected as rejection:
             goal_handle.abort()
             return self._result(rejection.code, str(rejection), None)
-        runner = self._runner(hardware)
+        runner = self._runner()
         runner.task.start(request)
         token, _ = self.arbiter.start(
             lambda: self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner),
@@ -158,25 +165,8 @@ class GraspServer:
                 self.manager.release()
             self.arbiter.finish(token)
 
-    def _runner(self, hardware: SystemInterface) -> GraspRunner:
-        config = self.config
-        # A copy of the parsed model, not a new parse of the URDF (see MoveToPose).
-        model = RobotModel(self.stack.model.model, config.tcp_frame, config.base_frame)
-        sensor = hardware.object_sensor()
-        sense = None if sensor is None else _reader(sensor)
-
-        return GraspRunner(
-            model=model,
-            task=GraspTask(),
-            diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
-            arm_controller=self.stack.controllers[self.manager.selected],
-            gripper=GripperController(model, config.gripper_joints),
-            sense_object=sense,
-            hold_damping=to_model_order(
-                model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
-            ),
-            task_divisor=config.cartesian_divisor,
-        )
+    def _runner(self) -> GraspRunner:
+        return build_grasp_runner(self.stack, self.stack.controllers[self.manager.selected])
 
     def _follow(self, goal_handle: Any, token: int, runner: GraspRunner) -> Any:
         task = runner.task
@@ -249,16 +239,6 @@ class GraspServer:
             phase_durations=[float(durations.get(p, 0.0)) for p in ACTIVE_PHASES],
             checks=list(task.checks),
         )
-
-
-def _reader(sensor: ObjectSensing) -> Any:
-    """The runner's view of an object sensor."""
-
-    def sense() -> ObjectReading:
-        observation = sensor.observe()
-        return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
-
-    return sense
 
 
 def _tcp_target(runner: GraspRunner) -> np.ndarray | None:

@@ -5,6 +5,10 @@ Each tick the controller returns efforts and the full joint reference it tracked
 are sent the limited effort (the limiter is the last step before the write), joints on the
 position interface the reference's q*, within the joint limits and rate-limited to the URDF
 velocity (:meth:`ControlLoop._hardware_values`); the interfaces may be mixed, joint by joint.
+A controller may also bound what the drives of position joints push with (a gripper's grip
+force: ``ControlOutput.effort_limit``); the loop hands a changed limit to the backend
+(``SystemInterface.set_effort_limit``) on its own thread, just before the write
+(:meth:`ControlLoop._apply_effort_limits`).
 
 The loop is the only writer of hardware commands. Other threads talk to it through
 :meth:`ControlLoop.request_motion` / :meth:`ControlLoop.hold` (picked up at the next tick
@@ -216,6 +220,9 @@ class ControlLoop:
         self._no_position_flags = np.zeros(model.nv, dtype=bool)
         self._no_position_flags.setflags(write=False)
         self._position_step_limited: np.ndarray = self._no_position_flags
+        # [N·m | N] the effort limits handed to the backend, model order, NaN = its default.
+        self._effort_limits = np.full(model.nv, np.nan)
+        self._effort_limits_asked: FloatArray | None = None  # the controller's last array
         if any(i not in (EFFORT, POSITION) for i in self._interfaces):
             raise ValueError(f"unsupported command interfaces {self._interfaces}")
         self.hold_damping = (
@@ -439,6 +446,7 @@ class ControlLoop:
             return safe_hold_effort(self.model, q, v, self.hold_damping)
 
         requested: FloatArray | None = None
+        limits: FloatArray | None = None  # the controller's effort limits (position joints)
         before_controller = clock()
         self._stage = "controller"
         if self.fault is None:
@@ -447,6 +455,7 @@ class ControlLoop:
                 # what position joints are sent.
                 output = self.controller.step(state, reference, self.period)
                 requested, reference = output.effort, output.reference
+                limits = output.effort_limit
             except Exception as exc:  # a controller bug must not leave the arm uncommanded
                 self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state, now, now)
         if self.fault is not None:
@@ -464,6 +473,9 @@ class ControlLoop:
         values = self._hardware_values(limited.effort, reference, limit_steps=self.fault is None)
         before_write = clock()
         self.stages.record("limiter", before_write - before_limiter)
+        if self.fault is None and self._any_position:
+            self._stage = "effort limits"  # hardware I/O: timed with the write
+            self._apply_effort_limits(limits)
         self._stage = "write"
         self._write(values, state.stamp, now)
         self.stages.record("write", clock() - before_write)
@@ -525,6 +537,26 @@ class ControlLoop:
             targets = stepped
         self._position_targets = targets
         return np.where(self._position_mask, targets[self._model_index], values)
+
+    def _apply_effort_limits(self, limits: FloatArray | None) -> None:
+        """Hand the backend the effort limits the controller asks for on position joints
+        (model order, NaN or None = the backend's default) where they differ from the ones
+        set: one ``set_effort_limit`` per changed joint, on this thread, before the write.
+        Effort joints are skipped (their limited effort is the bound). A limit the backend
+        cannot set raises (a fault naming the joint): the goal should have been refused."""
+        if limits is self._effort_limits_asked:
+            return  # the same array as last tick (None included): nothing changed
+        wanted = np.full(self.model.nv, np.nan) if limits is None else np.asarray(limits)
+        current = self._effort_limits
+        for name, index, position in zip(
+            self.hardware.joint_names, self._model_index, self._position_mask, strict=True
+        ):
+            value, now_set = float(wanted[index]), float(current[index])
+            if not position or value == now_set or (math.isnan(value) and math.isnan(now_set)):
+                continue
+            self.hardware.set_effort_limit(name, None if math.isnan(value) else value)
+            current[index] = value
+        self._effort_limits_asked = limits
 
     def _note_safe_command(self, now: float) -> None:
         record = self.fault_record

@@ -4,10 +4,18 @@
                                       ↘ gripper servo with the grasp force limit (fingers)
 
 and is installed in the control loop like any controller (``loop.switch_controller``), so the
-limiter stays the last step before the write. Observations: the TCP pose is FK of the measured q;
-finger openings, speeds and efforts come from the measured joint state; object pose and finger
-contact forces from an object sensor (simulated in MuJoCo, perception on a real cell), each with
-its own stamp. DONE and FAILED freeze into safe hold, τ = g(q) − D v from the measured state.
+limiter stays the last step before the write. Fingers on the effort interface get the gripper
+servo's effort, clipped at the grasp force; fingers on the position interface get its reference
+— which closes past the object's faces, inside its width — and the grasp force as the effort
+limit of their drives (``ControlOutput.effort_limit``: the loop sets it on the backend), so a
+drive pressing into the object pushes with the grasp force, not with its full effort limit.
+:func:`grip_force_refusal` says whether a backend can enforce that limit.
+
+Observations: the TCP pose is FK of the measured q; finger openings, speeds and efforts come
+from the measured joint state; object pose and finger contact forces from an object sensor
+(simulated in MuJoCo, perception on a real cell), each with its own stamp. DONE and FAILED
+freeze into safe hold, τ = g(q) − D v from the measured state (position fingers: where they
+are, with their drives' default effort limits).
 
 Per-stage compute times of the last tick (task, differential IK, joint controller) are in
 ``stage_breakdown`` for the loop's telemetry.
@@ -17,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,10 +37,13 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
 )
+from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
 from ct_controllers.controllers.safe_hold import safe_hold_effort
+from ct_controllers.hardware.interface import POSITION, ObjectSensing, SystemInterface
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.runtime.stack import Stack, to_model_order
 from ct_controllers.tasks.phases import GraspObservation, GraspTask, Phase, TaskOutput
 
 
@@ -103,6 +114,7 @@ class GraspRunner(Controller):
         self._target: CartesianTarget | None = None
         self._finger_values = (math.nan, math.nan)  # (target [m], effort limit [N]) ...
         self._finger_arrays: tuple[FloatArray, ...] = ()  # ... as per-finger arrays
+        self._effort_limit: FloatArray | None = None  # model order: the fingers' drives' bound
         self._frozen_reference: JointReference | None = None  # DONE/FAILED: hold where it froze
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
@@ -184,6 +196,10 @@ class GraspRunner(Controller):
             if fingers != self._finger_values:
                 self._finger_values = fingers
                 self._finger_arrays = tuple(np.full(len(self.fingers), value) for value in fingers)
+                self._effort_limit = np.full(self.model.nv, np.nan)
+                self._effort_limit[self.fingers] = np.minimum(
+                    np.fmax(self._finger_arrays[1], 0.0), self.gripper.max_effort
+                )
             finger_target, limit = self._finger_arrays
             tau = np.array(tau, dtype=np.float64)
             tau[self.fingers] = self.gripper.compute(state, finger_target, limit, dt)
@@ -195,7 +211,9 @@ class GraspRunner(Controller):
         breakdown["joint_controller"] = after_controller - after_ik
         if self.records is not None and observation is not None:
             self.records.append(self._record(state.stamp, output, observation))
-        return ControlOutput(tau, joint_reference)
+        # Frozen (DONE, FAILED): the drives' default limits, holding the measured position.
+        drive_limits = None if output.tcp_target is None else self._effort_limit
+        return ControlOutput(tau, joint_reference, drive_limits)
 
     def _with_fingers(self, arm: JointReference) -> JointReference:
         """``arm`` (the differential IK's, every joint) with the gripper servo's reference on
@@ -224,6 +242,74 @@ class GraspRunner(Controller):
             float(np.mean(observation.finger_positions)),
             (x, y, z),
         )
+
+
+def object_reader(sensor: ObjectSensing) -> Callable[[], ObjectReading]:
+    """The runner's view of an object sensor."""
+
+    def sense() -> ObjectReading:
+        observation = sensor.observe()
+        return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
+
+    return sense
+
+
+def build_grasp_runner(
+    stack: Stack,
+    arm_controller: Controller,
+    task: GraspTask | None = None,
+    record: bool = False,
+) -> GraspRunner:
+    """The grasp runner the Grasp action installs, for ``stack``: its own copy of the stack's
+    model (not a new parse of the URDF), QP differential IK for the arm at the Cartesian rate,
+    ``arm_controller`` (one of ``stack.controllers``) for the arm, the gripper servo for the
+    fingers, and the backend's object sensor where it offers one (else the task judges by the
+    joint state alone)."""
+    config = stack.config
+    model = RobotModel(stack.model.model, config.tcp_frame, config.base_frame)
+    sensor = stack.hardware.object_sensor()
+    return GraspRunner(
+        model=model,
+        task=task or GraspTask(),
+        diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
+        arm_controller=arm_controller,
+        gripper=GripperController(model, config.gripper_joints),
+        sense_object=None if sensor is None else object_reader(sensor),
+        hold_damping=to_model_order(
+            model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
+        ),
+        record=record,
+        task_divisor=config.cartesian_divisor,
+    )
+
+
+def grip_force_refusal(
+    hardware: SystemInterface, fingers: Sequence[str], grasp_effort: float
+) -> str | None:
+    """Why ``hardware`` cannot enforce a grip force of ``grasp_effort`` [N] per finger, or
+    None when it can. Fingers on the effort interface: the gripper servo's effort is clipped at
+    it (the URDF limit is checked with the goal). Fingers on the position interface push with
+    what their drive's own loop applies: enforceable only where the backend can set the drive's
+    effort limit to it (:meth:`SystemInterface.effort_limit_range`)."""
+    interfaces = dict(zip(hardware.joint_names, hardware.command_interfaces, strict=True))
+    for name in fingers:
+        if interfaces.get(name) != POSITION:
+            continue
+        span = hardware.effort_limit_range(name)
+        if span is None:
+            return (
+                f"grasp_effort {grasp_effort:g} N cannot be enforced: finger joint '{name}' is "
+                f"on the position interface and {hardware.backend_name} cannot limit its "
+                "drive's effort (put the fingers on the effort interface, or use drives with a "
+                "settable effort limit)"
+            )
+        if not span[0] <= grasp_effort <= span[1]:
+            return (
+                f"grasp_effort {grasp_effort:g} N cannot be enforced on finger joint '{name}' "
+                f"(position interface): {hardware.backend_name} limits its drive's effort "
+                f"within [{span[0]:g}, {span[1]:g}] N"
+            )
+    return None
 
 
 def _measured(effort: FloatArray | None, fingers: np.ndarray) -> FloatArray | None:

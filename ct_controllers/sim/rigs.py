@@ -1,0 +1,227 @@
+"""The three backends as rigs, for tests and ``ct-bench backends``: the whole stack built by
+``build_stack`` for ``mujoco`` (lockstep), ``ros2_control_bridge`` (against the plant process
+over loopback DDS) and ``canopen`` (against simulated drives on a virtual bus), each wrapped in
+:class:`InjectingSystem` so the same sensor faults can be injected into all three, and each
+able to say what its plant last applied and where its joints truly are, by joint name.
+
+The real-drive backends run at ``REAL_RATE`` (pure-Python bus and DDS round trips) with the
+slow-loop gains of ``bench/faults.py``. Their plants can hold an object between the fingers
+(``object_width``; :mod:`~ct_controllers.hardware.object_contact`), so a grasp runs end to end on
+them; MuJoCo's scene has its own cube.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ct_controllers.bench.faults import SLOW_LOOP_GAINS
+from ct_controllers.bench.ros2_control_plant import PlantProcess
+from ct_controllers.config import StackConfig, load_config
+from ct_controllers.hardware import cia402
+from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.fault_injection import InjectingSystem
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.hardware.sim_drive import SimulatedDrives, simulated_drives_for
+from ct_controllers.model.description import load_description
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.runtime.stack import Stack, build_stack
+
+BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
+REAL_RATE = 100.0  # [Hz] for the real-drive backends (pure-Python bus and DDS round trips)
+# Each backend's command interfaces: (backend, mode) → configuration overrides.
+MODES: dict[tuple[str, str], dict[str, Any]] = {
+    ("mujoco", "effort"): {},
+    ("mujoco", "position"): {"mujoco.command_interfaces": ["position"]},
+    ("ros2_control_bridge", "effort"): {},
+    ("ros2_control_bridge", "position"): {"ros2_control_bridge.command_interface": "position"},
+    ("canopen", "torque"): {},
+    ("canopen", "position"): {"canopen.mode": "position"},
+}
+_unique = itertools.count()
+
+
+@dataclass
+class Rig:
+    """A backend's whole stack (``stack.hardware`` is the :class:`InjectingSystem`) and its
+    plant."""
+
+    backend: str
+    config: StackConfig
+    stack: Stack
+    plant: Any = None  # PlantProcess | SimulatedDrives | None (MuJoCo is its own plant)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def injector(self) -> InjectingSystem:
+        assert isinstance(self.stack.hardware, InjectingSystem)
+        return self.stack.hardware
+
+    def applied(self) -> dict[str, float]:
+        """Joint → the effort [N·m | N] the plant last took in."""
+        if self.backend == "mujoco":
+            inner = self.injector.inner
+            assert isinstance(inner, MujocoSystem)
+            report = inner.actuation_report()
+            return dict(zip(report.joint_names, report.requested.tolist(), strict=True))
+        if self.backend == "ros2_control_bridge":
+            time.sleep(0.05)  # the last command crosses DDS
+            return dict(self.plant.report()["last_command"])
+        inner = self.injector.inner
+        assert isinstance(inner, CanopenCia402System)
+        latest: dict[str, float] = {}
+        scalings = {d.joint: d.scaling for d in inner.drives}
+        for record in list(self.plant.log)[-3 * len(scalings) :]:
+            latest[record.joint] = scalings[record.joint].permille_to_effort(record.target_torque)
+        return latest
+
+    def max_applied(self) -> dict[str, float]:
+        """Joint → the largest |effort| the plant ever took in (MuJoCo: the last one)."""
+        if self.backend == "ros2_control_bridge":
+            return dict(self.plant.report()["max_command"])
+        if self.backend == "canopen":
+            inner = self.injector.inner
+            assert isinstance(inner, CanopenCia402System)
+            scalings = {d.joint: d.scaling for d in inner.drives}
+            peak: dict[str, float] = {}
+            for record in list(self.plant.log):
+                if record.mode == cia402.CYCLIC_SYNC_TORQUE:
+                    value = abs(scalings[record.joint].permille_to_effort(record.target_torque))
+                    peak[record.joint] = max(peak.get(record.joint, 0.0), value)
+            return peak
+        return {k: abs(v) for k, v in self.applied().items()}
+
+    def true_positions(self) -> dict[str, float]:
+        """Joint → the plant's own position [rad | m], not through the backend's state path."""
+        if self.backend == "mujoco":
+            system = self.injector.inner
+            assert isinstance(system, MujocoSystem)
+            assert system.model is not None and system.data is not None
+            with system.lock:
+                return {
+                    n: float(system.data.qpos[system.model.joint(n).qposadr[0]])
+                    for n in system.joint_names
+                }
+        if self.backend == "ros2_control_bridge":
+            return dict(self.plant.report()["position"])
+        assert isinstance(self.plant, SimulatedDrives)
+        return self.plant.positions()
+
+    def place_object(self, width: float | None) -> None:
+        """An object ``width`` [m] wide between the fingers of a plant rig from now on (None:
+        none). MuJoCo's scene has its own cube: not here."""
+        if isinstance(self.plant, PlantProcess):
+            self.plant.place_object(width)
+        elif isinstance(self.plant, SimulatedDrives):
+            self.plant.place_object(width, self.config.gripper_joints)
+        else:
+            raise ValueError(f"the {self.backend} rig has no object model (its scene has a cube)")
+
+    def contact_forces(self) -> dict[str, float]:
+        """Finger joint → the normal force [N] between it and the object, as the plant knows
+        it (MuJoCo: its object sensor's; the plant rigs: their contact model's); empty without
+        an object."""
+        if isinstance(self.plant, PlantProcess):
+            return dict(self.plant.report()["contact"])
+        if isinstance(self.plant, SimulatedDrives):
+            return self.plant.contact_forces()
+        sensor = self.injector.inner.object_sensor()
+        if sensor is None:
+            return {}
+        forces = sensor.observe().contact_forces
+        if forces is None:
+            return {}
+        return dict(zip(self.config.gripper_joints, forces.tolist(), strict=True))
+
+    def close(self) -> None:
+        self.stack.shut_down()
+        if isinstance(self.plant, SimulatedDrives):
+            self.plant.close()
+        elif isinstance(self.plant, PlantProcess):
+            self.plant.stop()
+
+
+def make_rig(backend: str, object_width: float | None = None, **overrides: Any) -> Rig:
+    """The stack for ``backend``, configured and active (brought up), not yet ticking.
+    ``object_width`` [m]: an object between the fingers of a plant rig (bridge, CANopen) from
+    the start (None: none; :meth:`Rig.place_object` changes it); ``overrides``: configuration
+    (e.g. a mode's, :data:`MODES`)."""
+    description = load_description(mappings={"backend": backend})
+    if backend == "mujoco":
+        if object_width is not None:
+            raise ValueError("the MuJoCo rig's scene has its own cube; object_width is for plants")
+        config = load_config(overrides={"mujoco.mode": "lockstep", **overrides})
+        stack = build_stack(config, description, wrap_hardware=InjectingSystem)
+        stack.bring_up()
+        return Rig(backend, config, stack)
+    if backend == "ros2_control_bridge":
+        n = next(_unique)
+        states = f"/ct_contract_{os.getpid()}_{n}/joint_states"
+        commands = f"/ct_contract_{os.getpid()}_{n}/commands"
+        config = load_config(
+            overrides={
+                "backend": backend,
+                "hardware.armed": True,
+                "update_rate": REAL_RATE,
+                "ros2_control_bridge.joint_states_topic": states,
+                "ros2_control_bridge.command_topic": commands,
+                # Generous deadlines: two Python processes and DDS on a shared 2-core machine
+                # pause for tens of ms now and then (once just over 100 ms in CI); the contract
+                # bounds scale with these.
+                "watchdog.state_timeout": 0.2,
+                "watchdog.command_timeout": 0.2,
+                **SLOW_LOOP_GAINS,
+                **overrides,
+            }
+        )
+        assert config.bridge is not None
+        plant = PlantProcess(
+            states,
+            commands,
+            list(config.joint_names),
+            interface=config.bridge.command_interface,
+            object_width=object_width,
+        )
+        stack = build_stack(config, description, wrap_hardware=InjectingSystem)
+        rig = Rig(backend, config, stack, plant)
+        try:
+            stack.bring_up()
+        except Exception:
+            rig.close()
+            raise
+        return rig
+    if backend == "canopen":
+        config = load_config(
+            overrides={
+                "backend": backend,
+                "hardware.armed": True,
+                "update_rate": REAL_RATE,
+                "canopen.channel": f"ct_contract_can_{next(_unique)}",
+                "canopen.heartbeat_timeout": 0.1,  # python-can's software timers: slack
+                "canopen.master_heartbeat_timeout": 0.1,  # the drives watching us: the same
+                # 6 periods, not the default 3: the pure-Python bus jitters by several ms (a
+                # 30 ms deadline was missed by 1.8 ms in CI); the contract bounds scale with it.
+                "watchdog.state_timeout": 0.06,
+                "watchdog.command_timeout": 0.06,
+                "canopen.pdo_timeout": 0.06,
+                **SLOW_LOOP_GAINS,
+                **overrides,
+            }
+        )
+        stack = build_stack(config, description, wrap_hardware=InjectingSystem)
+        inner = stack.hardware.inner  # type: ignore[attr-defined]
+        home = dict(zip(config.joint_names, config.home_positions, strict=True))
+        drives = simulated_drives_for(inner, RobotModel(description.urdf), home)
+        if object_width is not None:
+            drives.place_object(object_width, config.gripper_joints)
+        rig = Rig(backend, config, stack, drives)
+        try:
+            stack.bring_up()
+        except Exception:
+            rig.close()
+            raise
+        return rig
+    raise ValueError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")

@@ -1,0 +1,171 @@
+"""A grasp end to end on every backend that can enforce its grip force (issue 15, items 3 and 4),
+on the project's own rigs: the bridge's plant process and the simulated CiA 402 drives hold a
+5 cm object between the fingers (a one-sided contact spring at half its width,
+``hardware/object_contact.py``); MuJoCo has its cube. Fingers on the position interface grip
+through their drives' effort limit, which the grasp runner asks for and the loop sets on the
+backend; a backend that cannot set it (the bridge) has the goal refused, by the Grasp action of
+a running node too."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from ros_helpers import NodeProcess, pose_message, ros_client, stop_node
+
+from ct_controllers.bench.faults import SLOW_LOOP_GAINS
+from ct_controllers.bench.grasp import top_down_grasp
+from ct_controllers.bench.ros2_control_plant import PlantProcess
+from ct_controllers.config import load_config
+from ct_controllers.runtime.grasp_runner import build_grasp_runner, grip_force_refusal
+from ct_controllers.sim.rigs import MODES, Rig, make_rig
+from ct_controllers.tasks.phases import GraspGoal, Phase
+
+GRASP_EFFORT = 15.0  # [N] per finger: not the task's default 20 N, nor the URDF's 40 N
+FINGERS = ("left_finger_joint", "right_finger_joint")
+# (backend, mode): every backend and interface whose grip force can be enforced.
+GRASPING = [
+    ("mujoco", "position"),
+    ("ros2_control_bridge", "effort"),
+    ("canopen", "torque"),
+    ("canopen", "position"),
+]
+
+
+@pytest.fixture(params=GRASPING, ids=[f"{b}-{m}" for b, m in GRASPING])
+def rig(request: pytest.FixtureRequest, frozen_heap: None) -> Iterator[Rig]:
+    backend, mode = request.param
+    width = None if backend == "mujoco" else 0.05  # MuJoCo's scene has its own 5 cm cube
+    rig = make_rig(backend, object_width=width, **MODES[(backend, mode)])
+    rig.extra["mode"] = mode
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def test_a_grasp_runs_end_to_end_with_the_grip_force_asked(rig: Rig) -> None:
+    """The whole grasp (approach from above, close, lift 10 cm, hold 0.5 s, put down, release,
+    retreat) with grasp_effort 15 N and the stack's default joint controller reaches DONE within
+    30 s. Through the hold stage the object is pressed with the force asked, as the plant itself
+    knows it (the contact model's force; MuJoCo's contact forces) — within 0.5 N of 15 N, not
+    the 40 N the drives could push with — and the finger effort the controllers measure (the
+    drives' own report: motor force, not contact force) is −15 N within 0.1 N (CANopen: one
+    per-mille step more). Without an object sensor CLOSE ends on the stall judged by that
+    measured effort (``finger_stall_effort``)."""
+    stack, loop = rig.stack, rig.stack.loop
+    loop.run_ticks(round(0.2 / rig.config.period))
+    runner = build_grasp_runner(stack, stack.controllers[rig.config.default_controller])
+    runner.task.start(
+        GraspGoal(grasp_pose=top_down_grasp(0.5, 0.0, 0.0), grasp_effort=GRASP_EFFORT)
+    )
+    loop.switch_controller(runner)
+    fingers = stack.model.indices(FINGERS)
+    chunk = max(1, round(0.01 / rig.config.period))
+    contact: list[list[float]] = []
+    measured: list[np.ndarray] = []
+    for _ in range(round(30.0 / (chunk * rig.config.period))):
+        loop.run_ticks(chunk)
+        assert loop.fault is None, loop.fault
+        task = runner.task
+        if task.finished:
+            break
+        if task.phase is Phase.HOLD and task.stage == "hold" and len(contact) < 5:
+            contact.append(list(rig.contact_forces().values()))
+            snapshot = loop.snapshot()
+            assert snapshot is not None
+            measured.append(snapshot.measured_effort[fingers])
+    loop.switch_controller(stack.controller)
+    task = runner.task
+    assert task.phase is Phase.DONE, task.failure
+    assert contact, "never in the hold stage"
+    print(f"{rig.backend}/{rig.extra['mode']}: contact {contact[-1]}, measured {measured[-1]}")
+    np.testing.assert_allclose(contact, GRASP_EFFORT, atol=0.5)
+    tolerance = 0.1 + (0.04 if rig.backend == "canopen" else 0.0)
+    np.testing.assert_allclose(measured, -GRASP_EFFORT, atol=tolerance)
+    if runner.sense_object is None:
+        assert "finger_stall_effort" in task.checks, task.checks
+
+
+def test_the_bridge_cannot_enforce_a_grip_force_on_position_fingers() -> None:
+    """The ros2_control bridge offers no effort limit (its forward command controller takes
+    positions only): with the fingers on the position interface every grasp_effort is refused,
+    naming the finger joint and the backend; on the effort interface the gripper servo's own
+    clip enforces it, nothing is refused."""
+    position = make_rig("ros2_control_bridge", **MODES[("ros2_control_bridge", "position")])
+    try:
+        hardware = position.stack.hardware
+        assert hardware.effort_limit_range("left_finger_joint") is None
+        refusal = grip_force_refusal(hardware, FINGERS, GRASP_EFFORT)
+        assert refusal is not None
+        assert "left_finger_joint" in refusal and "Ros2ControlBridge" in refusal, refusal
+        assert "cannot limit" in refusal
+    finally:
+        position.close()
+    effort = make_rig("ros2_control_bridge")
+    try:
+        assert grip_force_refusal(effort.stack.hardware, FINGERS, GRASP_EFFORT) is None
+    finally:
+        effort.close()
+
+
+def test_the_grasp_action_refuses_a_grip_force_it_cannot_enforce(tmp_path: Path) -> None:
+    """The node on the ros2_control bridge with every joint on the position interface (against
+    the plant process): a Grasp goal of 15 N ends INVALID_GOAL at once, its message naming the
+    finger joint and saying the force cannot be enforced; the arm is not moved (no goal ran)."""
+    from ct_interfaces.action import Grasp
+    from rclpy.action import ActionClient
+
+    topics = f"/ct_grasp_refusal_{os.getpid()}"
+    parameters: dict[str, Any] = {
+        "hardware.armed": True,
+        "update_rate": 100,
+        "ros2_control_bridge.joint_states_topic": f"{topics}/joint_states",
+        "ros2_control_bridge.command_topic": f"{topics}/commands",
+        "ros2_control_bridge.command_interface": "position",
+        "watchdog.state_timeout": 0.2,
+        "watchdog.command_timeout": 0.2,
+        **SLOW_LOOP_GAINS,
+    }
+    overrides = tmp_path / "bridge_position.yaml"
+    overrides.write_text(yaml.safe_dump({"/**": {"ros__parameters": parameters}}))
+    config = load_config()
+    plant = PlantProcess(
+        f"{topics}/joint_states",
+        f"{topics}/commands",
+        list(config.joint_names),
+        interface="position",
+        object_width=0.05,
+    )
+    command = [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "hardware"]
+    node = NodeProcess([*command, "--ros-args", "--params-file", str(overrides)])
+    try:
+        with ros_client("ct_grasp_refusal_client") as client:
+            action = ActionClient(client.node, Grasp, "/ct/grasp")
+            assert action.wait_for_server(timeout_sec=10.0)
+            before = plant.report()["position"]
+            goal = Grasp.Goal(
+                grasp_pose=pose_message((0.5, 0.0, 0.025)),
+                approach_offset=0.08,
+                lift_height=0.1,
+                grasp_effort=GRASP_EFFORT,
+                hold_duration=0.5,
+            )
+            future = action.send_goal_async(goal)
+            assert client.spin_until(future.done, 5.0)
+            result = client.result(future.result(), 10.0)
+            assert result.error_code == Grasp.Result.INVALID_GOAL, result.message
+            assert "cannot be enforced" in result.message, result.message
+            assert "left_finger_joint" in result.message, result.message
+            after = plant.report()["position"]
+            assert max(abs(after[n] - before[n]) for n in before) < 1e-3
+    finally:
+        stop_node(node)
+        plant.stop()
+        print(node.communicate(timeout=5)[0][-3000:])
