@@ -14,6 +14,7 @@ BENCHMARKS = {
     "grasp": "pick-and-place trials through the whole stack in MuJoCo",
     "loop": "real-time factor in lockstep and period jitter when paced, full stack",
     "gil": "paced loop overruns beside a goal thread, per GIL switch interval",
+    "backends": "joint motion, Cartesian target, grasp, cancel, preempt on every backend/mode",
     "reach": "MoveToPose on random reachable poses in MuJoCo, with and without the approach",
 }
 

@@ -1,0 +1,38 @@
+"""``ct-bench backends`` (issue 15, item 5), a small subset: its JSON rows, one per backend, mode
+and scenario, on MuJoCo in lockstep (fast) — fingers on the position interface, so the grasp
+runs with its grip force set as the drives' effort limit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ct_controllers.bench.backends import GRASP_EFFORT, main
+
+
+def test_the_json_report_has_one_ok_row_per_backend_mode_and_scenario(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``ct-bench backends --json --modes mujoco:position --scenarios grasp,cancel,preempt``
+    exits 0 and prints ``{"results": [...]}`` with one row per scenario, in order, each with
+    the keys backend, mode, scenario, ok, final_error, unit, seconds, message; every row ok: the
+    grasp DONE with the grip force within 0.5 N of GRASP_EFFORT, the canceled motion at rest
+    within 10 mrad, the preempting motion reached within 10 mrad."""
+    code = main(["--json", "--modes", "mujoco:position", "--scenarios", "grasp,cancel,preempt"])
+    out = capsys.readouterr().out
+    report = json.loads(out.strip().splitlines()[-1])
+    rows = report["results"]
+    assert [r["scenario"] for r in rows] == ["grasp", "cancel", "preempt"]
+    keys = {"backend", "mode", "scenario", "ok", "final_error", "unit", "seconds", "message"}
+    for row in rows:
+        assert set(row) == keys, row
+        assert (row["backend"], row["mode"]) == ("mujoco", "position")
+        assert row["ok"], row
+        assert row["seconds"] > 0
+    assert code == 0
+    grasp, cancel, preempt = rows
+    assert grasp["message"].startswith("DONE") and grasp["unit"] == "N"
+    assert grasp["final_error"] <= 0.5, (grasp, GRASP_EFFORT)
+    assert cancel["final_error"] <= 0.01 and "canceled" in cancel["message"]
+    assert preempt["final_error"] <= 0.01 and "first preempted" in preempt["message"]
