@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from ct_controllers.config import ConfigError, load_config
 from ct_controllers.model.description import DescriptionError
@@ -29,16 +30,32 @@ def sim_main(argv: list[str] | None = None) -> int:
         help="one of the configured controllers (default: the configuration's default_controller)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--record",
+        metavar="FILE.mcap",
+        help="record the run's joint states, controller state, diagnostics, TF and robot "
+        "description to an MCAP file (sim time; Foxglove, ros2 bag)",
+    )
+    add_video_arguments(parser)
     args = parser.parse_args(argv)
     overrides = {"backend": "mujoco", "mujoco.mode": "lockstep"}
     if args.controller:
         overrides["default_controller"] = args.controller
+    observers: list[Any] = []
     try:
         config = load_config(args.config, overrides=overrides)
-        summary = run_scripted_motion(config)
+        if args.record:
+            from ct_controllers.ros.sim_recording import LockstepRecorder
+
+            observers.append(LockstepRecorder(args.record, active=config.default_controller))
+        if args.video:
+            observers.append(video_recorder(args))
+        summary = run_scripted_motion(config, observers)
     except (ConfigError, DescriptionError, UnknownPluginError, ValueError, LookupError) as exc:
         print(f"ct-sim: {exc}", file=sys.stderr)
         return 2
+    finally:
+        outputs = [observer.close() for observer in observers]
     timing = summary.timing
     if args.json:
         print(
@@ -83,7 +100,33 @@ def sim_main(argv: list[str] | None = None) -> int:
             for name, figures in summary.stages.items()
         )
         print(f"  stages     p50/p99 [µs]: {stages}")
+        for output in outputs:
+            print(f"  output     {output.describe()}")
     return 0 if summary.ok else 1
+
+
+def add_video_arguments(parser: argparse.ArgumentParser) -> None:
+    """--video FILE.mp4, --fps, --size WxH (ct-sim, ct-bench grasp)."""
+    parser.add_argument(
+        "--video",
+        metavar="FILE.mp4",
+        help="render the run offscreen (MuJoCo, headless via EGL) to an MP4 video",
+    )
+    parser.add_argument("--fps", type=float, default=30.0, help="video frames per s of sim time")
+    parser.add_argument(
+        "--size", default="640x480", metavar="WxH", help="video size [px] (default 640x480)"
+    )
+
+
+def video_recorder(args: argparse.Namespace) -> Any:
+    """The VideoRecorder that --video, --fps and --size ask for."""
+    from ct_controllers.hardware.mujoco_view import VideoRecorder
+
+    try:
+        width, height = (int(v) for v in str(args.size).lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--size must be WxH, e.g. 640x480, got {args.size!r}") from None
+    return VideoRecorder(args.video, fps=args.fps, size=(width, height))
 
 
 def bringup_main(argv: list[str] | None = None) -> int:
@@ -105,6 +148,16 @@ def bringup_main(argv: list[str] | None = None) -> int:
         "--print-plan",
         action="store_true",
         help="print the node's ROS arguments and environment changes as JSON, start nothing",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE.mcap",
+        help="record the node's topics, TF and goals to an MCAP file (Foxglove, ros2 bag)",
+    )
+    parser.add_argument(
+        "--viewer",
+        action="store_true",
+        help="open MuJoCo's passive viewer on the simulation (needs a display)",
     )
     args, ros_args = parser.parse_known_args(argv)
     try:
@@ -135,4 +188,6 @@ def bringup_main(argv: list[str] | None = None) -> int:
     os.environ.update(environment)  # before rclpy starts: the DDS variables of the plan
     from ct_controllers.ros.control_node import main as node_main
 
-    return node_main(plan.ros_arguments() + ros_args)
+    own = ["--record", args.record] if args.record else []
+    own += ["--viewer"] if args.viewer else []
+    return node_main(own + plan.ros_arguments() + ros_args)

@@ -4,13 +4,15 @@ through a few waypoints and back home, measured as it goes."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from ct_controllers.config import StackConfig
 from ct_controllers.runtime.control_loop import SUCCEEDED, LoopSnapshot
-from ct_controllers.runtime.stack import build_stack
+from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.runtime.timing import Percentiles, TimingSummary
 
 # Arm waypoints [rad], arm_joints order; each reached in MOVE_TIME then held for SETTLE_TIME.
@@ -22,6 +24,16 @@ WAYPOINTS = (
 MOVE_TIME = 2.0  # [s]
 SETTLE_TIME = 0.5  # [s]
 FINAL_ERROR_LIMIT = 1e-3  # [rad] at the end of the last settle
+
+
+class RunObserver(Protocol):
+    """Looks at a lockstep run between ticks (a recorder, a video renderer): ``started`` once
+    the stack is up, ``ticked`` after every batch of ticks (each snapshot). Its time is not in
+    any tick's timing, nor in the run's wall time."""
+
+    def started(self, stack: Stack) -> None: ...
+
+    def ticked(self, stack: Stack) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,7 @@ class SimSummary:
         return self.final_error <= FINAL_ERROR_LIMIT
 
 
-def run_scripted_motion(config: StackConfig) -> SimSummary:
+def run_scripted_motion(config: StackConfig, observers: Sequence[RunObserver] = ()) -> SimSummary:
     stack = build_stack(config)
     loop = stack.loop
     arm = stack.model.indices(config.arm_joints)
@@ -55,21 +67,36 @@ def run_scripted_motion(config: StackConfig) -> SimSummary:
     errors: list[np.ndarray] = []
     ticks_per_settle = round(SETTLE_TIME / config.period)
     stack.bring_up()
+    observing = 0.0  # [s] of wall time spent in the observers
+
+    def observe(first: bool = False) -> None:
+        nonlocal observing
+        start = time.perf_counter()
+        for observer in observers:
+            if first:
+                observer.started(stack)
+            else:
+                observer.ticked(stack)
+        observing += time.perf_counter() - start
+
     wall_start = time.perf_counter()
     try:
+        observe(first=True)
         for goal in goals:
             loop.request_motion(config.arm_joints, goal, MOVE_TIME)
             while True:
                 loop.run_ticks(loop.snapshot_decimation)
+                observe()
                 snapshot = _latest(loop.snapshot())
                 errors.append((snapshot.reference_position - snapshot.position)[arm])
                 if snapshot.motion is not None and snapshot.motion.state == SUCCEEDED:
                     break
             for _ in range(ticks_per_settle // loop.snapshot_decimation):
                 loop.run_ticks(loop.snapshot_decimation)
+                observe()
                 snapshot = _latest(loop.snapshot())
                 errors.append((snapshot.reference_position - snapshot.position)[arm])
-        wall = time.perf_counter() - wall_start
+        wall = time.perf_counter() - wall_start - observing
         final = _latest(loop.snapshot())
     finally:
         stack.shut_down()

@@ -14,8 +14,9 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.grasp_runner import GraspRunner, ObjectReading
 from ct_controllers.runtime.stack import Stack, build_stack, to_model_order
+from ct_controllers.sim_demo import RunObserver
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
 
 REGION = {"x": (0.45, 0.60), "y": (-0.15, 0.15), "yaw": (-math.pi / 4, math.pi / 4)}
@@ -141,14 +143,23 @@ def run_trial(
     goal: GraspGoal | None = None,
     record: bool = False,
     sensing: str = "full",
+    observers: Callable[[GraspSetup, GraspGoal], Sequence[RunObserver]] | None = None,
 ) -> tuple[TrialResult, GraspSetup]:
+    """One trial. ``observers``: made from the set-up trial and its goal (a recorder, a video
+    renderer), they look at the run between ticks (see ``sim_demo.RunObserver``)."""
     setup = grasp_setup(config, cube, record, sensing=sensing)
     try:
-        setup.task.start(goal or GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        grasp_goal = goal or GraspGoal(grasp_pose=top_down_grasp(*cube))
+        setup.task.start(grasp_goal)
         loop = setup.stack.loop
+        watching = list(observers(setup, grasp_goal)) if observers is not None else []
+        for observer in watching:
+            observer.started(setup.stack)
         ticks = round(TRIAL_LIMIT / config.period)
         for _ in range(ticks // 10):
             loop.run_ticks(10)
+            for observer in watching:
+                observer.ticked(setup.stack)
             if setup.task.finished or loop.fault is not None:
                 break
         snapshot = loop.snapshot()
@@ -214,12 +225,70 @@ def run(trials: int, seed: int, config: StackConfig | None = None, sensing: str 
 
 def plot_trial(path: str, config: StackConfig, cube: tuple[float, float, float]) -> TrialResult:
     """One trial with its TCP error, finger opening, cube height and phase bands, as a PNG."""
+    result, setup = run_trial(config, 0, cube, record=True)
+    plot_records(path, result, setup)
+    return result
+
+
+def showcase_trial(
+    config: StackConfig,
+    cube: tuple[float, float, float],
+    plot: str | None = None,
+    record: str | None = None,
+    video: Any = None,
+) -> tuple[TrialResult, list[str]]:
+    """One trial, plotted (PNG), recorded (MCAP: the state topics, TF and the grasp as the
+    node records a Grasp goal) and filmed (``video``: a ``VideoRecorder``), as asked; returns
+    its result and a line per output."""
+    from ct_controllers.ros.sim_recording import GraspRecorder
+
+    made: list[Any] = []
+
+    def observers(setup: GraspSetup, goal: GraspGoal) -> list[RunObserver]:
+        if record:
+            made.append(
+                GraspRecorder(record, "grasp → diff_ik → computed_torque", setup.runner, goal)
+            )
+        if video is not None:
+            made.append(video)
+        return made
+
+    try:
+        result, setup = run_trial(config, 0, cube, record=plot is not None, observers=observers)
+    except BaseException:
+        for observer in made:
+            observer.close()
+        raise
+    lines = []
+    for observer in made:
+        if isinstance(observer, GraspRecorder):
+            code = _result_code(result)
+            observer.ended(code, result.reason, result.sim_time)
+        lines.append(observer.close().describe())
+    if plot:
+        plot_records(plot, result, setup)
+        lines.append(f"plot: {plot}")
+    return result, lines
+
+
+def _result_code(result: TrialResult) -> int:
+    """The Grasp action's error code for a bench trial's outcome."""
+    from ct_interfaces.action import Grasp
+
+    if result.success:
+        return int(Grasp.Result.SUCCESS)
+    if result.reason.startswith("control loop fault"):
+        return int(Grasp.Result.FAULT)
+    return int(Grasp.Result.PHASE_FAILED)
+
+
+def plot_records(path: str, result: TrialResult, setup: GraspSetup) -> None:
+    """A recorded trial's TCP error, finger opening, cube height and phase bands, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    result, setup = run_trial(config, 0, cube, record=True)
     records = setup.runner.records or []
     t = np.array([r.time for r in records])
     figure, axes = plt.subplots(3, 1, sharex=True, figsize=(8, 6))
@@ -251,10 +320,11 @@ def plot_trial(path: str, config: StackConfig, cube: tuple[float, float, float])
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ct_controllers.cli import add_video_arguments, video_recorder
+
     parser = argparse.ArgumentParser(
         prog="ct-bench grasp",
         description=__doc__,
@@ -264,6 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="FILE.png", help="also run one trial and plot it")
+    parser.add_argument(
+        "--record",
+        metavar="FILE.mcap",
+        help="also run one trial and record it to MCAP (state topics, TF, the grasp goal with "
+        "its feedback and result; sim time)",
+    )
+    add_video_arguments(parser)
     parser.add_argument(
         "--sensing",
         choices=SENSING,
@@ -287,8 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         parser.error(str(exc))
     report = run(args.trials, args.seed, config, args.sensing)
-    if args.plot:
-        plot_trial(args.plot, config, next(random_cubes(args.seed)))
+    outputs: list[str] = []
+    if args.plot or args.record or args.video:
+        video = video_recorder(args) if args.video else None
+        cube = next(random_cubes(args.seed))
+        outputs = showcase_trial(config, cube, args.plot, args.record, video)[1]
     if args.json:
         print(json.dumps(report))
         return 0
@@ -311,6 +391,6 @@ def main(argv: list[str] | None = None) -> int:
             f"(cube x {failure['cube'][0]:.3f}, y {failure['cube'][1]:.3f}, "
             f"yaw {math.degrees(failure['cube'][2]):.0f}°)"
         )
-    if args.plot:
-        print(f"  plot: {args.plot}")
+    for output in outputs:
+        print(f"  {output}")
     return 0

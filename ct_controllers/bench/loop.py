@@ -15,6 +15,13 @@ a bare loop paced and scheduled alike whose ticks do a fixed amount of numpy wor
 the stack's median compute — the overruns, slowdowns and stalls the machine causes by itself.
 Each paced run also reports the goals' starts: the compute of a chain's first ticks after its
 switch. Goal on this non-real-time kernel: p99 jitter ≤ 100 µs and no overrun at 1 kHz.
+
+``--record FILE.mcap``: what recording costs the node's loop. Two more paced runs, each with its
+machine floor: one with a thread doing what the node's state publishers do at 100 Hz (build the
+joint states, /tf and the controller state from each snapshot and serialize them to publish),
+one with the same thread also recording them to FILE.mcap as the node does (the same bytes handed
+to the MCAP writer process; ros/sim_recording.PacedRecorder, ros/recorder.py). Their overruns
+differ by what recording adds.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import math
 import subprocess
 import sys
 import time
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -110,11 +118,15 @@ def paced(
     freeze: bool = True,
     realtime: bool = True,
     cartesian_rate: float = 0.0,
+    messages: bool = False,
+    record: str | None = None,
 ) -> dict:
     """``freeze``: after each set-up, collect and ``gc.freeze()`` what was built (as the ROS
     node does), so that collections during the run only scan what the run allocates.
     ``realtime``: the loop thread's scheduling as configured (SCHED_FIFO 50 by default), else
-    normal scheduling (``realtime.priority`` 0)."""
+    normal scheduling (``realtime.priority`` 0). ``messages``: a thread beside the loop builds
+    and serializes the state messages as the node's state publishers do; ``record``: and
+    records them to this MCAP file as the node records (see the module docstring)."""
     overrides: dict[str, object] = {
         "mujoco.mode": "paced",
         "update_rate": rate,
@@ -126,13 +138,33 @@ def paced(
     # As the node: the goals' thread (here, this one) shares the GIL with the control thread.
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+    recorder = None
+    if record:
+        from ct_controllers.ros.recorder import McapRecorder
+
+        recorder = McapRecorder(record)
     try:
-        return _paced(config, wall_seconds, seed, freeze)
+        report = _paced(config, wall_seconds, seed, freeze, messages or bool(record), recorder)
     finally:
         sys.setswitchinterval(switch_interval)
+        summary = None if recorder is None else recorder.close()
+    if summary is not None:
+        report["recording"] = {
+            "path": summary.path,
+            "messages": summary.messages,
+            "dropped": summary.dropped,
+        }
+    return report
 
 
-def _paced(config: StackConfig, wall_seconds: float, seed: int, freeze: bool) -> dict:
+def _paced(
+    config: StackConfig,
+    wall_seconds: float,
+    seed: int,
+    freeze: bool,
+    messages: bool = False,
+    recorder: Any = None,
+) -> dict:
     scheduling = ""
     monitor = GcMonitor()
     monitor.install()
@@ -158,12 +190,21 @@ def _paced(config: StackConfig, wall_seconds: float, seed: int, freeze: bool) ->
         started = time.monotonic()
         deadline = started + wall_seconds - stack_seconds
         loop.start()
+        recording = None
+        if messages:
+            from ct_controllers.ros.sim_recording import PacedRecorder
+
+            active = "grasp → diff_ik → computed_torque"
+            recording = PacedRecorder(setup.stack, active, recorder)
+            recording.start()
         time.sleep(GOAL_DELAY)
         setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
         loop.switch_controller(setup.runner)  # prepares it here, first
         switched_at = loop.timing.ticks  # the chain runs from this tick or the next
         while not setup.task.finished and time.monotonic() < deadline:
             time.sleep(0.05)
+        if recording is not None:
+            recording.stop()
         setup.stack.shut_down()
         trial_seconds = time.monotonic() - started
         stack_seconds += trial_seconds
@@ -269,6 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="paced runs with normal scheduling instead of the configured SCHED_FIFO (to compare)",
     )
+    parser.add_argument(
+        "--record",
+        metavar="FILE.mcap",
+        help="two more paced runs: the node's state messages built beside the loop, without and "
+        "with recording them to FILE.mcap (what recording adds to overruns)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -279,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.paced_only:
         report["lockstep"] = lockstep(args.sim_seconds, args.seed, args.cartesian_rate)
 
-    def paced_run() -> dict:
+    def paced_run(messages: bool = False, record: str | None = None) -> dict:
         return paced(
             args.paced_seconds,
             args.seed,
@@ -287,10 +334,19 @@ def main(argv: list[str] | None = None) -> int:
             freeze=not args.no_gc_freeze,
             realtime=not args.no_realtime,
             cartesian_rate=args.cartesian_rate,
+            messages=messages,
+            record=record,
         )
 
     if not args.lockstep_only:
         report["paced"] = paced_run()
+        if args.record:
+            report["paced_messages"] = paced_run(messages=True) | {
+                "beside": "the state messages built and serialized at 100 Hz (as published)"
+            }
+            report["paced_recording"] = paced_run(record=args.record) | {
+                "beside": "the same, and recorded to MCAP"
+            }
     if not args.no_load and not args.lockstep_only:
         load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
@@ -325,7 +381,12 @@ def print_report(report: dict) -> None:
         print("  per tick [µs]   p50     p99")
         for stage, figures in step["stages"].items():
             print(f"    {stage:16s}{figures['p50_us']:7.1f} {figures['p99_us']:7.1f}")
-    for key, title in (("paced", "paced"), ("paced_loaded", "paced, loaded")):
+    for key, title in (
+        ("paced", "paced"),
+        ("paced_messages", "paced, messages"),
+        ("paced_recording", "paced, recording"),
+        ("paced_loaded", "paced, loaded"),
+    ):
         if key not in report:
             continue
         run = report[key]
@@ -363,3 +424,11 @@ def print_report(report: dict) -> None:
         )
         if "load" in run:
             print(f"                load: {run['load']}")
+        if "beside" in run:
+            print(f"                beside the loop: {run['beside']}")
+        if "recording" in run:
+            recording = run["recording"]
+            print(
+                f"                recording: {recording['messages']} messages to "
+                f"{recording['path']}, {recording['dropped']} dropped"
+            )

@@ -133,6 +133,17 @@ class ObjectObservation:
     contact_forces: FloatArray | None
 
 
+@dataclass(frozen=True)
+class SimulatedScene:
+    """A simulator's scene, for looking at it: the engine (``"mujoco"``), its model and data, and
+    the lock the backend steps them under (hold it while reading the data)."""
+
+    engine: str
+    model: object
+    data: object
+    lock: object
+
+
 class ObjectSensing(Protocol):
     """An object sensor plug-in (a simulator's privileged view, perception, tactile fingers)."""
 
@@ -362,4 +373,9 @@ class SystemInterface(ABC):
     def object_sensor(self) -> ObjectSensing | None:
         """The object sensor this backend offers (configured), or None: then the grasp task
         judges by the robot's own sensing (joint positions, velocities, efforts) alone."""
+        return None
+
+    def simulated_scene(self) -> SimulatedScene | None:
+        """The simulated scene this backend steps (configured), to render (a video, a viewer),
+        or None: a backend of real drives has none."""
         return None

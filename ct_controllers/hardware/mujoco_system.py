@@ -54,6 +54,7 @@ from ct_controllers.hardware.interface import (
     JointCommand,
     LifecycleState,
     ObjectSensing,
+    SimulatedScene,
     StateSample,
     SystemInterface,
 )
@@ -289,6 +290,12 @@ class MujocoSystem(SystemInterface):
         value = self._force_limit[i] if limit is None else limit
         with self.lock:
             self.model.actuator_forcerange[self._ctrl_adr[i]] = (-value, value)
+
+    def simulated_scene(self) -> SimulatedScene | None:
+        """MuJoCo's model and data, and the lock they are stepped under (configured only)."""
+        if self.model is None or self.data is None:
+            return None
+        return SimulatedScene("mujoco", self.model, self.data, self.lock)
 
     def object_sensor(self) -> ObjectSensing | None:
         """The scene's simulated object sensor (the cube's pose and finger contact forces, read

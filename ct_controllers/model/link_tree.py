@@ -120,6 +120,28 @@ class LinkTree:
         """The fixed joints' transforms (they do not depend on q)."""
         return self._transforms(self._fixed, self._q)
 
+    @property
+    def moving_links(self) -> tuple[tuple[str, str], ...]:
+        """(parent, child) of each movable joint, in the order of :meth:`moving_poses`."""
+        return tuple((parent, child) for parent, child, _, _ in self._moving)
+
+    def moving_poses(self, q: FloatArray) -> list[tuple[list[float], list[float]]]:
+        """The movable joints' transforms at ``q`` as (translation [m], quaternion x y z w),
+        in the order of :attr:`moving_links`: :meth:`moving_transforms` without the names, for
+        publishing at the state rate."""
+        pin.framesForwardKinematics(self.model.model, self.model.data, q)
+        placements = self.model.data.oMf
+        poses = []
+        for _, _, p, c in self._moving:
+            relative = placements[p].actInv(placements[c])
+            poses.append(
+                (
+                    relative.translation.tolist(),
+                    pin.Quaternion(relative.rotation).coeffs().tolist(),
+                )
+            )
+        return poses
+
     def moving_transforms(self, q: FloatArray) -> list[LinkTransform]:
         """The movable joints' transforms at ``q`` [rad | m] (model order, length nq)."""
         q = np.asarray(q, dtype=np.float64)

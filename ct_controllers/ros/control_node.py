@@ -43,6 +43,7 @@ from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
 from ct_controllers.ros.parameters import declare_all, live_gains  # noqa: E402
+from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
 from ct_controllers.runtime.controller_manager import ControllerManager  # noqa: E402
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL  # noqa: E402
@@ -58,7 +59,10 @@ def _plain(value: Any) -> Any:
 
 
 class ControlNode(Node):
-    def __init__(self) -> None:
+    def __init__(self, record: str | None = None, viewer: bool = False) -> None:
+        """``record``: an MCAP file to record the node's messages to (state topics, TF, the
+        robot description, every goal with its feedback, status and result). ``viewer``: open
+        MuJoCo's passive viewer on the simulation (where a display exists; else say why)."""
         super().__init__("controller_manager", namespace="/ct")
         values = {name: _plain(v) for name, v in declare_all(self).items()}
         self.config = StackConfig.from_parameters(values)
@@ -96,10 +100,33 @@ class ControlNode(Node):
             self.stack.shut_down()  # release what configure opened (buses, nodes, threads)
             self.gc_monitor.remove()
             raise
+        self.recorder = McapRecorder(record) if record else None
+        self.arbiter.recorder = self.recorder
         self.state_publishers = StatePublishers(
-            self, self.stack, self.manager, goal_target=self.arbiter.target
+            self,
+            self.stack,
+            self.manager,
+            goal_target=self.arbiter.target,
+            recorder=self.recorder,
         )
         self.state_publishers.start()
+        self.viewer = self._open_viewer() if viewer else None
+
+    def _open_viewer(self) -> Any:
+        from ct_controllers.hardware.mujoco_view import PassiveViewer, viewer_unavailable
+
+        scene = self.stack.hardware.simulated_scene()
+        reason = (
+            "this hardware backend simulates nothing" if scene is None else viewer_unavailable()
+        )
+        if scene is None or reason is not None:
+            self.get_logger().warning(f"--viewer: {reason}")
+            return None
+        try:
+            return PassiveViewer(scene)
+        except Exception as exc:  # a display that does not answer, no OpenGL
+            self.get_logger().warning(f"--viewer: cannot open MuJoCo's viewer: {exc}")
+            return None
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
         """Validate a set as a whole; stage each controller's gains for the next tick boundary,
@@ -179,8 +206,14 @@ class ControlNode(Node):
         return self.arbiter.executing
 
     def shutdown(self) -> None:
-        """Stop publishing and the loop, deactivate the hardware; print the timing summary."""
+        """Stop publishing and the loop, deactivate the hardware, finish the recording; print
+        the timing summary."""
         self.state_publishers.stop()
+        if self.viewer is not None:
+            self.viewer.close()
+        if self.recorder is not None:
+            self.arbiter.recorder = None
+            print(f"ct_control_node: {self.recorder.close().describe()}", flush=True)
         self.stack.shut_down()
         self.gc_monitor.remove()
         timing = self.loop.timing_summary()
@@ -206,6 +239,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ct_control_node")
     parser.add_argument("--target", choices=list(TARGETS), default=None)
     parser.add_argument("--config", help="controllers.yaml to load as parameters")
+    parser.add_argument(
+        "--record",
+        metavar="FILE.mcap",
+        help="record the node's topics and goals to an MCAP file (Foxglove, ros2 bag)",
+    )
+    parser.add_argument(
+        "--viewer",
+        action="store_true",
+        help="open MuJoCo's passive viewer on the simulation (needs a display)",
+    )
     own, ros_args = parser.parse_known_args(arguments)
     extra: list[str] = []
     if own.config:
@@ -236,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     executor = None
     code = 0
     try:
-        node = ControlNode()
+        node = ControlNode(record=own.record, viewer=own.viewer)
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
         # spin() waits without a timeout: a stop whose wake-up it misses would leave the node

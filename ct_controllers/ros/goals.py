@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
+from action_msgs.msg import GoalInfo, GoalStatus
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_services_default
 
@@ -50,6 +51,9 @@ class GoalArbiter:
         self._target: Callable[[], Any] | None = None  # the current goal's, see start()
         self._executing = 0  # execute callbacks running, every action
         self.stopping = threading.Event()  # set at shutdown: every running goal ends ABORTED
+        # An McapRecorder, or None: every goal, its feedback, its status and its result are
+        # written to it (see guarded()).
+        self.recorder: Any = None
 
     def start(
         self, take_over: Callable[[], T], target: Callable[[], Any] | None = None
@@ -107,6 +111,35 @@ def result_code_names(result_type: Any) -> dict[int, str]:
     return {value: name for name, value in constants if isinstance(value, int)}
 
 
+class GoalRecording:
+    """One goal's messages on a recorder (``arbiter.recorder``), under the action's name
+    ``topic`` (e.g. ``/ct/move_to_pose``): ``<topic>/goal`` (the Goal), ``<topic>/feedback``
+    (each Feedback the goal publishes), ``<topic>/result`` (the Result) and ``<topic>/status``
+    (action_msgs/GoalStatus: the goal's id and acceptance stamp, EXECUTING at the start and the
+    terminal status at the end, which ties the goal, feedback and result together). Stamped
+    with ``clock`` (the node's)."""
+
+    def __init__(self, recorder: Any, topic: str, clock: Any, goal_handle: Any) -> None:
+        self.recorder, self.topic, self.clock = recorder, topic, clock
+        self.info = GoalInfo(goal_id=goal_handle.goal_id, stamp=clock.now().to_msg())
+        self.write("goal", goal_handle.request)
+        self.write("status", GoalStatus(goal_info=self.info, status=GoalStatus.STATUS_EXECUTING))
+        publish = goal_handle.publish_feedback
+
+        def publish_feedback(feedback: Any) -> None:
+            publish(feedback)
+            self.write("feedback", feedback)
+
+        goal_handle.publish_feedback = publish_feedback  # this goal's handle only
+
+    def write(self, name: str, message: Any) -> None:
+        self.recorder.write(f"{self.topic}/{name}", message, self.clock.now().nanoseconds)
+
+    def ended(self, goal_handle: Any, result: Any) -> None:
+        self.write("result", result)
+        self.write("status", GoalStatus(goal_info=self.info, status=goal_handle.status))
+
+
 def guarded(
     execute: Callable[[Any], Any],
     result_type: Any,
@@ -114,13 +147,17 @@ def guarded(
     summary: Callable[[Any], str] | None = None,
     arbiter: GoalArbiter | None = None,
     logger: Any = None,
+    topic: str = "",
+    clock: Any = None,
 ) -> Callable[[Any], Any]:
     """An execute callback that never ends a goal with a default result (whose error_code 0 is
     SUCCESS): an exception aborts the goal with FAULT and the exception as the message. Logs the
     goal at INFO when it arrives (``action``, the id's first 8 hex digits, ``summary(goal)``)
     and when it ends (code, message, duration); counts it on ``arbiter`` so that shutdown can
     wait for it; and afterwards drops the goal's request from its handle, which rclpy keeps
-    until the result expires (15 min): a rejected 1 MB goal would otherwise be held that long."""
+    until the result expires (15 min): a rejected 1 MB goal would otherwise be held that long.
+    With a recorder on ``arbiter`` (and ``topic``, ``clock``), the goal is recorded
+    (:class:`GoalRecording`)."""
     codes = result_code_names(result_type)
     log = logger or LOG
 
@@ -132,6 +169,13 @@ def guarded(
         except Exception as exc:  # a summary must never cost a goal its result
             described = f"(no summary: {type(exc).__name__})"
         log.info(f"{action} goal {goal_id} received: {described}")
+        recorder = None if arbiter is None else arbiter.recorder
+        recording = None
+        if recorder is not None and topic and clock is not None:
+            try:
+                recording = GoalRecording(recorder, topic, clock, goal_handle)
+            except Exception as exc:  # a recording must never cost a goal its result
+                log.error(f"{action} goal {goal_id} not recorded: {type(exc).__name__}: {exc}")
         if arbiter is not None:
             arbiter.entered()
         try:
@@ -152,6 +196,8 @@ def guarded(
                 arbiter.left()
             if hasattr(goal_handle, "_goal_request"):  # rclpy's ServerGoalHandle, Foxy to Jazzy
                 goal_handle._goal_request = None
+        if recording is not None:
+            recording.ended(goal_handle, result)
         code = codes.get(result.error_code, str(result.error_code))
         log.info(
             f"{action} goal {goal_id} ended {code} after {time.monotonic() - started:.2f} s: "
@@ -186,6 +232,8 @@ def motion_action_server(
             summary=summary,
             arbiter=arbiter,
             logger=node.get_logger(),
+            topic=f"{node.get_namespace().rstrip('/')}/{name}",
+            clock=node.get_clock(),
         ),
         goal_callback=lambda _goal: GoalResponse.ACCEPT,
         cancel_callback=lambda _goal: CancelResponse.ACCEPT,

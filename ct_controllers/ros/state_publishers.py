@@ -33,17 +33,123 @@ from collections.abc import Callable
 from typing import Any
 
 import rclpy
+from builtin_interfaces.msg import Time
 from ct_interfaces.msg import ControllerState
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.serialization import serialize_message
 from rclpy.time import Time as RosTime
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
 from ct_controllers.ros.conversions import to_time_msg
-from ct_controllers.ros.tf_publisher import TfPublisher
+from ct_controllers.ros.tf_publisher import TfFrames, TfPublisher
 
 LOG = logging.getLogger("ct_controllers")
 SUMMARY_PERIOD = 1.0  # [s] how often the timing percentiles are recomputed
+
+
+class StateMessages:
+    """The state messages of a stack, built from loop snapshots (no node needed: the node's
+    publishers and the lockstep recorders use the same). ``active``: the active controller's
+    name, asked when a message is built."""
+
+    def __init__(self, stack: Any, active: Callable[[], str], gc_monitor: Any = None) -> None:
+        self.stack = stack
+        self.config = stack.config
+        self.active = active
+        self.gc_monitor = gc_monitor
+        self._summary: Any = None
+        self._summary_time = 0.0
+
+    def joint_state(self, snapshot: Any, stamp: Time) -> JointState:
+        message = JointState()
+        message.header.stamp = stamp
+        message.header.frame_id = self.config.base_frame
+        message.name = list(snapshot.joint_names)
+        message.position = snapshot.position.tolist()
+        message.velocity = snapshot.velocity.tolist()
+        message.effort = snapshot.measured_effort.tolist()
+        return message
+
+    def controller_state(self, snapshot: Any, stamp: Time) -> ControllerState:
+        timing = self.timing()
+        return ControllerState(
+            stamp=stamp,
+            active_controllers=[self.active()],
+            joint_names=list(snapshot.joint_names),
+            desired=snapshot.reference_position.tolist(),
+            actual=snapshot.position.tolist(),
+            error=(snapshot.reference_position - snapshot.position).tolist(),
+            commanded_effort=snapshot.commanded_effort.tolist(),
+            saturated=[bool(x) for x in snapshot.saturated],
+            ticks=self.stack.loop.timing.ticks,
+            overruns=self.stack.loop.timing.overruns,
+            compute_time_p50=_finite(timing.compute.p50),
+            compute_time_p99=_finite(timing.compute.p99),
+            period_jitter_p99=_finite(timing.jitter.p99),
+        )
+
+    def timing(self) -> Any:
+        """The loop's timing percentiles, recomputed at most once per SUMMARY_PERIOD: over 65k
+        ticks they cost ~3 ms, which at the 100 Hz state rate would hold this executor thread
+        (and the GIL the control thread needs) for a third of every period."""
+        now = time.monotonic()
+        if self._summary is None or now - self._summary_time >= SUMMARY_PERIOD:
+            self._summary = self.stack.loop.timing_summary()
+            self._summary_time = now
+        return self._summary
+
+    def diagnostics(self, stamp: Time) -> DiagnosticArray:
+        snapshot = self.stack.loop.snapshot()
+        timing = self.timing()
+        fault = None if snapshot is None else snapshot.fault
+        loop = self.stack.loop
+        if not loop.running:
+            fault = loop.stopped_reason or "control loop not running"
+        elif loop.fault is not None:
+            fault = loop.fault  # latched since the last snapshot
+        status = DiagnosticStatus(
+            level=DiagnosticStatus.ERROR if fault else DiagnosticStatus.OK,
+            name="ct/controller_manager: control loop",
+            message=fault or "running",
+            hardware_id=self.stack.description.hardware.plugin,
+            values=[
+                KeyValue(key="active_controller", value=self.active()),
+                KeyValue(key="ticks", value=str(self.stack.loop.timing.ticks)),
+                KeyValue(key="overruns", value=str(self.stack.loop.timing.overruns)),
+                KeyValue(key="compute_p50_us", value=f"{timing.compute.p50 * 1e6:.1f}"),
+                KeyValue(key="compute_p99_us", value=f"{timing.compute.p99 * 1e6:.1f}"),
+                KeyValue(key="compute_max_us", value=f"{timing.compute.max * 1e6:.1f}"),
+                KeyValue(key="jitter_p99_us", value=f"{timing.jitter.p99 * 1e6:.1f}"),
+                KeyValue(key="period_p50_us", value=f"{timing.period.p50 * 1e6:.1f}"),
+                KeyValue(key="period_max_us", value=f"{timing.period.max * 1e6:.1f}"),
+                *self._stage_values(),
+                *self._gc_values(),
+                *(
+                    KeyValue(key=key, value=str(value))
+                    for key, value in self.stack.loop.diagnostics().items()
+                ),
+            ],
+        )
+        message = DiagnosticArray(status=[status])
+        message.header.stamp = stamp
+        return message
+
+    def _stage_values(self) -> list[KeyValue]:
+        values = []
+        for stage, figures in self.stack.loop.stages.summary().items():
+            for name, value in (("p50", figures.p50), ("p99", figures.p99), ("max", figures.max)):
+                values.append(KeyValue(key=f"stage_{stage}_{name}_us", value=f"{value * 1e6:.1f}"))
+        return values
+
+    def _gc_values(self) -> list[KeyValue]:
+        monitor = self.gc_monitor
+        if monitor is None:
+            return []
+        return [
+            KeyValue(key="gc_collections", value=str(monitor.collections)),
+            KeyValue(key="gc_pause_max_us", value=f"{monitor.longest * 1e6:.1f}"),
+        ]
 
 
 class StatePublishers:
@@ -55,12 +161,19 @@ class StatePublishers:
         state_rate: float = 100.0,  # [Hz] joint states, clock, controller state
         diagnostics_rate: float = 1.0,  # [Hz]
         goal_target: Callable[[], Any] | None = None,
+        recorder: Any = None,
     ) -> None:
         """Creates the publishers; :meth:`start` starts publishing, :meth:`stop` ends it.
         ``goal_target``: the running goal's TCP target or None (``GoalArbiter.target``), drawn
-        as the ``ct_goal`` TF frame."""
+        as the ``ct_goal`` TF frame. ``recorder``: a
+        :class:`~ct_controllers.ros.recorder.McapRecorder` that gets every message published
+        here (but /clock), stamped with the node's clock."""
         self.node, self.stack, self.manager = node, stack, manager
         self.config = stack.config
+        self.recorder = recorder
+        self.messages = StateMessages(
+            stack, lambda: str(manager.active), getattr(node, "gc_monitor", None)
+        )
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
         # A simulated backend is the clock source: /clock is published from its stamps.
         self.clock = (
@@ -68,12 +181,10 @@ class StatePublishers:
         )
         self.controller_state = node.create_publisher(ControllerState, "controller_state", 10)
         self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.tf = TfPublisher(node, stack, goal_target)
+        self.tf = TfPublisher(node, TfFrames(stack, goal_target))
         self.state_period = 1.0 / state_rate  # [s]
         self.diagnostics_period = 1.0 / diagnostics_rate  # [s]
         self.drives_node_clock = self.clock is not None and _drop_clock_subscription(node)
-        self._summary: Any = None
-        self._summary_time = 0.0
         self._last_stamp: float | None = None  # [s] of the last joint state published
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -115,11 +226,25 @@ class StatePublishers:
                     LOG.error("state publishers stopped: %s: %s", type(exc).__name__, exc)
                 return
 
+    def _send(self, publisher: Any, message: Any) -> None:
+        """Publish ``message``; when recording, serialize it once and hand the same CDR bytes
+        to the publisher and the recorder (stamped with the node's clock)."""
+        if self.recorder is None:
+            publisher.publish(message)
+            return
+        data = serialize_message(message)
+        publisher.publish(data)
+        now = self.node.get_clock().now().nanoseconds
+        self.recorder.write(publisher.topic_name, data, now, type(message))
+
     def publish_latched(self) -> None:
         """/robot_description and /tf_static, once (transient local: late subscribers get
         them), stamped with the latest measurement time (0 before any)."""
         snapshot = self.stack.loop.snapshot()
-        self.tf.publish_latched(to_time_msg(0.0 if snapshot is None else snapshot.stamp))
+        stamp = to_time_msg(0.0 if snapshot is None else snapshot.stamp)
+        description, static = self.tf.frames.latched(stamp)
+        self._send(self.tf.description, description)
+        self._send(self.tf.static, static)
 
     def publish_state(self) -> None:
         snapshot = self.stack.loop.snapshot()
@@ -129,99 +254,20 @@ class StatePublishers:
             return  # nothing newly measured: silence, not a frozen stamp
         self._last_stamp = snapshot.stamp
         stamp = to_time_msg(snapshot.stamp)
-        message = JointState()
-        message.header.stamp = stamp
-        message.header.frame_id = self.config.base_frame
-        message.name = list(snapshot.joint_names)
-        message.position = snapshot.position.tolist()
-        message.velocity = snapshot.velocity.tolist()
-        message.effort = snapshot.measured_effort.tolist()
-        self.joint_states.publish(message)
-        self.tf.publish(snapshot.position, stamp)
         if self.clock is not None:
             self.clock.publish(Clock(clock=stamp))
             node_clock = self.node.get_clock()
             if self.drives_node_clock and node_clock.ros_time_is_active:
                 node_clock.set_ros_time_override(RosTime.from_msg(stamp))
-        timing = self._timing()
-        state = ControllerState(
-            stamp=stamp,
-            active_controllers=[self.manager.active],
-            joint_names=list(snapshot.joint_names),
-            desired=snapshot.reference_position.tolist(),
-            actual=snapshot.position.tolist(),
-            error=(snapshot.reference_position - snapshot.position).tolist(),
-            commanded_effort=snapshot.commanded_effort.tolist(),
-            saturated=[bool(x) for x in snapshot.saturated],
-            ticks=self.stack.loop.timing.ticks,
-            overruns=self.stack.loop.timing.overruns,
-            compute_time_p50=_finite(timing.compute.p50),
-            compute_time_p99=_finite(timing.compute.p99),
-            period_jitter_p99=_finite(timing.jitter.p99),
-        )
-        self.controller_state.publish(state)
-
-    def _timing(self) -> Any:
-        """The loop's timing percentiles, recomputed at most once per SUMMARY_PERIOD: over 65k
-        ticks they cost ~3 ms, which at the 100 Hz state rate would hold this executor thread
-        (and the GIL the control thread needs) for a third of every period."""
-        now = time.monotonic()
-        if self._summary is None or now - self._summary_time >= SUMMARY_PERIOD:
-            self._summary = self.stack.loop.timing_summary()
-            self._summary_time = now
-        return self._summary
+        self._send(self.joint_states, self.messages.joint_state(snapshot, stamp))
+        tf = self.tf.frames.message(snapshot.position, stamp)
+        if tf is not None:
+            self._send(self.tf.dynamic, tf)
+        self._send(self.controller_state, self.messages.controller_state(snapshot, stamp))
 
     def publish_diagnostics(self) -> None:
-        snapshot = self.stack.loop.snapshot()
-        timing = self._timing()
-        fault = None if snapshot is None else snapshot.fault
-        loop = self.stack.loop
-        if not loop.running:
-            fault = loop.stopped_reason or "control loop not running"
-        elif loop.fault is not None:
-            fault = loop.fault  # latched since the last snapshot
-        status = DiagnosticStatus(
-            level=DiagnosticStatus.ERROR if fault else DiagnosticStatus.OK,
-            name="ct/controller_manager: control loop",
-            message=fault or "running",
-            hardware_id=self.stack.description.hardware.plugin,
-            values=[
-                KeyValue(key="active_controller", value=self.manager.active),
-                KeyValue(key="ticks", value=str(self.stack.loop.timing.ticks)),
-                KeyValue(key="overruns", value=str(self.stack.loop.timing.overruns)),
-                KeyValue(key="compute_p50_us", value=f"{timing.compute.p50 * 1e6:.1f}"),
-                KeyValue(key="compute_p99_us", value=f"{timing.compute.p99 * 1e6:.1f}"),
-                KeyValue(key="compute_max_us", value=f"{timing.compute.max * 1e6:.1f}"),
-                KeyValue(key="jitter_p99_us", value=f"{timing.jitter.p99 * 1e6:.1f}"),
-                KeyValue(key="period_p50_us", value=f"{timing.period.p50 * 1e6:.1f}"),
-                KeyValue(key="period_max_us", value=f"{timing.period.max * 1e6:.1f}"),
-                *self._stage_values(),
-                *self._gc_values(),
-                *(
-                    KeyValue(key=key, value=str(value))
-                    for key, value in self.stack.loop.diagnostics().items()
-                ),
-            ],
-        )
-        message = DiagnosticArray(status=[status])
-        message.header.stamp = self.node.get_clock().now().to_msg()
-        self.diagnostics.publish(message)
-
-    def _stage_values(self) -> list[KeyValue]:
-        values = []
-        for stage, figures in self.stack.loop.stages.summary().items():
-            for name, value in (("p50", figures.p50), ("p99", figures.p99), ("max", figures.max)):
-                values.append(KeyValue(key=f"stage_{stage}_{name}_us", value=f"{value * 1e6:.1f}"))
-        return values
-
-    def _gc_values(self) -> list[KeyValue]:
-        monitor = getattr(self.node, "gc_monitor", None)
-        if monitor is None:
-            return []
-        return [
-            KeyValue(key="gc_collections", value=str(monitor.collections)),
-            KeyValue(key="gc_pause_max_us", value=f"{monitor.longest * 1e6:.1f}"),
-        ]
+        message = self.messages.diagnostics(self.node.get_clock().now().to_msg())
+        self._send(self.diagnostics, message)
 
 
 def _finite(value: float) -> float:

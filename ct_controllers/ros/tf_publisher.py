@@ -79,52 +79,61 @@ def pose_transform(parent: str, child: str, pose: FloatArray, stamp: Time) -> Tr
     return transform_message(transform_of(parent, child, pin.SE3(pose)), stamp)
 
 
-class TfPublisher:
-    """/robot_description and /tf_static once (:meth:`publish_latched`), /tf per measured state
-    (:meth:`publish`). Owns its own model copy: used from one thread only."""
+class TfFrames:
+    """The messages: the robot description, the static transforms and the /tf message per
+    measured state. Owns its own model copy: used from one thread only. No node needed (the
+    lockstep recorders use it too)."""
 
     def __init__(
         self,
-        node: Any,
         stack: Any,
         goal_target: Callable[[], FloatArray | None] | None = None,
     ) -> None:
-        self.node = node
         self.base_frame = stack.config.base_frame
         self.urdf = stack.description.urdf
         self.tree = LinkTree(stack.model, self.urdf)
         self.goal_target = goal_target
         self.object_sensor = stack.hardware.object_sensor()
-        self.description = node.create_publisher(String, DESCRIPTION_TOPIC, latched_qos())
-        self.static = node.create_publisher(TFMessage, TF_STATIC_TOPIC, latched_qos())
-        self.dynamic = node.create_publisher(TFMessage, TF_TOPIC, tf_qos())
+        self._moving = []  # one TransformStamped per movable joint, refilled by message()
+        for parent, child in self.tree.moving_links:
+            transform = TransformStamped()
+            transform.header.frame_id = parent
+            transform.child_frame_id = child
+            self._moving.append(transform)
+        self._message = TFMessage()
 
-    def latched_messages(self, stamp: Time) -> tuple[String, TFMessage]:
+    def latched(self, stamp: Time) -> tuple[String, TFMessage]:
         """The robot description and the static transforms (stamped ``stamp``)."""
         static = TFMessage(
             transforms=[transform_message(t, stamp) for t in self.tree.static_transforms()]
         )
         return String(data=self.urdf), static
 
-    def publish_latched(self, stamp: Time) -> tuple[String, TFMessage]:
-        description, static = self.latched_messages(stamp)
-        self.description.publish(description)
-        self.static.publish(static)
-        return description, static
-
     def message(self, position: FloatArray, stamp: Time) -> TFMessage | None:
         """The /tf message for measured joint positions ``position`` [rad | m] (model order)
-        measured at ``stamp``; None when a position is not finite (nothing to draw from)."""
+        measured at ``stamp``; None when a position is not finite (nothing to draw from).
+
+        The message and its transforms are reused: each call overwrites the previous call's
+        (publish or serialize it before the next call; building ten TransformStamped anew at
+        the state rate cost more than the rest of the state messages together)."""
         if not np.all(np.isfinite(position)):
             return None
-        transforms = [transform_message(t, stamp) for t in self.tree.moving_transforms(position)]
+        transforms = self._moving
+        for transform, (translation, rotation) in zip(
+            transforms, self.tree.moving_poses(position), strict=True
+        ):
+            transform.header.stamp = stamp
+            t, r = transform.transform.translation, transform.transform.rotation
+            t.x, t.y, t.z = translation
+            r.x, r.y, r.z, r.w = rotation
+        extra = []
         target = None if self.goal_target is None else self.goal_target()
         if target is not None:
-            transforms.append(pose_transform(self.base_frame, GOAL_FRAME, target, stamp))
+            extra.append(pose_transform(self.base_frame, GOAL_FRAME, target, stamp))
         if self.object_sensor is not None:
             observation = self.object_sensor.observe()
             if observation.pose is not None:
-                transforms.append(
+                extra.append(
                     pose_transform(
                         self.base_frame,
                         OBJECT_FRAME,
@@ -132,11 +141,16 @@ class TfPublisher:
                         to_time_msg(observation.stamp),
                     )
                 )
-        return TFMessage(transforms=transforms)
+        self._message.transforms = transforms + extra if extra else transforms
+        return self._message
 
-    def publish(self, position: FloatArray, stamp: Time) -> TFMessage | None:
-        """Publish and return the /tf message (see :meth:`message`)."""
-        message = self.message(position, stamp)
-        if message is not None:
-            self.dynamic.publish(message)
-        return message
+
+class TfPublisher:
+    """The publishers of /robot_description, /tf_static (both latched) and /tf, and the
+    ``frames`` that build their messages; the state publishers' thread publishes them."""
+
+    def __init__(self, node: Any, frames: TfFrames) -> None:
+        self.frames = frames
+        self.description = node.create_publisher(String, DESCRIPTION_TOPIC, latched_qos())
+        self.static = node.create_publisher(TFMessage, TF_STATIC_TOPIC, latched_qos())
+        self.dynamic = node.create_publisher(TFMessage, TF_TOPIC, tf_qos())
