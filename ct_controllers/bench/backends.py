@@ -391,6 +391,37 @@ def format_row(row: Row) -> str:
     )
 
 
+def plot_rows(path: str, rows: Sequence[Row]) -> None:
+    """The rows as a grid (backend/mode × scenario), each cell green (ok) or red with its final
+    error and time, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(dict.fromkeys((r.backend, r.mode) for r in rows))
+    scenarios = list(dict.fromkeys(r.scenario for r in rows))
+    figure, axes = plt.subplots(figsize=(2.0 + 2.2 * len(scenarios), 0.9 + 0.7 * len(modes)))
+    for row in rows:
+        x, y = scenarios.index(row.scenario), modes.index((row.backend, row.mode))
+        color = "#b7e4b0" if row.ok else "#f4a6a6"
+        axes.add_patch(plt.Rectangle((x, y), 1, 1, facecolor=color, edgecolor="white"))
+        if row.final_error is None:
+            error = row.message.split(":")[0][:22]
+        else:
+            error = f"{row.final_error:.3g} {row.unit}"
+        axes.text(x + 0.5, y + 0.5, f"{error}\n{row.seconds:.2f} s", ha="center", va="center")
+    axes.set_xlim(0, len(scenarios))
+    axes.set_ylim(len(modes), 0)
+    axes.set_xticks([i + 0.5 for i in range(len(scenarios))], scenarios)
+    axes.set_yticks([i + 0.5 for i in range(len(modes))], [f"{b}\n{m}" for b, m in modes])
+    axes.tick_params(length=0)
+    axes.set_title("ct-bench backends: final error (plant's own) and time per scenario")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ct-bench backends",
@@ -409,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated, in this order (default all: {', '.join(SCENARIOS)})",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--plot", metavar="FILE.png", help="also save the rows as a grid")
     args = parser.parse_args(argv)
     chosen = [tuple(m.split(":", 1)) for m in args.modes.split(",") if m]
     unknown = [":".join(m) for m in chosen if m not in MODES]
@@ -426,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for backend, mode in chosen:
         rows += run_backend(backend, mode, scenarios, report)
+    if args.plot:
+        plot_rows(args.plot, rows)
     if args.json:
         print(json.dumps({"results": [asdict(r) for r in rows]}))
     else:
