@@ -247,6 +247,13 @@ def _paced(
     computing = Percentiles.of(np.concatenate(compute))
     floor = FloorRun.merge(floors)
     return {
+        # Per-tick samples [s] for --plot (not printed with --json).
+        "_samples": {
+            "jitter": np.concatenate(jitter),
+            "compute": np.concatenate(compute),
+            "floor_jitter": floor.jitter_samples,
+            "floor_compute": floor.compute_samples,
+        },
         "rate_hz": config.update_rate,
         "cartesian_rate_hz": config.effective_cartesian_rate,
         "ticks": ticks,
@@ -318,6 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="histograms of tick compute and start jitter per paced run, the stack beside its "
+        "machine floor",
+    )
     args = parser.parse_args(argv)
     for name in ("sim_seconds", "paced_seconds"):
         if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
@@ -356,11 +369,64 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             load.kill()
             load.wait()
+    samples = {key: run.pop("_samples") for key, run in report.items() if "_samples" in run}
+    if args.plot:
+        if samples:
+            plot(args.plot, report, samples)
+        else:
+            print("ct-bench loop: --plot needs a paced run (not --lockstep-only)", file=sys.stderr)
     if args.json:
         print(json.dumps(report))
     else:
         print_report(report)
+        if args.plot and samples:
+            print(f"  plot: {args.plot}")
     return 0
+
+
+RUN_TITLES = {
+    "paced": "paced",
+    "paced_messages": "paced, state messages built beside",
+    "paced_recording": "paced, state messages built and recorded",
+    "paced_loaded": "paced, machine loaded",
+}
+
+
+def plot(path: str, report: dict, samples: dict[str, dict[str, np.ndarray]]) -> None:
+    """Per paced run, histograms of the ticks' compute time and start jitter [µs], the stack
+    beside its machine floor (log counts), with the overrun thresholds marked, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(samples), 2, figsize=(10, 2.6 * len(samples)), squeeze=False)
+    for row, (key, run) in enumerate(samples.items()):
+        period = 1e6 / report[key]["rate_hz"]  # [µs]
+        fraction = 0.5  # overrun_fraction's default: a start this late overruns
+        for column, (what, limit) in enumerate(
+            (("compute", period), ("jitter", fraction * period))
+        ):
+            axis = axes[row][column]
+            stack, floor = run[what] * 1e6, run[f"floor_{what}"] * 1e6
+            top = max(float(np.percentile(stack, 99.99)), float(floor.max()), limit) * 1.1
+            bins = np.linspace(0.0, top, 80)
+            axis.hist(np.clip(stack, 0, top), bins=bins, alpha=0.6, label="stack", color="C0")
+            axis.hist(np.clip(floor, 0, top), bins=bins, alpha=0.6, label="floor", color="C1")
+            axis.axvline(limit, color="k", linestyle="--", linewidth=1, label="overrun")
+            axis.set_yscale("log")
+            axis.set_xlabel(f"tick {what} [µs]")
+            axis.set_ylabel("ticks")
+            overruns = report[key]["overruns"]
+            floor_overruns = report[key]["floor"]["overruns"]
+            axis.set_title(
+                f"{RUN_TITLES.get(key, key)}: overruns {overruns} (floor {floor_overruns})",
+                fontsize=9,
+            )
+            axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def print_report(report: dict) -> None:

@@ -132,8 +132,11 @@ def simulate(
     duration: float,
     error_time: str,
     limit: Callable[[FloatArray, FloatArray, FloatArray], FloatArray] | None = None,
+    trace: list[tuple[float, FloatArray]] | None = None,
 ) -> TrackingResult:
-    """Run one law for ``duration`` [s]; the first sample is taken after the first step."""
+    """Run one law for ``duration`` [s]; the first sample is taken after the first step.
+    ``trace``: gets (t [s], q_d − q per joint [rad]) after each step (the error the metric
+    takes, before its norm)."""
     steps = round(duration / dt)
     start = trajectory.at(0.0)
     plant.reset(start.q, start.v)
@@ -154,6 +157,8 @@ def simulate(
             return TrackingResult(np.inf, np.inf, np.inf, tau_peak, diverged=True)
         desired = reference.q if error_time == "start" else trajectory.at(t + dt).q
         errors[k] = np.linalg.norm((desired - q_next)[trajectory.amplitude > 0])
+        if trace is not None:
+            trace.append((t + dt, desired - q_next))
     return TrackingResult(
         e_max=float(errors.max()),
         e_rms=float(np.sqrt(np.mean(errors**2))),
@@ -289,6 +294,70 @@ def run(
     }
 
 
+def plot(
+    path: str,
+    robot: str,
+    dt: float,
+    omega: float,
+    duration: float,
+    error_time: str,
+    ct_gains: str = "seed",
+) -> None:
+    """The tracking error of each joint that follows the sine, over time, one panel per law
+    (each on its own scale: they differ by orders of magnitude), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    setup = sample_setup() if robot == "sample" else ct_arm_setup()
+    model = setup.controller_model
+    inertia = np.diag(model.mass_matrix(setup.q0))  # type: ignore[attr-defined]
+    kp, kd = inertia * omega**2, 2.0 * omega * inertia
+    if ct_gains == "seed":
+        ct_kp, ct_kd = kp, kd
+    else:
+        ct_kp, ct_kd = np.full_like(kp, omega**2), np.full_like(kd, 2.0 * omega)
+    trajectory = SineTrajectory.seed_protocol(setup.q0, setup.moving)
+    joints = np.flatnonzero(trajectory.amplitude > 0)
+    figure, axes = plt.subplots(len(LAWS), 1, sharex=True, figsize=(8, 7))
+    for axis, mode in zip(axes, LAWS, strict=True):
+        gains = (ct_kp, ct_kd) if mode == COMPUTED_TORQUE else (kp, kd)
+        controller = ComputedTorqueController(model, *gains, mode)  # type: ignore[arg-type]
+        trace: list[tuple[float, FloatArray]] = []
+        result = simulate(
+            setup.make_plant(dt, 1.0),
+            controller,
+            trajectory,
+            dt,
+            duration,
+            error_time,
+            setup.limit(dt),
+            trace,
+        )
+        t = np.array([sample[0] for sample in trace])
+        errors = np.array([sample[1] for sample in trace])
+        for joint in joints:
+            axis.plot(t, errors[:, joint] * 1e3, linewidth=1, label=f"joint {joint + 1}")
+        axis.set_ylabel("q_d − q [mrad]")
+        axis.set_title(
+            f"{LAW_TITLES[mode]}: RMS ‖e‖ {result.e_rms * 1e3:.3g} mrad, "
+            f"max {result.e_max * 1e3:.3g} mrad",
+            fontsize=10,
+        )
+        axis.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, ncol=len(joints), loc="upper right")
+    axes[-1].set_xlabel("time [s]")
+    figure.suptitle(
+        f"tracking error per joint, {robot}, dt {dt * 1e3:g} ms, ω {omega:g} rad/s, "
+        f"computed-torque gains: {ct_gains}",
+        fontsize=10,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
 def print_report(report: dict) -> None:
     print(
         f"ct-bench tracking: robot {report['robot']}, dt {report['dt']} s, ω {report['omega']} "
@@ -344,14 +413,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--error-time", choices=["start", "end"], default="start")
     parser.add_argument("--ct-gains", choices=["seed", "bandwidth"], default="seed")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="also plot each law's error per joint over time"
+    )
     args = parser.parse_args(argv)
     for name in ("dt", "omega", "duration"):
         value = getattr(args, name)
         if not (np.isfinite(value) and value > 0):
             parser.error(f"--{name} must be positive and finite, got {value}")
     report = run(args.robot, args.dt, args.omega, args.duration, args.error_time, args.ct_gains)
+    if args.plot:
+        plot(
+            args.plot,
+            args.robot,
+            args.dt,
+            args.omega,
+            args.duration,
+            args.error_time,
+            args.ct_gains,
+        )
     if args.json:
         print(json.dumps(report))
     else:
         print_report(report)
+        if args.plot:
+            print(f"  plot: {args.plot}")
     return 0
