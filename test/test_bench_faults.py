@@ -4,11 +4,13 @@ first safe command times and their limits; MuJoCo's lockstep figures are exact."
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
 from ct_controllers.bench import cli
-from ct_controllers.bench.faults import FAULTS, main
+from ct_controllers.bench.faults import FAULTS, Bench, busy_core, loop_scheduling, main
 
 
 def test_json_report_has_every_backend_and_fault_within_its_limit(capsys):
@@ -48,3 +50,45 @@ def test_dispatcher_runs_it_and_bad_arguments_are_named(capsys):
     with pytest.raises(SystemExit):
         main(["--faults", "meteor"])
     assert "meteor" in capsys.readouterr().err
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time [s] of process ``pid`` (/proc/<pid>/stat, fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_load_keeps_one_core_busy_only_while_it_lasts():
+    """busy_core() (``--load``) runs a separate process pinned to one core that takes most of
+    that core while the context lasts (≥ 0.5 s of CPU in 1 s of wall time: generous for a
+    shared machine), and that process is gone afterwards."""
+    with busy_core() as spinner:
+        assert len(os.sched_getaffinity(spinner.pid)) == 1
+        time.sleep(1.0)
+        assert _cpu_seconds(spinner.pid) >= 0.5
+    assert spinner.poll() is not None  # killed and reaped
+
+
+def test_the_bench_thread_is_scheduled_as_the_loop_thread_and_restored():
+    """For a loop that keeps a period (the bridge and CANopen backends), loop_scheduling gives
+    the bench's ticking thread the loop's realtime settings (SCHED_FIFO where the process may)
+    and restores this thread's policy and CPUs afterwards; for a lockstep loop it changes
+    nothing (a loop that never sleeps is left at normal scheduling)."""
+    before = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    cpus = os.sched_getaffinity(0)
+    bench = Bench("mujoco", 100.0)
+    try:
+        with loop_scheduling(bench, realtime=True) as described:
+            assert described == "normal scheduling"
+            assert os.sched_getscheduler(0) == before[0]
+    finally:
+        bench.close()
+    bench = Bench("canopen", 100.0)
+    try:
+        with loop_scheduling(bench, realtime=True) as described:
+            assert described.startswith(("SCHED_FIFO", "SCHED_OTHER"))  # OTHER: not permitted
+    finally:
+        bench.close()
+    assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == before
+    assert os.sched_getaffinity(0) == cpus

@@ -14,8 +14,12 @@ Backends and fault classes:
   ``bus_error``.
 
 Each injection happens during a motion; the time is measured on the backend's own clock, from
-just before the injection to the loop's first safe command (written to the backend; on the
-CAN bus it goes out with the next SYNC, within one period); the table also shows the loop's own
+the fault's onset to the loop's first safe command (written to the backend; on the CAN bus it
+goes out with the next SYNC, within one period). The onset is just before the injection, except
+where the plant process is asked over its stdin to send bad joint states (``nan``,
+``unknown_joint``, ``unstamped``): there it is when the plant switched (its report's
+``mode_since``; on a loaded machine its stdin thread took up to 18 ms to get to it, and the
+joint states it sent meanwhile were good). The table also shows the loop's own
 measure, from its last fresh measurement. The state deadline runs from the last fresh sample's
 *stamp* (a JointState still in flight at the injection does not extend it), and a paced loop
 (the bridge) wakes for it when it passes rather than at its next tick
@@ -31,6 +35,9 @@ and a quarter of the bundled impedance gains (tuned for 1 kHz).
 
 ``--load`` runs a busy loop (a separate process, pinned to one core) for the whole run: the
 figures with one core taken, as on a robot computer that also runs perception or planning.
+The bench ticks the loop on its own thread, scheduled as the loop's thread is when it runs
+(``realtime.*``: SCHED_FIFO 50 by default, for a loop that keeps a period) and restored after;
+``--no-realtime`` leaves it at normal scheduling.
 
 ``--json`` prints ``{"results": [{"backend", "fault", "p50_ms", "max_ms", "limit_ms"}]}``.
 Exit status 1 when some maximum exceeds its limit.
@@ -48,7 +55,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,6 +66,7 @@ from ct_controllers.hardware.fault_injection import InjectingSystem
 from ct_controllers.hardware.sim_drive import SimulatedDrives, simulated_drives_for
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.runtime.realtime import apply_to_current_thread
 from ct_controllers.runtime.stack import Stack, build_stack
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
@@ -211,6 +219,7 @@ class Bench:
         state timeout, from the detection for a fault the backend reports)."""
         loop = self.stack.loop
         joint1, joint4 = MOVES[index % len(MOVES)]
+        before: str | None = None
         for _ in range(MAX_RETRIES + 1):
             loop.request_motion(["joint1", "joint4"], [joint1, joint4], 1.0)
             self.run(0.2)
@@ -218,11 +227,15 @@ class Bench:
                 break
             # Not the injection's: a deadline missed before it (on a loaded machine the loop or
             # the plant can stall for longer than 3 periods). Counted, reset, tried again.
-            print(f"{self.backend}: fault before the injection: {loop.fault}", file=sys.stderr)
+            before = loop.fault
+            print(f"{self.backend}: fault before the injection: {before}", file=sys.stderr)
             self.retried += 1
             self._reset("a fault before the injection")
         else:
-            raise RuntimeError(f"{self.backend}: fault before the injection: {loop.fault}")
+            raise RuntimeError(
+                f"{self.backend}: a fault before the injection {MAX_RETRIES + 1} times in a row, "
+                f"the last: {before}"
+            )
         faults_before = len(loop.faults)
         injected = self.stack.hardware.now()
         self.inject(fault)
@@ -236,7 +249,10 @@ class Bench:
             raise RuntimeError(f"{self.backend}: '{fault}' was never reacted to")
         record = loop.faults[faults_before]
         assert record.first_safe_command is not None
-        elapsed = record.first_safe_command - injected
+        onset = injected
+        if self.backend == "ros2_control_bridge" and fault != "stall":
+            onset = float(self.plant.report()["mode_since"])  # the plant's clock is ours
+        elapsed = record.first_safe_command - onset
         self.clear(fault)
         return elapsed, record.reaction_time or 0.0
 
@@ -248,41 +264,71 @@ class Bench:
             self.drives.close()
 
 
-def bench_backend(backend: str, faults: tuple[str, ...], repeat: int, rate: float) -> list[Result]:
+@contextlib.contextmanager
+def loop_scheduling(bench: Bench, realtime: bool) -> Iterator[str]:
+    """This thread scheduled as the loop's own thread would be (ControlLoop applies
+    ``loop.realtime`` to its thread when the loop keeps a period; memory is not locked here),
+    restored afterwards; yields a description."""
+    loop = bench.stack.loop
+    if not realtime or not (loop.paced or bench.stack.hardware.paced_by_read):
+        yield "normal scheduling"
+        return
+    policy, parameters = os.sched_getscheduler(0), os.sched_getparam(0)
+    cpus = os.sched_getaffinity(0)
+    try:
+        yield apply_to_current_thread(replace(loop.realtime, lock_memory=False)).describe()
+    finally:
+        os.sched_setscheduler(0, policy, parameters)
+        os.sched_setaffinity(0, cpus)
+
+
+def bench_backend(
+    backend: str, faults: tuple[str, ...], repeat: int, rate: float, realtime: bool = True
+) -> list[Result]:
     bench = Bench(backend, rate)
     try:
         results = []
         counter = itertools.count()
-        for fault in faults:
-            pairs = np.array([bench.measure(fault, next(counter)) for _ in range(repeat)])
-            times, loop_times = pairs[:, 0], pairs[:, 1]
-            results.append(
-                Result(
-                    backend,
-                    fault,
-                    float(np.median(times) * 1e3),
-                    float(times.max() * 1e3),
-                    bench.limit(fault) * 1e3,
-                    repeat,
-                    float(loop_times.max() * 1e3),
-                    bench.retried,
-                )
-            )
-            bench.retried = 0
+        with loop_scheduling(bench, realtime) as scheduling:
+            print(f"{backend}: the loop ticks with {scheduling}", file=sys.stderr)
+            results.extend(_measure_all(bench, faults, repeat, counter))
         return results
     finally:
         bench.close()
 
 
+def _measure_all(
+    bench: Bench, faults: tuple[str, ...], repeat: int, counter: Iterator[int]
+) -> list[Result]:
+    results = []
+    for fault in faults:
+        pairs = np.array([bench.measure(fault, next(counter)) for _ in range(repeat)])
+        times, loop_times = pairs[:, 0], pairs[:, 1]
+        results.append(
+            Result(
+                bench.backend,
+                fault,
+                float(np.median(times) * 1e3),
+                float(times.max() * 1e3),
+                bench.limit(fault) * 1e3,
+                repeat,
+                float(loop_times.max() * 1e3),
+                bench.retried,
+            )
+        )
+        bench.retried = 0
+    return results
+
+
 @contextlib.contextmanager
-def busy_core() -> Iterator[int]:
+def busy_core() -> Iterator[subprocess.Popen[bytes]]:
     """A process spinning on one core (the highest-numbered this process may use) while the
-    context lasts; yields that core. Its own process, so it takes a core, not the GIL."""
+    context lasts; yields it. Its own process, so it takes a core, not the GIL."""
     core = max(os.sched_getaffinity(0))
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         os.sched_setaffinity(spinner.pid, {core})
-        yield core
+        yield spinner
     finally:
         spinner.kill()
         spinner.wait(5)
@@ -297,6 +343,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--load", action="store_true", help="keep one core busy (a spinning process) meanwhile"
+    )
+    parser.add_argument(
+        "--no-realtime",
+        action="store_true",
+        help="tick the loop at normal scheduling, not as its own thread runs (realtime.*)",
     )
     args = parser.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
@@ -314,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         for backend in backends:
             faults = tuple(f for f in FAULTS[backend] if not wanted or f in wanted)
             if faults:
-                results.extend(bench_backend(backend, faults, args.repeat, args.rate))
+                results.extend(
+                    bench_backend(backend, faults, args.repeat, args.rate, not args.no_realtime)
+                )
     if args.json:
         keys = ("backend", "fault", "p50_ms", "max_ms", "limit_ms")
         print(json.dumps({"results": [{k: getattr(r, k) for k in keys} for r in results]}))
@@ -323,10 +376,11 @@ def main(argv: list[str] | None = None) -> int:
             f"ct-bench faults: fault → first safe command, {args.repeat} injections each "
             f"(mujoco 1 kHz lockstep; real backends {args.rate:g} Hz)"
             + (", one core busy" if args.load else "")
+            + (", normal scheduling" if args.no_realtime else "")
         )
         print(
-            "  from the injection (p50, max) against the limit; 'loop max': the loop's own\n"
-            "  measure, from its last fresh sample (state timeouts) or the detection"
+            "  from the fault's onset (p50, max) against the limit; 'loop max': the loop's own\n"
+            "  measure, from its last fresh measurement (state timeouts) or the detection"
         )
         print(
             f"  {'backend':20s} {'fault':15s} {'p50 [ms]':>9s} {'max [ms]':>9s} {'limit':>7s}"

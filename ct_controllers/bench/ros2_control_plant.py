@@ -23,8 +23,8 @@ Lines on standard input change its behaviour, for fault injection: ``nan`` (posi
 (zero stamps), ``ok`` (back to normal), ``object W`` / ``object none`` (an object W [m] wide
 between the fingers from now on, or none), ``report`` (one JSON line on standard output: true
 positions and velocities by name, commands received, non-finite or malformed commands, the
-largest |command| per joint, the fingers' contact forces), ``quit``. Stalling is done from
-outside (SIGSTOP/SIGCONT).
+largest |command| per joint, the fingers' contact forces, when the mode last changed), ``quit``.
+Stalling is done from outside (SIGSTOP/SIGCONT).
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ class Plant:
         self.target = self.q.copy()  # [rad | m] position interface: the servo's target
         self.period = 1.0 / rate
         self.mode = "ok"
+        self.mode_since: float | None = None  # [s] time.time of the last change from stdin
         self.lock = threading.Lock()
         self.commands = 0
         self.bad_commands = 0
@@ -222,6 +223,7 @@ class Plant:
                 "last_command": {n: float(self.command[self.model.v_index(n)]) for n in self.names},
                 "effort": {n: float(self.effort[self.model.v_index(n)]) for n in self.names},
                 "first_command_at": self.first_command_at,
+                "mode_since": self.mode_since,  # a fault's onset: data before it were good
                 "contact": contact,  # finger → normal force [N] on the object (none: empty)
             }
 
@@ -326,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             elif word in ("nan", "unknown", "shuffle", "unstamped", "ok"):
                 with plant.lock:
                     plant.mode = word
+                    plant.mode_since = time.time()
                 print(f"mode {word}", flush=True)
             elif word.startswith("object "):
                 value = word.split(maxsplit=1)[1]
