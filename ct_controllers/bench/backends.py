@@ -407,7 +407,7 @@ def plot_rows(path: str, rows: Sequence[Row]) -> None:
         color = "#b7e4b0" if row.ok else "#f4a6a6"
         axes.add_patch(plt.Rectangle((x, y), 1, 1, facecolor=color, edgecolor="white"))
         if row.final_error is None:
-            error = row.message.split(":")[0][:22]
+            error = "refused" if row.message.startswith("refused") else row.message[:22]
         else:
             error = f"{row.final_error:.3g} {row.unit}"
         axes.text(x + 0.5, y + 0.5, f"{error}\n{row.seconds:.2f} s", ha="center", va="center")
