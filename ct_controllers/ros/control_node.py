@@ -213,7 +213,10 @@ class ControlNode(Node):
             self.viewer.close()
         if self.recorder is not None:
             self.arbiter.recorder = None
-            print(f"ct_control_node: {self.recorder.close().describe()}", flush=True)
+            try:
+                print(f"ct_control_node: {self.recorder.close().describe()}", flush=True)
+            except Exception as exc:  # a failed recording: say so, the stop goes on
+                print(f"ct_control_node: {exc}", file=sys.stderr, flush=True)
         self.stack.shut_down()
         self.gc_monitor.remove()
         timing = self.loop.timing_summary()
