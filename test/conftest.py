@@ -32,3 +32,15 @@ def frozen_heap() -> Iterator[None]:
     gc.freeze()
     yield
     gc.unfreeze()
+
+
+@pytest.fixture(scope="module")
+def frozen_module_heap() -> Iterator[None]:
+    """:func:`frozen_heap` for a module whose rigs live across its tests (module-scoped
+    fixtures): frozen once, before the first rig comes up. A collection while a rig runs is
+    the very pause to avoid — the function-scoped fixture collects before each test, with the
+    module's rig already running (seen: 65-87 ms without a PDO on CANopen, every run)."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()

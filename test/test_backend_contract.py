@@ -22,13 +22,12 @@ from ct_controllers.hardware.interface import (
     LifecycleState,
 )
 
-# Real-time deadlines of 30-60 ms against threads of this process: see conftest.frozen_heap.
-pytestmark = pytest.mark.usefixtures("frozen_heap")
-
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def rig(request) -> Iterator[Rig]:
-    """One rig per backend for the whole module; each test leaves it healthy."""
+def rig(request, frozen_module_heap) -> Iterator[Rig]:
+    """One rig per backend for the whole module; each test leaves it healthy. Real-time
+    deadlines of 30-60 ms against threads of this process: the heap is frozen before the first
+    rig (conftest.frozen_module_heap)."""
     rig = make_rig(request.param)
     try:
         yield rig

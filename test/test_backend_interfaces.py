@@ -37,9 +37,6 @@ from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.cartesian_chain import CartesianChain
 
-# Real-time deadlines of 30-60 ms against threads of this process: see conftest.frozen_heap.
-pytestmark = pytest.mark.usefixtures("frozen_heap")
-
 # (backend, mode, configuration overrides): every backend and interface of the rigs.
 MODES: list[tuple[str, str, dict[str, Any]]] = [(b, m, o) for (b, m), o in RIG_MODES.items()]
 OFFSET = np.array([0.03, -0.03, 0.0287])  # [m] base frame: the target, 5.0 cm from the TCP
@@ -48,8 +45,10 @@ ORIENTATION_TOLERANCE = 0.01  # [rad]
 
 
 @pytest.fixture(scope="module", params=MODES, ids=[f"{b}-{m}" for b, m, _ in MODES])
-def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
-    """One rig per backend and mode for the module; each test leaves it holding, healthy."""
+def rig(request: pytest.FixtureRequest, frozen_module_heap: None) -> Iterator[Rig]:
+    """One rig per backend and mode for the module; each test leaves it holding, healthy.
+    Real-time deadlines of 30-60 ms against threads of this process: the heap is frozen before
+    the first rig (conftest.frozen_module_heap)."""
     backend, mode, overrides = request.param
     rig = make_rig(backend, **overrides)
     rig.extra["mode"] = mode
