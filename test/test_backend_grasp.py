@@ -1,7 +1,7 @@
 """A grasp end to end on every backend that can enforce its grip force (issue 15, items 3 and 4),
 on the project's own rigs: the bridge's plant process and the simulated CiA 402 drives hold a
 5 cm object between the fingers (a one-sided contact spring at half its width,
-``hardware/object_contact.py``); MuJoCo has its cube. Fingers on the position interface grip
+``sim/object_contact.py``); MuJoCo has its cube. Fingers on the position interface grip
 through their drives' effort limit, which the grasp runner asks for and the loop sets on the
 backend; a backend that cannot set it (the bridge) has the goal refused, by the Grasp action of
 a running node too."""
@@ -19,12 +19,12 @@ import pytest
 import yaml
 from ros_helpers import NodeProcess, pose_message, ros_client, stop_node
 
-from ct_controllers.bench.faults import SLOW_LOOP_GAINS
 from ct_controllers.bench.grasp import top_down_grasp
-from ct_controllers.bench.ros2_control_plant import PlantProcess
 from ct_controllers.config import load_config
 from ct_controllers.runtime.grasp_runner import build_grasp_runner, grip_force_refusal
+from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
+from ct_controllers.sim.ros2_control_plant import PlantProcess
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
 GRASP_EFFORT = 15.0  # [N] per finger: not the task's default 20 N, nor the URDF's 40 N

@@ -1,7 +1,7 @@
 """Every backend, every interface (issue 15, items 1 and 2), on the project's own rigs: MuJoCo
 (lockstep, effort and position), the ros2_control bridge against its plant process over loopback
 DDS (effort and position) and CANopen CiA 402 against simulated drives on a virtual bus (torque
-and position); the real backends at 100 Hz with the slow-loop gains of ``bench/faults.py``.
+and position); the real backends at 100 Hz with the slow-loop gains of ``sim/gains.py``.
 
 - A chain's joint reference reaches position-interface joints: a Cartesian target 5 cm away is
   reached through a :class:`CartesianChain` (what MoveToPose runs) on every backend and mode,

@@ -20,8 +20,8 @@ from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState, JointScaling, UnitRangeError
 from ct_controllers.hardware.interface import LifecycleState, NotArmedError
-from ct_controllers.hardware.sim_drive import SimulatedDrives, simulated_drives_for
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
 
 _channels = itertools.count()
 RATE = 100.0  # [Hz]: 10 ms SYNC cycles keep the pure-Python bus simulation far from its limits

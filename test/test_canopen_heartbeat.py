@@ -1,7 +1,7 @@
 """The drives watch us (issue 15, item 7): the CANopen master produces a heartbeat (node 127,
 canopen's NMT heartbeat producer), configures every drive to consume it (1016h) with a quick stop
 as its reaction to losing it (6007h = 3), and the simulated drives implement the consumer
-(:mod:`ct_controllers.hardware.sim_drive`). Tested in-process and against a real controller
+(:mod:`ct_controllers.sim.drives`). Tested in-process and against a real controller
 process killed with SIGKILL: python-can's virtual bus stays inside one process and this machine
 has no vcan module, so the controller process's virtual channel is joined to the test's through
 a socket (:mod:`ct_controllers.hardware.can_link`); the kill closes that socket as a pulled
@@ -29,8 +29,8 @@ from ct_controllers.hardware import cia402
 from ct_controllers.hardware.can_link import VirtualChannelLink
 from ct_controllers.hardware.canopen_cia402 import MASTER_NODE_ID, CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState
-from ct_controllers.hardware.sim_drive import WATCH_PERIOD, SimulatedDrives, simulated_drives_for
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.sim.drives import WATCH_PERIOD, SimulatedDrives, simulated_drives_for
 
 _channels = itertools.count()
 RATE = 100.0  # [Hz], as the other CANopen tests (a pure-Python bus)

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from ct_controllers.config import ConfigError, load_config
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
-from ct_controllers.hardware.fault_injection import FAULTS, InjectingSystem
 from ct_controllers.runtime.control_loop import FAILED, LoopSnapshot
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.sim.fault_injection import FAULTS, InjectingSystem
 
 CONFIG = lockstep_config()
 PERIOD = CONFIG.period

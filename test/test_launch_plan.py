@@ -20,11 +20,11 @@ from ct_interfaces.srv import ListControllers, SwitchController
 from rcl_interfaces.srv import GetParameters, ListParameters
 from ros_helpers import Client, ros_client
 
-from ct_controllers.bench.faults import SLOW_LOOP_GAINS
-from ct_controllers.bench.ros2_control_plant import PlantProcess
 from ct_controllers.config import load_config
 from ct_controllers.launch_plan import exit_message, launch_plan
 from ct_controllers.ros.dds import PROFILE, PROFILE_VARIABLES, dds_environment, loopback_environment
+from ct_controllers.sim.gains import SLOW_LOOP_GAINS
+from ct_controllers.sim.ros2_control_plant import PlantProcess
 
 VENV = Path(sys.executable).parent.parent
 BIN = Path(sys.executable).parent

@@ -1,4 +1,4 @@
-"""The object between the fingers (``hardware/object_contact.py``), the contact model the bridge's
+"""The object between the fingers (``sim/object_contact.py``), the contact model the bridge's
 plant process and the simulated CiA 402 drives share through ``motor_step``: a one-sided
 spring-damper at half the object's width on each finger joint, engaged once the finger has
 been open around the object."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from helpers import home_by_name, new_robot_model
 
-from ct_controllers.hardware.object_contact import ObjectBetweenFingers
-from ct_controllers.hardware.sim_drive import motor_step, rotor_inertia
+from ct_controllers.sim.drives import motor_step, rotor_inertia
+from ct_controllers.sim.object_contact import ObjectBetweenFingers
 
 FINGERS = ("left_finger_joint", "right_finger_joint")
 WIDTH = 0.05  # [m]

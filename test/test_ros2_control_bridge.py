@@ -1,6 +1,6 @@
 """The ros2_control bridge backend over real rclpy and real DDS (loopback): the whole stack in
 this process (build_stack with ``backend: ros2_control_bridge``) against a separate process that
-plays the ros2_control side (``ct_controllers.bench.ros2_control_plant``: a plant simulation
+plays the ros2_control side (``ct_controllers.sim.ros2_control_plant``: a plant simulation
 publishing JointState and applying Float64MultiArray efforts). The plant process publishes its
 joints in reverse order, and is made to send NaN, unknown or unstamped joints, to stall (SIGSTOP)
 and to restart."""

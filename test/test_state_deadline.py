@@ -8,8 +8,8 @@ import pytest
 from helpers import bundled_description
 
 from ct_controllers.config import load_config
-from ct_controllers.hardware.fault_injection import InjectingSystem
 from ct_controllers.runtime.stack import build_stack
+from ct_controllers.sim.fault_injection import InjectingSystem
 
 RATE = 10.0  # [Hz]: a long period, so the extra tick and the grid are far apart
 PERIOD = 1.0 / RATE

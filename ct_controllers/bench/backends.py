@@ -17,7 +17,7 @@ Scenarios, each from rest at the home pose, in this order on one rig per backend
   independent FK of its own positions) to the target [m].
 - ``grasp``: APPROACH → CLOSE → HOLD → RELEASE on a 5 cm object — MuJoCo's cube at
   x = 0.5 m (and its object sensor), the plant rigs' object between the fingers
-  (:mod:`ct_controllers.hardware.object_contact`) — with ``GRASP_EFFORT`` per finger and the
+  (:mod:`ct_controllers.sim.object_contact`) — with ``GRASP_EFFORT`` per finger and the
   stack's default joint controller, as the Grasp action runs it; ok at DONE. Error: the largest
   |contact force − grasp_effort| [N] over the fingers during the hold stage, as the plant knows
   the force. Where the fingers are on the position interface and the backend cannot limit

@@ -4,13 +4,13 @@ repeated injections, checked against the detection deadline plus one control per
 
 Backends and fault classes:
 - ``mujoco`` (lockstep, 1 kHz, sim time): sensor faults injected around the backend
-  (:class:`~ct_controllers.hardware.fault_injection.InjectingSystem`): ``stall``, ``nan``,
+  (:class:`~ct_controllers.sim.fault_injection.InjectingSystem`): ``stall``, ``nan``,
   ``inf``, ``stale``, ``future``, ``unknown_joint``, ``read_error``;
 - ``ros2_control_bridge`` (``--rate``, system clock): a plant process over loopback DDS
-  (:mod:`ct_controllers.bench.ros2_control_plant`) stalled with SIGSTOP (``stall``) or made to
+  (:mod:`ct_controllers.sim.ros2_control_plant`) stalled with SIGSTOP (``stall``) or made to
   send ``nan``, ``unknown_joint`` or ``unstamped`` joint states;
 - ``canopen`` (``--rate``, monotonic clock): simulated CiA 402 drives on python-can's virtual bus
-  (:mod:`ct_controllers.hardware.sim_drive`): ``heartbeat_loss``, ``drive_fault``, ``pdo_stop``,
+  (:mod:`ct_controllers.sim.drives`): ``heartbeat_loss``, ``drive_fault``, ``pdo_stop``,
   ``bus_error``.
 
 Each injection happens during a motion; the time is measured on the backend's own clock, from
@@ -62,27 +62,19 @@ import numpy as np
 
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
-from ct_controllers.hardware.fault_injection import InjectingSystem
-from ct_controllers.hardware.sim_drive import SimulatedDrives, simulated_drives_for
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.realtime import apply_to_current_thread
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
+from ct_controllers.sim.fault_injection import InjectingSystem
+from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
 FAULTS = {
     "mujoco": ("stall", "nan", "inf", "stale", "future", "unknown_joint", "read_error"),
     "ros2_control_bridge": ("stall", "nan", "unknown_joint", "unstamped"),
     "canopen": ("heartbeat_loss", "drive_fault", "pdo_stop", "bus_error"),
-}
-# Gains for the 100 Hz backends. The bundled ones are tuned for 1 kHz; at 100 Hz with a period
-# of delay from measurement to applied effort (a bus cycle, a DDS round trip) the impedance's
-# and the safe hold's sampled loops grow (spectral radius 1.94 and 1.19: start-up warns). A
-# quarter of the impedance gains and half the hold damping keep both at or below 1.
-SLOW_LOOP_GAINS = {
-    "joint_impedance.stiffness": [150.0, 150.0, 75.0, 75.0, 25.0, 25.0, 12.5, 25.0, 25.0],
-    "joint_impedance.damping": [12.5, 12.5, 6.25, 6.25, 1.5, 1.5, 0.75, 1.0, 1.0],
-    "safe_hold.damping": [10.0, 10.0, 5.0, 5.0, 2.0, 2.0, 1.0, 2.0, 2.0],
 }
 MOVES = ((0.3, -1.3), (-0.2, -1.8))  # joint1, joint4 targets [rad], alternated
 MAX_RETRIES = 3  # per injection, when a fault came before it
@@ -138,7 +130,7 @@ class Bench:
         wrap = InjectingSystem if backend == "mujoco" else None
         self.stack: Stack = build_stack(self.config, description, wrap_hardware=wrap)
         if backend == "ros2_control_bridge":
-            from ct_controllers.bench.ros2_control_plant import PlantProcess
+            from ct_controllers.sim.ros2_control_plant import PlantProcess
 
             bridge = self.config.bridge
             assert bridge is not None

@@ -42,6 +42,7 @@ from ct_controllers.controllers.computed_torque import (
     ComputedTorqueController,
 )
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
+from ct_controllers.sim.plants import PinocchioPlant, Plant
 
 LAWS = (PD, PD_GRAVITY, COMPUTED_TORQUE)
 LAW_TITLES = {PD: "PD", PD_GRAVITY: "PD + gravity", COMPUTED_TORQUE: "computed torque"}
@@ -87,41 +88,6 @@ class TrackingResult:
     e_final: float
     tau_peak: float
     diverged: bool = False
-
-
-class Plant:
-    """One simulated robot: reset to a state, then step with a torque."""
-
-    def reset(self, q: FloatArray, v: FloatArray) -> None:
-        raise NotImplementedError
-
-    def state(self) -> tuple[FloatArray, FloatArray]:
-        raise NotImplementedError
-
-    def step(self, tau: FloatArray) -> None:
-        raise NotImplementedError
-
-    def unstable(self) -> bool:
-        """The plant itself reported a numerical failure."""
-        return False
-
-
-class PinocchioPlant(Plant):
-    """ABA forward dynamics with semi-implicit Euler (the seed's plant)."""
-
-    def __init__(self, model: pin.Model, dt: float) -> None:
-        self.model, self.data, self.dt = model, model.createData(), dt
-
-    def reset(self, q: FloatArray, v: FloatArray) -> None:
-        self.q, self.v = q.copy(), v.copy()
-
-    def state(self) -> tuple[FloatArray, FloatArray]:
-        return self.q, self.v
-
-    def step(self, tau: FloatArray) -> None:
-        a = pin.aba(self.model, self.data, self.q, self.v, tau)
-        self.v = self.v + a * self.dt
-        self.q = pin.integrate(self.model, self.q, self.v * self.dt)
 
 
 def simulate(
@@ -199,10 +165,10 @@ def sample_setup() -> Setup:
 
 
 def ct_arm_setup() -> Setup:
-    from ct_controllers.bench.mujoco_plant import MujocoPlant, limiter_for
     from ct_controllers.config import load_config
     from ct_controllers.model.description import load_description
     from ct_controllers.model.robot import RobotModel
+    from ct_controllers.sim.mujoco_plant import MujocoPlant, limiter_for
 
     config = load_config()
     description = load_description(mappings={"backend": "mujoco"})

@@ -152,7 +152,7 @@ def build_stack(
     wrap_hardware: Callable[[SystemInterface], SystemInterface] | None = None,
 ) -> Stack:
     """The whole stack from ``config``; ``wrap_hardware`` (tests, benches) may wrap the backend,
-    e.g. in :class:`~ct_controllers.hardware.fault_injection.InjectingSystem`."""
+    e.g. in :class:`~ct_controllers.sim.fault_injection.InjectingSystem`."""
     if description is None:
         description = load_description(
             config.robot_description or None, mappings={"backend": config.backend}

@@ -5,9 +5,9 @@ over loopback DDS) and ``canopen`` (against simulated drives on a virtual bus), 
 able to say what its plant last applied and where its joints truly are, by joint name.
 
 The real-drive backends run at ``REAL_RATE`` (pure-Python bus and DDS round trips) with the
-slow-loop gains of ``bench/faults.py``. Their plants can hold an object between the fingers
-(``object_width``; :mod:`~ct_controllers.hardware.object_contact`), so a grasp runs end to end on
-them; MuJoCo's scene has its own cube.
+slow-loop gains of :mod:`~ct_controllers.sim.gains`. Their plants can hold an object between the
+fingers (``object_width``; :mod:`~ct_controllers.sim.object_contact`), so a grasp runs end to end
+on them; MuJoCo's scene has its own cube.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ct_controllers.bench.faults import SLOW_LOOP_GAINS
-from ct_controllers.bench.ros2_control_plant import PlantProcess
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
-from ct_controllers.hardware.fault_injection import InjectingSystem
 from ct_controllers.hardware.mujoco_system import MujocoSystem
-from ct_controllers.hardware.sim_drive import SimulatedDrives, simulated_drives_for
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
+from ct_controllers.sim.fault_injection import InjectingSystem
+from ct_controllers.sim.gains import SLOW_LOOP_GAINS
+from ct_controllers.sim.ros2_control_plant import PlantProcess
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
 REAL_RATE = 100.0  # [Hz] for the real-drive backends (pure-Python bus and DDS round trips)

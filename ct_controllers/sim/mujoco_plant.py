@@ -1,5 +1,6 @@
 """Our arm in MuJoCo as a benchmark plant: the real backend (lockstep, no objects) behind the
-``Plant`` interface of the tracking benchmark, with the command limiter before every write."""
+:class:`~ct_controllers.sim.plants.Plant` interface of the tracking benchmark, with the command
+limiter before every write."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ct_controllers.bench.tracking import Plant
 from ct_controllers.controllers.controller import FloatArray
 from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.controllers.safe_hold import safe_hold_effort
@@ -15,6 +15,7 @@ from ct_controllers.hardware.interface import JointCommand
 from ct_controllers.hardware.mujoco_system import MujocoConfig, MujocoSystem
 from ct_controllers.model.description import RobotDescription
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.sim.plants import Plant
 
 
 class MujocoPlant(Plant):

@@ -1,21 +1,21 @@
 """A stand-in for a running ros2_control stack, as a separate ROS process: a small plant
 simulation (the arm's rigid-body model with rotor inertia, friction and brakes, from
-:mod:`ct_controllers.hardware.sim_drive`) that publishes ``sensor_msgs/JointState`` like a
+:mod:`ct_controllers.sim.drives`) that publishes ``sensor_msgs/JointState`` like a
 joint_state_broadcaster and applies ``std_msgs/Float64MultiArray`` commands like a
 forward_command_controller (the last command holds until the next; brakes hold the arm until the
 first one arrives): efforts [N·m | N] (``--interface effort``) or position targets [rad | m]
 (``--interface position``), which a drive's position loop servoes at every sub-step of the motor
 model, PD plus the gravity feed-forward, like the simulated CiA 402 drives' CSP servo
-(:data:`~ct_controllers.hardware.sim_drive.SERVO_BANDWIDTH`, torque limited to the URDF effort
+(:data:`~ct_controllers.sim.drives.SERVO_BANDWIDTH`, torque limited to the URDF effort
 limit); the published effort is what the motors apply, as a drive reports it.
 
 With ``--object-width W`` [m] an object sits between the fingers (``--contact-stiffness``
-[N/m], ``--contact-damping`` [N·s/m]; :mod:`~ct_controllers.hardware.object_contact`, the model
+[N/m], ``--contact-damping`` [N·s/m]; :mod:`~ct_controllers.sim.object_contact`, the model
 the simulated CiA 402 drives use too): the fingers close on it and a grasp runs end to end.
 The published finger effort stays the motor's (the command, or the servo's torque), not the
 contact force; ``report`` gives the contact forces separately.
 
-``python -m ct_controllers.bench.ros2_control_plant [--rate HZ] [--order j1,j2,...]
+``python -m ct_controllers.sim.ros2_control_plant [--rate HZ] [--order j1,j2,...]
 [--interface effort|position] [--object-width W]``
 
 Lines on standard input change its behaviour, for fault injection: ``nan`` (positions NaN),
@@ -51,18 +51,18 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from ct_controllers.config import load_config  # noqa: E402
-from ct_controllers.hardware.object_contact import (  # noqa: E402
-    CONTACT_DAMPING,
-    CONTACT_STIFFNESS,
-    ObjectBetweenFingers,
-)
-from ct_controllers.hardware.sim_drive import (  # noqa: E402
+from ct_controllers.model.description import load_description  # noqa: E402
+from ct_controllers.model.robot import RobotModel  # noqa: E402
+from ct_controllers.sim.drives import (  # noqa: E402
     SERVO_BANDWIDTH,
     motor_step,
     rotor_inertia,
 )
-from ct_controllers.model.description import load_description  # noqa: E402
-from ct_controllers.model.robot import RobotModel  # noqa: E402
+from ct_controllers.sim.object_contact import (  # noqa: E402
+    CONTACT_DAMPING,
+    CONTACT_STIFFNESS,
+    ObjectBetweenFingers,
+)
 
 
 class Plant:
@@ -245,7 +245,7 @@ class PlantProcess:
         :meth:`place_object` changes it)."""
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "ct_controllers.bench.ros2_control_plant",
+                sys.executable, "-m", "ct_controllers.sim.ros2_control_plant",
                 "--order", ",".join(reversed(list(joints))), "--rate", str(rate),
                 "--states-topic", states, "--command-topic", commands,
                 "--interface", interface,

@@ -1,6 +1,6 @@
 """An object between the fingers, as the finger joints of a simulated plant feel it — the one
 contact model of the rigs without a physics engine (the bridge's plant process and the simulated
-CiA 402 drives, both through :func:`~ct_controllers.hardware.sim_drive.motor_step`; MuJoCo has a
+CiA 402 drives, both through :func:`~ct_controllers.sim.drives.motor_step`; MuJoCo has a
 real cube). The object is centred between the fingers and rigid but for a contact stiffness:
 each finger joint meets a one-sided spring-damper at half the object's width w,
 
@@ -99,7 +99,7 @@ class ObjectBetweenFingers:
 
     def add_joint_forces(self, q: FloatArray, v: FloatArray, force: FloatArray) -> None:
         """Engage, then add the contact forces to the generalized forces ``force`` [N] (in
-        place, model order), as :func:`~ct_controllers.hardware.sim_drive.motor_step` does at
+        place, model order), as :func:`~ct_controllers.sim.drives.motor_step` does at
         every sub-step."""
         self.engage(q)
         force[list(self.v_indices)] += self.finger_forces(q, v)

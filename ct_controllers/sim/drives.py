@@ -49,12 +49,12 @@ import numpy as np
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen_cia402 import CanopenCia402System, cia402_object_dictionary
 from ct_controllers.hardware.cia402 import DriveState, JointScaling
-from ct_controllers.hardware.object_contact import (
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.sim.object_contact import (
     CONTACT_DAMPING,
     CONTACT_STIFFNESS,
     ObjectBetweenFingers,
 )
-from ct_controllers.model.robot import RobotModel
 
 # Reflected rotor inertia added to M's diagonal (rotor inertia × gear ratio²): [kg·m²] for a
 # revolute joint, [kg] for a prismatic one (a fine-pitch screw reflects a large mass).
@@ -502,7 +502,7 @@ class SimulatedDrives:
     ) -> None:
         """An object ``width`` [m] wide between the finger joints ``fingers`` from now on, with
         contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger
-        (:mod:`~ct_controllers.hardware.object_contact`); None removes it."""
+        (:mod:`~ct_controllers.sim.object_contact`); None removes it."""
         contact = (
             None
             if width is None
