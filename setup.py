@@ -38,7 +38,7 @@ setup(
             "ct_controllers/Ros2ControlBridge = "
             "ct_controllers.hardware.ros2_control_bridge:Ros2ControlBridge",
             "ct_controllers/CanopenCia402System = "
-            "ct_controllers.hardware.canopen_cia402:CanopenCia402System",
+            "ct_controllers.hardware.canopen.system:CanopenCia402System",
         ],
         "ct_controllers.controllers": [
             "ct_controllers/JointImpedance = "

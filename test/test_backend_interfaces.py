@@ -32,7 +32,7 @@ from ct_controllers.controllers.controller import (
     JointState,
 )
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
-from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.cartesian_chain import CartesianChain

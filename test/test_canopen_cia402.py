@@ -17,7 +17,7 @@ from helpers import bundled_description, home_by_name, new_robot_model
 
 from ct_controllers.config import load_config
 from ct_controllers.hardware import cia402
-from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState, JointScaling, UnitRangeError
 from ct_controllers.hardware.interface import LifecycleState, NotArmedError
 from ct_controllers.runtime.stack import Stack, build_stack

@@ -27,7 +27,8 @@ from helpers import bundled_description, home_by_name, new_robot_model
 from ct_controllers.config import load_config
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.can_link import VirtualChannelLink
-from ct_controllers.hardware.canopen_cia402 import MASTER_NODE_ID, CanopenCia402System
+from ct_controllers.hardware.canopen.object_dictionary import MASTER_NODE_ID
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import WATCH_PERIOD, SimulatedDrives, simulated_drives_for

@@ -7,7 +7,7 @@ import numpy as np
 from helpers import bundled_config, new_robot_model
 
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
-from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.runtime.gain_stability import (
     SAMPLES,

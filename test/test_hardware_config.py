@@ -11,7 +11,7 @@ import pytest
 from helpers import bundled_description
 
 from ct_controllers.config import ConfigError, load_config
-from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.hardware.ros2_control_bridge import Ros2ControlBridge
 from ct_controllers.model.description import parse_description

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from ct_controllers.config import StackConfig, load_config
-from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.realtime import apply_to_current_thread

@@ -47,7 +47,8 @@ import canopen
 import numpy as np
 
 from ct_controllers.hardware import cia402
-from ct_controllers.hardware.canopen_cia402 import CanopenCia402System, cia402_object_dictionary
+from ct_controllers.hardware.canopen.object_dictionary import cia402_object_dictionary
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState, JointScaling
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.sim.object_contact import (

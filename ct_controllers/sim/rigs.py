@@ -20,7 +20,7 @@ from typing import Any
 
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware import cia402
-from ct_controllers.hardware.canopen_cia402 import CanopenCia402System
+from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
