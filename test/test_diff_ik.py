@@ -13,7 +13,7 @@ from helpers import home_by_name, new_robot_model
 
 from ct_controllers.controllers.controller import GainError, JointReference, JointState
 from ct_controllers.controllers.diff_ik import DlsDiffIk
-from ct_controllers.controllers.diff_ik_base import DiffIkParameters
+from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
 from ct_controllers.controllers.reference_generator import CartesianTarget, TargetError
 from ct_controllers.model.frames import pose_error
 from ct_controllers.model.robot import RobotModel

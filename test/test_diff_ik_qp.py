@@ -11,7 +11,7 @@ from helpers import bundled_description, home_by_name, lockstep_config, new_robo
 
 from ct_controllers.controllers.controller import GainError, JointState
 from ct_controllers.controllers.diff_ik import DlsDiffIk
-from ct_controllers.controllers.diff_ik_base import DiffIkParameters
+from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
 from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.controllers.limiter import CommandLimiter

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ct_controllers.controllers.controller import FloatArray
-from ct_controllers.controllers.diff_ik_base import DifferentialIkBase, TaskView
+from ct_controllers.controllers.diff_ik_base import DifferentialIkBase
+from ct_controllers.controllers.diff_ik_task import TaskView
 
 
 class DlsDiffIk(DifferentialIkBase):

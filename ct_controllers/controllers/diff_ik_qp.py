@@ -53,11 +53,9 @@ import scipy.sparse as sparse
 from scipy.linalg import lapack
 
 from ct_controllers.controllers.controller import FloatArray, GainError
-from ct_controllers.controllers.diff_ik_base import (
-    DifferentialIkBase,
-    DiffIkParameters,
-    TaskView,
-)
+from ct_controllers.controllers.diff_ik_base import DifferentialIkBase
+from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
+from ct_controllers.controllers.diff_ik_task import TaskView
 from ct_controllers.model.robot import RobotModel
 
 OSQP = "osqp"

@@ -38,11 +38,8 @@ from typing import Any
 import numpy as np
 
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
-from ct_controllers.controllers.diff_ik_base import (
-    DifferentialIkBase,
-    DiffIkParameters,
-    DiffIkStatus,
-)
+from ct_controllers.controllers.diff_ik_base import DifferentialIkBase, DiffIkStatus
+from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
 from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
 from ct_controllers.references.joint_trajectory import (
     JerkLimitedTrajectory,

@@ -1,0 +1,255 @@
+"""The weighted task of one differential-IK tick and its damping, at the reference configuration
+q* (steps 1-4 of :mod:`ct_controllers.controllers.diff_ik_base`):
+
+1. pose error e = [p* − p(q*); log3(R* R(q*)ᵀ)] [m; rad], base axes, short arc, with the
+   ``LOCAL_WORLD_ALIGNED`` TCP Jacobian J (6 x n, the n controlled joints) — the pairing of
+   :mod:`ct_controllers.model.frames`;
+2. task weights: J_w = W J, e_w = W e, W = diag(w) with the zero-weight rows removed (a zero
+   weight takes that axis out of the task, it does not merely down-weight it);
+3. damping raised near singularities: with s the singularity measure of the arm — of the
+   active rows of J, unweighted (a small task weight is not a singularity) — either the
+   manipulability ∏σᵢ or the condition number κ = σ_max/σ_min, and s₀ its threshold,
+       λ² = λ_min² + (λ_max² − λ_min²)(1 − s/s₀)²   if s < s₀    (manipulability),
+       λ² = λ_min² + (λ_max² − λ_min²)(1 − κ₀/κ)²   if κ > κ₀    (condition number),
+   λ_min² otherwise;
+4. rate-limited goal following: the task (e_w and the feedforward) is scaled by one factor
+   α ≤ 1 such that the DLS motion B J_w⁺ e_w + v_ff moves the TCP with
+   ‖linear‖ ≤ ``max_linear_velocity`` and ‖angular‖ ≤ ``max_angular_velocity`` (:func:`rate_scale`).
+
+One factorization of (J_w J_wᵀ + λ² I) serves three right-hand sides: the task error, the
+feedforward twist and the posture displacement seen by the task. The result is a
+:class:`TaskView` for the solvers (DLS, QP).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pinocchio as pin
+from numpy.typing import NDArray
+from scipy.linalg import lapack
+
+from ct_controllers.controllers.controller import FloatArray
+from ct_controllers.controllers.diff_ik_parameters import MANIPULABILITY, DiffIkParameters
+from ct_controllers.controllers.reference_generator import CartesianTarget
+from ct_controllers.model.robot import RobotModel
+
+_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+_dpotrf = lapack.dpotrf
+_dposv = lapack.dposv
+
+
+@dataclass
+class TaskView:
+    """The weighted task of one tick, handed to :meth:`DifferentialIkBase._solve`; with
+    J_w⁺ = J_wᵀ (J_w J_wᵀ + λ² I)⁻¹ (the damped pseudo-inverse):
+
+    jacobian (m, n)     J_w, the active rows of W J at q*
+    error (m,)          e_w [m | rad]
+    damping_squared     λ² [m² | -]
+    task_step (n,)      J_w⁺ e_w [rad | m], the DLS correction before the bandwidth
+    feedforward (n,)    v_ff = J_w⁺ W ẋ_ff [rad/s | m/s] (zeros without a target twist)
+    posture_step (n,)   d = q_post − q* [rad | m]
+    nullspace_posture   N_λ d = (I − J_w⁺ J_w) d [rad | m]
+    q (n,)              q* of the controlled joints [rad | m]
+    velocity_limit (n,) [rad/s | m/s], URDF limit × velocity_scale
+    has_feedforward     whether the target carried a twist
+    """
+
+    jacobian: FloatArray
+    error: FloatArray
+    damping_squared: float
+    task_step: FloatArray
+    feedforward: FloatArray
+    posture_step: FloatArray
+    nullspace_posture: FloatArray
+    q: FloatArray
+    velocity_limit: FloatArray
+    has_feedforward: bool
+
+
+class TaskTick(NamedTuple):
+    """One tick's task and what was measured on the way (for the status).
+
+    view               the weighted task handed to the solver
+    jacobian (6, n)    J of the controlled joints at q*, unweighted (all six rows)
+    position_error     [m]   ‖p* − p(q*)‖
+    orientation_error  [rad] ‖log3(R* R(q*)ᵀ)‖
+    manipulability     ∏σᵢ of the active rows of J
+    condition_number   σ_max/σ_min of the same, NaN unless it is the singularity measure
+    rate_scale         α ≤ 1 applied to the task for the TCP velocity bounds
+    """
+
+    view: TaskView
+    jacobian: FloatArray
+    position_error: float
+    orientation_error: float
+    manipulability: float
+    condition_number: float
+    rate_scale: float
+
+
+@dataclass(frozen=True)
+class TaskCache:
+    """Values derived from one (immutable) parameter set, computed once per set."""
+
+    parameters: DiffIkParameters
+    rows: NDArray[np.intp]
+    all_rows: bool
+    unit_weights: bool
+    row_weights: FloatArray
+    zeros_rows: FloatArray
+    damping_squared: float
+    damping_squared_span: float
+    velocity_limit: FloatArray
+
+
+def rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:
+    """The largest α ≤ 1 with ‖α twist_lin‖ ≤ v_max and ‖α twist_ang‖ ≤ ω_max."""
+    vx, vy, vz, wx, wy, wz = twist.tolist()
+    linear = math.sqrt(vx * vx + vy * vy + vz * vz)
+    angular = math.sqrt(wx * wx + wy * wy + wz * wz)
+    scale = 1.0
+    if linear > parameters.max_linear_velocity:
+        scale = parameters.max_linear_velocity / linear
+    if angular * scale > parameters.max_angular_velocity:
+        scale = parameters.max_angular_velocity / angular
+    return scale
+
+
+class WeightedTask:
+    """The task of frame ``frame_id`` for the controlled joints (velocity columns ``v_sel``,
+    URDF velocity limits ``velocity_limit``), evaluated on ``model``'s scratch data."""
+
+    def __init__(
+        self,
+        model: RobotModel,
+        frame_id: int,
+        v_sel: slice | NDArray[np.intp],
+        velocity_limit: FloatArray,
+    ) -> None:
+        self.model = model
+        self.frame_id = frame_id
+        self.v_sel = v_sel
+        self.velocity_limit = velocity_limit
+        self._cache: TaskCache | None = None
+
+    def cache_for(self, parameters: DiffIkParameters) -> TaskCache:
+        """Values derived from one (immutable) parameter set, computed once per set."""
+        if self._cache is None or self._cache.parameters is not parameters:
+            weights = parameters.task_weights
+            rows = np.flatnonzero(weights > 0)
+            self._cache = TaskCache(
+                parameters=parameters,
+                rows=rows,
+                all_rows=rows.size == 6,
+                unit_weights=bool(np.all(weights[rows] == 1.0)),
+                row_weights=weights[rows].copy(),
+                zeros_rows=np.zeros(rows.size),
+                damping_squared=parameters.damping**2,
+                damping_squared_span=parameters.max_damping**2 - parameters.damping**2,
+                velocity_limit=self.velocity_limit * parameters.velocity_scale,
+            )
+        return self._cache
+
+    def at(
+        self,
+        q_ref: FloatArray,
+        q: FloatArray,
+        goal: CartesianTarget,
+        parameters: DiffIkParameters,
+        posture: FloatArray,
+    ) -> TaskTick:
+        """The task at q* = ``q_ref`` (model order; ``q`` its controlled joints) toward
+        ``goal`` (validated, base frame), with the posture ``posture`` of the controlled
+        joints."""
+        cache = self.cache_for(parameters)
+        data = self.model.data
+        full_jacobian = pin.computeFrameJacobian(
+            self.model.model, data, q_ref, self.frame_id, _LWA
+        )  # also updates oMf of the frame
+        placement = data.oMf[self.frame_id]
+        error = np.empty(6)
+        error[:3] = goal.pose[:3, 3] - placement.translation
+        error[3:] = pin.log3(goal.pose[:3, :3].dot(placement.rotation.T))
+        ex, ey, ez, erx, ery, erz = error.tolist()  # scalar maths: cheaper than 4 array calls
+        position_error = math.sqrt(ex * ex + ey * ey + ez * ez)
+        orientation_error = math.sqrt(erx * erx + ery * ery + erz * erz)
+
+        jacobian = full_jacobian[:, self.v_sel]
+        active = jacobian if cache.all_rows else jacobian[cache.rows]
+        if cache.unit_weights:
+            weighted, weighted_error = active, error if cache.all_rows else error[cache.rows]
+        else:
+            weighted = cache.row_weights[:, None] * active
+            weighted_error = cache.row_weights * (error if cache.all_rows else error[cache.rows])
+        m, n = weighted.shape
+        gram = weighted.dot(weighted.T)
+        # The singularity measure is the arm's, on the unweighted active rows (a small task
+        # weight must not read as a singularity): ∏σᵢ = sqrt(det(J Jᵀ)) (det(JᵀJ) if m > n),
+        # the product of a Cholesky diagonal.
+        physical = gram if cache.unit_weights else active.dot(active.T)
+        if m > n:
+            physical = active.T.dot(active)
+        factor, info = _dpotrf(physical, lower=0, clean=0)
+        manipulability = float(factor.diagonal().prod()) if info == 0 else 0.0
+        condition = math.nan
+        if parameters.singularity_measure == MANIPULABILITY:
+            closeness = 1.0 - manipulability / parameters.singularity_threshold
+        else:
+            eigenvalues = np.linalg.eigvalsh(physical)
+            smallest = math.sqrt(max(float(eigenvalues[0]), 0.0))
+            largest = math.sqrt(max(float(eigenvalues[-1]), 0.0))
+            condition = largest / smallest if smallest > 0 else math.inf
+            closeness = 1.0 - parameters.singularity_threshold / condition
+        damping_squared = cache.damping_squared
+        if closeness > 0:
+            damping_squared += cache.damping_squared_span * closeness * closeness
+
+        # One factorization of (J_w J_wᵀ + λ² I), three right-hand sides: the task error, the
+        # feedforward twist and the posture displacement seen by the task.
+        posture_step = posture - q
+        if goal.twist is None:
+            twist_rows = cache.zeros_rows
+        elif cache.all_rows:
+            twist_rows = cache.row_weights * goal.twist
+        else:
+            twist_rows = cache.row_weights * goal.twist[cache.rows]
+        right_hand = np.array((weighted_error, twist_rows, weighted.dot(posture_step)))
+        gram.flat[:: m + 1] += damping_squared
+        # gram is symmetric, so its transpose is the same matrix in the Fortran order LAPACK
+        # wants; right_hand.T likewise: no copies.
+        _, solved, info = _dposv(gram.T, right_hand.T)
+        if info != 0:
+            raise FloatingPointError(f"J_w J_wᵀ + λ²I not positive definite (LAPACK info {info})")
+        pseudo = weighted.T.dot(solved)  # J_w⁺ applied to the three columns
+        task_step, feedforward = pseudo[:, 0], pseudo[:, 1]
+
+        # Rate-limited goal following, before the solve: the DLS motion B J_w⁺e_w + v_ff would
+        # move the TCP at J (B J_w⁺e_w + v_ff); the task (error and feedforward) is scaled by
+        # the one factor α ≤ 1 that brings it within the TCP bounds. A far goal is then approached
+        # at bounded speed along the DLS direction, and the QP's joint velocity bounds are not
+        # what shapes the path (clipping joints one by one would bend it).
+        scale = rate_scale(jacobian.dot(parameters.bandwidth * task_step + feedforward), parameters)
+        if scale < 1.0:
+            weighted_error = weighted_error * scale
+            task_step = task_step * scale
+            feedforward = feedforward * scale
+        view = TaskView(
+            jacobian=weighted,
+            error=weighted_error,
+            damping_squared=damping_squared,
+            task_step=task_step,
+            feedforward=feedforward,
+            posture_step=posture_step,
+            nullspace_posture=posture_step - pseudo[:, 2],
+            q=q,
+            velocity_limit=cache.velocity_limit,
+            has_feedforward=goal.twist is not None,
+        )
+        return TaskTick(
+            view, jacobian, position_error, orientation_error, manipulability, condition, scale
+        )
