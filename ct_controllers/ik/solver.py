@@ -289,8 +289,6 @@ class IkSolver:
         (full model order; its locked joints are ignored; default :meth:`nominal`)."""
         start_time = time.perf_counter()
         pose = check_pose(target, "IK target")
-        options = self.options
-        lower, upper = self._lower, self._upper
         if seed is None:
             x = self._middle.copy()
         else:
@@ -299,257 +297,341 @@ class IkSolver:
                 raise ValueError(f"IK seed: expected {self.locked_q.size} finite values")
             x = np.empty_like(self._middle)
             x[self._reduced_index] = seed[self._full_index]
-            np.maximum(x, lower, out=x)
-            np.minimum(x, upper, out=x)
-        deadline = start_time + options.time_budget
-        batch_from = start_time + options.batch_after
-        p_goal = pose[:3, 3].copy()
-        r_goal = pose[:3, :3].copy()
-        goal = pin.SE3(r_goal, p_goal)
-        tol_p, tol_r = options.position_tolerance, options.orientation_tolerance
-        # Above this bound on ‖e_L‖², some world component is surely out of tolerance (‖e_L‖ and
-        # the world error's norm agree to a factor 1 ± O(angle), i.e. 1 ± 1e-5 here); below it,
-        # the world error decides.
-        cost_maybe = 3.0 * (tol_p**2 + tol_r**2) * 1.01
-        model, data, frame_id = self._model, self._data, self._frame_id
-        compute_joint_jacobians = pin.computeJointJacobians
-        update_frame_placement = pin.updateFramePlacement
-        get_frame_jacobian = pin.getFrameJacobian
-        frames_forward_kinematics = pin.framesForwardKinematics
-        log3, log6, perf_counter = pin.log3, pin.log6, time.perf_counter
-        dposv = _dposv
-        max_step = options.max_step
-        max_step_squared = max_step**2
-        increase, decrease = options.damping_increase, options.damping_decrease
-        min_damping = options.min_damping
-        per_attempt = options.iterations_per_attempt
-        window, progress = options.progress_window, options.progress_ratio
-        max_restarts = options.max_restarts
-        middle, half_range, rng = self._middle, self._half_range, self._rng
-        lhs = np.empty((6, 6))
-        diagonal = lhs.reshape(-1)[::7]  # a view: adding to it adds λ to the diagonal of lhs
-        lhs_f = lhs.T  # the same symmetric matrix in Fortran order: LAPACK takes it without a copy
-
-        def evaluate(x: FloatArray) -> tuple[FloatArray, FloatArray, float]:
-            """J_L(x) and e_L = log6(T(x)⁻¹ T*) (TCP axes), ‖e_L‖²: seven Python calls."""
-            compute_joint_jacobians(model, data, x)  # FK and every joint Jacobian
-            placement = update_frame_placement(model, data, frame_id)
-            jacobian = get_frame_jacobian(model, data, frame_id, _LOCAL)
-            # .vector views the Motion's memory without keeping it alive: copy while it lives.
-            motion = log6(placement.actInv(goal))
-            error = motion.vector.copy()
-            return jacobian, error, float(error.dot(error))
-
-        def world_error(x: FloatArray) -> FloatArray:
-            """[p* − p(x); log3(R* R(x)ᵀ)], base axes: what the tolerances are about."""
-            frames_forward_kinematics(model, data, x)
-            placement = data.oMf[frame_id]
-            error = np.empty(6)
-            error[:3] = p_goal - placement.translation
-            error[3:] = log3(r_goal.dot(placement.rotation.T))
-            return error
-
-        def within(error: FloatArray) -> bool:
-            e = error.tolist()
-            return (
-                max(abs(e[0]), abs(e[1]), abs(e[2])) <= tol_p
-                and max(abs(e[3]), abs(e[4]), abs(e[5])) <= tol_r
-            )
-
-        def random_start() -> FloatArray:
-            """A restart: uniform in the middle ``restart_spread`` of every range (odd restarts)
-            or in the whole range (even ones)."""
-            spread = options.restart_spread if restarts % 2 else 1.0
-            return middle + half_range * rng.uniform(-spread, spread, size=middle.size)
-
-        iterations = restarts = 0
-        best_x, best_cost = x, math.inf
-        converged = False
-        final_error = None
-        # --- attempts one at a time: the seed first, then random restarts ------------------
-        while True:
-            jacobian, error, cost = evaluate(x)
-            damping = options.damping
-            k = 0
-            checkpoint = cost
-            while True:
-                if cost <= cost_maybe:
-                    final_error = world_error(x)
-                    if within(final_error):
-                        converged = True
-                        break
-                if k % window == 0 and k:
-                    # Past the first iterations, an attempt lives on only while it progresses.
-                    if k >= per_attempt and cost > progress * checkpoint:
-                        break
-                    checkpoint = cost
-                k += 1
-                iterations += 1
-                np.dot(jacobian, jacobian.T, out=lhs)
-                diagonal += damping
-                step = jacobian.T.dot(dposv(lhs_f, error, overwrite_a=1)[1])
-                length_squared = float(step.dot(step))
-                if length_squared > max_step_squared:
-                    step *= math.sqrt(max_step_squared / length_squared)
-                candidate = x + step
-                below, above = candidate < lower, candidate > upper
-                if np.count_nonzero(below) or np.count_nonzero(above):  # cheaper than .any()
-                    # Active set: the joints the step would carry past a bound go exactly to
-                    # it, and the others solve again for what is left of the error.
-                    hit = below | above
-                    fixed = np.where(below, lower, upper) - x
-                    fixed[~hit] = 0.0
-                    free = jacobian.copy()
-                    free[:, hit] = 0.0
-                    np.dot(free, free.T, out=lhs)
-                    diagonal += damping
-                    rest = error - jacobian.dot(fixed)
-                    step = free.T.dot(dposv(lhs_f, rest, overwrite_a=1)[1])
-                    length_squared = float(step.dot(step))
-                    if length_squared > max_step_squared:
-                        step *= math.sqrt(max_step_squared / length_squared)
-                    candidate = x + fixed + step
-                    # The re-solved joints may cross a bound of their own: project them (the
-                    # acceptance test below decides whether the projected step is taken).
-                    np.maximum(candidate, lower, out=candidate)
-                    np.minimum(candidate, upper, out=candidate)
-                new_jacobian, new_error, new_cost = evaluate(candidate)
-                if new_cost < cost:
-                    x, jacobian, error, cost = candidate, new_jacobian, new_error, new_cost
-                    damping = max(damping * decrease, min_damping)
-                else:
-                    damping *= increase
-                if perf_counter() > deadline:
-                    break
-            if cost < best_cost:
-                best_x, best_cost = x, cost
-            if converged or perf_counter() > deadline:
-                break
-            if max_restarts is not None and restarts >= max_restarts:
-                break
-            if perf_counter() > batch_from and self._parallel > 1:
-                break
-            restarts += 1
-            x = random_start()
-
-        # --- then ``parallel_attempts`` random attempts side by side, one LM step for all ----
-        rows = self._parallel
-        if max_restarts is not None:
-            rows = min(rows, max_restarts - restarts)
-        if not converged and rows > 0 and perf_counter() <= deadline:
-            n = x.size
-            xs = np.empty((rows, n))
-            jacobians = np.empty((rows, 6, n))
-            errors = np.empty((rows, 6))
-            costs = [0.0] * rows
-            dampings = [options.damping] * rows
-            ages = [0] * rows
-            checkpoints = [0.0] * rows
-            lhs_b = np.empty((rows, 6, 6))
-
-            def start(row: int) -> None:
-                """A new random attempt in ``row`` (a restart like the ones above)."""
-                nonlocal restarts
-                restarts += 1
-                xr = xs[row]
-                xr[:] = random_start()
-                compute_joint_jacobians(model, data, xr)
-                placement = update_frame_placement(model, data, frame_id)
-                jacobians[row] = get_frame_jacobian(model, data, frame_id, _LOCAL)
-                motion = log6(placement.actInv(goal))
-                e = errors[row]
-                e[:] = motion.vector
-                costs[row] = checkpoints[row] = float(e.dot(e))
-                dampings[row] = options.damping
-                ages[row] = 0
-
-            for row in range(rows):
-                start(row)
-            done_row = -1
-            while done_row < 0:
-                # One LM step for every row (vectorized). The active set is read off the
-                # current point: a joint on a bound whose descent direction J_Lᵀe_L (that is
-                # −½ ∂‖e_L‖²/∂q) points out of its range is held, the others solve for e_L.
-                gradients = np.matmul(errors[:, None, :], jacobians)[:, 0, :]
-                held = ((xs <= lower) & (gradients < 0.0)) | ((xs >= upper) & (gradients > 0.0))
-                free = jacobians * ~held[:, None, :]
-                free_t = free.transpose(0, 2, 1)
-                np.matmul(free, free_t, out=lhs_b)
-                lhs_b.reshape(rows, 36)[:, ::7] += np.array(dampings)[:, None]
-                steps = np.matmul(free_t, np.linalg.solve(lhs_b, errors[:, :, None]))[:, :, 0]
-                lengths = np.sqrt(np.einsum("ij,ij->i", steps, steps))
-                steps *= np.minimum(1.0, max_step / np.maximum(lengths, 1e-300))[:, None]
-                candidates = xs + steps
-                # Joints the step carries past a bound are projected onto it (the acceptance
-                # test decides whether the projected step is taken).
-                np.maximum(candidates, lower, out=candidates)
-                np.minimum(candidates, upper, out=candidates)
-                iterations += rows
-                dropped = []
-                for row in range(rows):
-                    xr = candidates[row]
-                    compute_joint_jacobians(model, data, xr)
-                    placement = update_frame_placement(model, data, frame_id)
-                    jacobian = get_frame_jacobian(model, data, frame_id, _LOCAL)
-                    motion = log6(placement.actInv(goal))
-                    e = motion.vector
-                    c = float(e.dot(e))
-                    if c < costs[row]:
-                        xs[row] = xr
-                        jacobians[row] = jacobian
-                        errors[row] = e
-                        costs[row] = c
-                        dampings[row] = max(dampings[row] * decrease, min_damping)
-                        if c <= cost_maybe:
-                            final_error = world_error(xr)
-                            if within(final_error):
-                                done_row = row
-                                break
-                    else:
-                        dampings[row] *= increase
-                    age = ages[row] = ages[row] + 1
-                    if age % window == 0:
-                        if age >= per_attempt and costs[row] > progress * checkpoints[row]:
-                            if costs[row] < best_cost:
-                                best_x, best_cost = xs[row].copy(), costs[row]
-                            if max_restarts is None or restarts < max_restarts:
-                                start(row)
-                            else:
-                                dropped.append(row)
-                        else:
-                            checkpoints[row] = costs[row]
-                if done_row >= 0 or perf_counter() > deadline:
-                    break
-                if dropped:  # no restart left for these rows: retire them
-                    keep = np.setdiff1d(np.arange(rows), dropped)
-                    rows = keep.size
-                    if not rows:
-                        break
-                    xs, jacobians, errors = xs[keep], jacobians[keep], errors[keep]
-                    costs = [costs[r] for r in keep]
-                    dampings = [dampings[r] for r in keep]
-                    ages = [ages[r] for r in keep]
-                    checkpoints = [checkpoints[r] for r in keep]
-                    lhs_b = np.empty((rows, 6, 6))
-            if done_row >= 0:
-                converged = True
-                x = xs[done_row].copy()
-            else:
-                for row in range(rows):
-                    if costs[row] < best_cost:
-                        best_x, best_cost = xs[row].copy(), costs[row]
-        if converged:
-            best_x = x
-        else:
-            final_error = world_error(best_x)
-        assert final_error is not None
+            np.maximum(x, self._lower, out=x)
+            np.minimum(x, self._upper, out=x)
+        search = _Search(self, pose, start_time)
+        search.one_at_a_time(x)
+        search.side_by_side()
+        best_x, final_error = search.candidate()
         return IkResult(
             q=self.to_full(best_x[self._reduced_index]),
             joint_names=self.joint_names,
             position_error=final_error[:3],
             orientation_error=final_error[3:],
-            converged=within(final_error),
-            iterations=iterations,
-            restarts=restarts,
+            converged=search.within(final_error),
+            iterations=search.iterations,
+            restarts=search.restarts,
             time=time.perf_counter() - start_time,
         )
+
+
+_compute_joint_jacobians = pin.computeJointJacobians
+_update_frame_placement = pin.updateFramePlacement
+_get_frame_jacobian = pin.getFrameJacobian
+_frames_forward_kinematics = pin.framesForwardKinematics
+_log3, _log6 = pin.log3, pin.log6
+
+
+class _Search:
+    """One solve of :meth:`IkSolver.solve`: the target, the time budget, the counters and the
+    best candidate so far, with the attempts as methods — :meth:`attempt` (one LM attempt from
+    a start), :meth:`one_at_a_time` (the seed, then random restarts until ``batch_after``) and
+    :meth:`side_by_side` (``parallel_attempts`` random attempts, one LM step for all)."""
+
+    def __init__(self, solver: IkSolver, pose: FloatArray, start_time: float) -> None:
+        options = solver.options
+        self.options = options
+        self.parallel = solver._parallel
+        self.model, self.data, self.frame_id = solver._model, solver._data, solver._frame_id
+        self.lower, self.upper = solver._lower, solver._upper
+        self.middle, self.half_range, self.rng = solver._middle, solver._half_range, solver._rng
+        self.deadline = start_time + options.time_budget
+        self.batch_from = start_time + options.batch_after
+        self.p_goal = pose[:3, 3].copy()
+        self.r_goal = pose[:3, :3].copy()
+        self.goal = pin.SE3(self.r_goal, self.p_goal)
+        self.tol_p, self.tol_r = options.position_tolerance, options.orientation_tolerance
+        # Above this bound on ‖e_L‖², some world component is surely out of tolerance (‖e_L‖ and
+        # the world error's norm agree to a factor 1 ± O(angle), i.e. 1 ± 1e-5 here); below it,
+        # the world error decides.
+        self.cost_maybe = 3.0 * (self.tol_p**2 + self.tol_r**2) * 1.01
+        self.lhs = np.empty((6, 6))
+        self.iterations = self.restarts = 0
+        self.x = self.middle  # the current (or converged) point
+        self.best_x, self.best_cost = self.middle, math.inf
+        self.converged = False
+        self.final_error: FloatArray | None = None
+
+    # --- what an attempt measures ------------------------------------------------------------
+    def evaluate(self, x: FloatArray) -> tuple[FloatArray, FloatArray, float]:
+        """J_L(x) and e_L = log6(T(x)⁻¹ T*) (TCP axes), ‖e_L‖²: seven Python calls."""
+        model, data, frame_id = self.model, self.data, self.frame_id
+        _compute_joint_jacobians(model, data, x)  # FK and every joint Jacobian
+        placement = _update_frame_placement(model, data, frame_id)
+        jacobian = _get_frame_jacobian(model, data, frame_id, _LOCAL)
+        # .vector views the Motion's memory without keeping it alive: copy while it lives.
+        motion = _log6(placement.actInv(self.goal))
+        error = motion.vector.copy()
+        return jacobian, error, float(error.dot(error))
+
+    def world_error(self, x: FloatArray) -> FloatArray:
+        """[p* − p(x); log3(R* R(x)ᵀ)], base axes: what the tolerances are about."""
+        _frames_forward_kinematics(self.model, self.data, x)
+        placement = self.data.oMf[self.frame_id]
+        error = np.empty(6)
+        error[:3] = self.p_goal - placement.translation
+        error[3:] = _log3(self.r_goal.dot(placement.rotation.T))
+        return error
+
+    def within(self, error: FloatArray) -> bool:
+        e = error.tolist()
+        return (
+            max(abs(e[0]), abs(e[1]), abs(e[2])) <= self.tol_p
+            and max(abs(e[3]), abs(e[4]), abs(e[5])) <= self.tol_r
+        )
+
+    def random_start(self) -> FloatArray:
+        """A restart: uniform in the middle ``restart_spread`` of every range (odd restarts)
+        or in the whole range (even ones)."""
+        spread = self.options.restart_spread if self.restarts % 2 else 1.0
+        middle = self.middle
+        return middle + self.half_range * self.rng.uniform(-spread, spread, size=middle.size)
+
+    # --- the attempts ------------------------------------------------------------------------
+    def one_at_a_time(self, x: FloatArray) -> None:
+        """Attempts one at a time: from ``x`` (the seed), then from random restarts, until one
+        converges, the budget or the restarts are spent, or it is time to batch."""
+        options = self.options
+        max_restarts = options.max_restarts
+        perf_counter = time.perf_counter
+        while True:
+            x, cost = self.attempt(x)
+            if cost < self.best_cost:
+                self.best_x, self.best_cost = x, cost
+            if self.converged or perf_counter() > self.deadline:
+                break
+            if max_restarts is not None and self.restarts >= max_restarts:
+                break
+            if perf_counter() > self.batch_from and self.parallel > 1:
+                break
+            self.restarts += 1
+            x = self.random_start()
+        self.x = x
+
+    def attempt(self, x: FloatArray) -> tuple[FloatArray, float]:
+        """One LM attempt from ``x`` (see the module docstring: bounded step, active set,
+        acceptance test); it ends converged (``self.converged``), abandoned for lack of progress
+        or out of time. Returns where it ended and ‖e_L‖² there."""
+        options = self.options
+        lower, upper = self.lower, self.upper
+        evaluate, world_error, within = self.evaluate, self.world_error, self.within
+        perf_counter, deadline, cost_maybe = time.perf_counter, self.deadline, self.cost_maybe
+        dposv = _dposv
+        max_step_squared = options.max_step**2
+        increase, decrease = options.damping_increase, options.damping_decrease
+        min_damping = options.min_damping
+        per_attempt = options.iterations_per_attempt
+        window, progress = options.progress_window, options.progress_ratio
+        lhs = self.lhs
+        diagonal = lhs.reshape(-1)[::7]  # a view: adding to it adds λ to the diagonal of lhs
+        lhs_f = lhs.T  # the same symmetric matrix in Fortran order: LAPACK takes it without a copy
+        jacobian, error, cost = evaluate(x)
+        damping = options.damping
+        k = 0
+        checkpoint = cost
+        while True:
+            if cost <= cost_maybe:
+                self.final_error = world_error(x)
+                if within(self.final_error):
+                    self.converged = True
+                    break
+            if k % window == 0 and k:
+                # Past the first iterations, an attempt lives on only while it progresses.
+                if k >= per_attempt and cost > progress * checkpoint:
+                    break
+                checkpoint = cost
+            k += 1
+            self.iterations += 1
+            np.dot(jacobian, jacobian.T, out=lhs)
+            diagonal += damping
+            step = jacobian.T.dot(dposv(lhs_f, error, overwrite_a=1)[1])
+            length_squared = float(step.dot(step))
+            if length_squared > max_step_squared:
+                step *= math.sqrt(max_step_squared / length_squared)
+            candidate = x + step
+            below, above = candidate < lower, candidate > upper
+            if np.count_nonzero(below) or np.count_nonzero(above):  # cheaper than .any()
+                # Active set: the joints the step would carry past a bound go exactly to
+                # it, and the others solve again for what is left of the error.
+                hit = below | above
+                fixed = np.where(below, lower, upper) - x
+                fixed[~hit] = 0.0
+                free = jacobian.copy()
+                free[:, hit] = 0.0
+                np.dot(free, free.T, out=lhs)
+                diagonal += damping
+                rest = error - jacobian.dot(fixed)
+                step = free.T.dot(dposv(lhs_f, rest, overwrite_a=1)[1])
+                length_squared = float(step.dot(step))
+                if length_squared > max_step_squared:
+                    step *= math.sqrt(max_step_squared / length_squared)
+                candidate = x + fixed + step
+                # The re-solved joints may cross a bound of their own: project them (the
+                # acceptance test below decides whether the projected step is taken).
+                np.maximum(candidate, lower, out=candidate)
+                np.minimum(candidate, upper, out=candidate)
+            new_jacobian, new_error, new_cost = evaluate(candidate)
+            if new_cost < cost:
+                x, jacobian, error, cost = candidate, new_jacobian, new_error, new_cost
+                damping = max(damping * decrease, min_damping)
+            else:
+                damping *= increase
+            if perf_counter() > deadline:
+                break
+        return x, cost
+
+    def side_by_side(self) -> None:
+        """Then ``parallel_attempts`` random attempts side by side, one LM step for all rows
+        (see the module docstring), until one converges or the budget or restarts are spent."""
+        options = self.options
+        rows = self.parallel
+        max_restarts = options.max_restarts
+        if max_restarts is not None:
+            rows = min(rows, max_restarts - self.restarts)
+        perf_counter, deadline = time.perf_counter, self.deadline
+        if self.converged or rows <= 0 or perf_counter() > deadline:
+            return
+        batch = _Batch(rows, self.x.size)
+        for row in range(rows):
+            self.start_row(batch, row)
+        model, data, frame_id, goal = self.model, self.data, self.frame_id, self.goal
+        lower, upper = self.lower, self.upper
+        world_error, within, cost_maybe = self.world_error, self.within, self.cost_maybe
+        max_step = options.max_step
+        increase, decrease = options.damping_increase, options.damping_decrease
+        min_damping = options.min_damping
+        per_attempt = options.iterations_per_attempt
+        window, progress = options.progress_window, options.progress_ratio
+        done_row = -1
+        while done_row < 0:
+            xs, jacobians, errors = batch.xs, batch.jacobians, batch.errors
+            costs, dampings, ages, checkpoints = (
+                batch.costs,
+                batch.dampings,
+                batch.ages,
+                batch.checkpoints,
+            )
+            # One LM step for every row (vectorized). The active set is read off the
+            # current point: a joint on a bound whose descent direction J_Lᵀe_L (that is
+            # −½ ∂‖e_L‖²/∂q) points out of its range is held, the others solve for e_L.
+            gradients = np.matmul(errors[:, None, :], jacobians)[:, 0, :]
+            held = ((xs <= lower) & (gradients < 0.0)) | ((xs >= upper) & (gradients > 0.0))
+            free = jacobians * ~held[:, None, :]
+            free_t = free.transpose(0, 2, 1)
+            np.matmul(free, free_t, out=batch.lhs)
+            batch.lhs.reshape(rows, 36)[:, ::7] += np.array(dampings)[:, None]
+            steps = np.matmul(free_t, np.linalg.solve(batch.lhs, errors[:, :, None]))[:, :, 0]
+            lengths = np.sqrt(np.einsum("ij,ij->i", steps, steps))
+            steps *= np.minimum(1.0, max_step / np.maximum(lengths, 1e-300))[:, None]
+            candidates = xs + steps
+            # Joints the step carries past a bound are projected onto it (the acceptance
+            # test decides whether the projected step is taken).
+            np.maximum(candidates, lower, out=candidates)
+            np.minimum(candidates, upper, out=candidates)
+            self.iterations += rows
+            dropped = []
+            for row in range(rows):
+                xr = candidates[row]
+                _compute_joint_jacobians(model, data, xr)
+                placement = _update_frame_placement(model, data, frame_id)
+                jacobian = _get_frame_jacobian(model, data, frame_id, _LOCAL)
+                motion = _log6(placement.actInv(goal))
+                e = motion.vector
+                c = float(e.dot(e))
+                if c < costs[row]:
+                    xs[row] = xr
+                    jacobians[row] = jacobian
+                    errors[row] = e
+                    costs[row] = c
+                    dampings[row] = max(dampings[row] * decrease, min_damping)
+                    if c <= cost_maybe:
+                        self.final_error = world_error(xr)
+                        if within(self.final_error):
+                            done_row = row
+                            break
+                else:
+                    dampings[row] *= increase
+                age = ages[row] = ages[row] + 1
+                if age % window == 0:
+                    if age >= per_attempt and costs[row] > progress * checkpoints[row]:
+                        if costs[row] < self.best_cost:
+                            self.best_x, self.best_cost = xs[row].copy(), costs[row]
+                        if max_restarts is None or self.restarts < max_restarts:
+                            self.start_row(batch, row)
+                        else:
+                            dropped.append(row)
+                    else:
+                        checkpoints[row] = costs[row]
+            if done_row >= 0 or perf_counter() > deadline:
+                break
+            if dropped:  # no restart left for these rows: retire them
+                batch.retire(dropped)
+                rows = batch.rows
+                if not rows:
+                    break
+        if done_row >= 0:
+            self.converged = True
+            self.x = batch.xs[done_row].copy()
+        else:
+            for row in range(rows):
+                if batch.costs[row] < self.best_cost:
+                    self.best_x, self.best_cost = batch.xs[row].copy(), batch.costs[row]
+
+    def start_row(self, batch: _Batch, row: int) -> None:
+        """A new random attempt in ``row`` of ``batch`` (a restart like the ones one at a
+        time)."""
+        self.restarts += 1
+        xr = batch.xs[row]
+        xr[:] = self.random_start()
+        model, data, frame_id = self.model, self.data, self.frame_id
+        _compute_joint_jacobians(model, data, xr)
+        placement = _update_frame_placement(model, data, frame_id)
+        batch.jacobians[row] = _get_frame_jacobian(model, data, frame_id, _LOCAL)
+        motion = _log6(placement.actInv(self.goal))
+        e = batch.errors[row]
+        e[:] = motion.vector
+        batch.costs[row] = batch.checkpoints[row] = float(e.dot(e))
+        batch.dampings[row] = self.options.damping
+        batch.ages[row] = 0
+
+    # --- the answer --------------------------------------------------------------------------
+    def candidate(self) -> tuple[FloatArray, FloatArray]:
+        """The point returned (the converged one, else the best seen) and its base-axes error."""
+        if self.converged:
+            best_x = self.x
+        else:
+            best_x = self.best_x
+            self.final_error = self.world_error(best_x)
+        assert self.final_error is not None
+        return best_x, self.final_error
+
+
+class _Batch:
+    """The rows of :meth:`_Search.side_by_side`, one independent attempt each: its point,
+    Jacobian, error, ‖e_L‖², λ_LM, age and the cost at its last progress check."""
+
+    def __init__(self, rows: int, n: int) -> None:
+        self.rows = rows
+        self.xs = np.empty((rows, n))
+        self.jacobians = np.empty((rows, 6, n))
+        self.errors = np.empty((rows, 6))
+        self.costs = [0.0] * rows
+        self.dampings = [0.0] * rows
+        self.ages = [0] * rows
+        self.checkpoints = [0.0] * rows
+        self.lhs = np.empty((rows, 6, 6))
+
+    def retire(self, dropped: list[int]) -> None:
+        """Remove the rows ``dropped`` (no restart left for them)."""
+        keep = np.setdiff1d(np.arange(self.rows), dropped)
+        self.rows = keep.size
+        self.xs, self.jacobians, self.errors = (
+            self.xs[keep],
+            self.jacobians[keep],
+            self.errors[keep],
+        )
+        self.costs = [self.costs[r] for r in keep]
+        self.dampings = [self.dampings[r] for r in keep]
+        self.ages = [self.ages[r] for r in keep]
+        self.checkpoints = [self.checkpoints[r] for r in keep]
+        self.lhs = np.empty((self.rows, 6, 6))
