@@ -1,7 +1,7 @@
 """A controller process for ``test_canopen_heartbeat``: the whole stack (``build_stack``, backend
 canopen, its loop in its own thread) in a process of its own, on a python-can virtual channel
 joined to the test's channel through an inherited socket
-(:class:`~ct_controllers.hardware.can_link.VirtualChannelLink`).
+(:class:`~ct_controllers.sim.can_link.VirtualChannelLink`).
 
 ``python test/canopen_master_process.py --fd N --overrides JSON``
 
@@ -22,8 +22,8 @@ import time
 from helpers import bundled_description
 
 from ct_controllers.config import load_config
-from ct_controllers.hardware.can_link import VirtualChannelLink
 from ct_controllers.runtime.stack import build_stack
+from ct_controllers.sim.can_link import VirtualChannelLink
 
 MOTION = (["joint1", "joint4"], [0.4, -1.2], 3.0)  # joints, targets [rad], duration [s]
 SETTLE = 0.4  # [s] of motion before saying "commanding"

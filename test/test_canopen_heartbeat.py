@@ -4,7 +4,7 @@ as its reaction to losing it (6007h = 3), and the simulated drives implement the
 (:mod:`ct_controllers.sim.drives`). Tested in-process and against a real controller
 process killed with SIGKILL: python-can's virtual bus stays inside one process and this machine
 has no vcan module, so the controller process's virtual channel is joined to the test's through
-a socket (:mod:`ct_controllers.hardware.can_link`); the kill closes that socket as a pulled
+a socket (:mod:`ct_controllers.sim.can_link`); the kill closes that socket as a pulled
 cable would, and nothing of the dead process reaches the drives any more."""
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from helpers import bundled_description, home_by_name, new_robot_model
 
 from ct_controllers.config import load_config
 from ct_controllers.hardware import cia402
-from ct_controllers.hardware.can_link import VirtualChannelLink
 from ct_controllers.hardware.canopen.object_dictionary import MASTER_NODE_ID
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.sim.can_link import VirtualChannelLink
 from ct_controllers.sim.drives import WATCH_PERIOD, SimulatedDrives, simulated_drives_for
 
 _channels = itertools.count()
