@@ -35,6 +35,7 @@ from ct_controllers.runtime.control_loop import (
     ControlLoop,
     LoopSnapshot,
 )
+from ct_controllers.runtime.motion_requests import checked_motion
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
@@ -126,6 +127,25 @@ def test_motion_reaches_its_target_and_succeeds(stack):
     target[stack.model.q_index("right_finger_joint")] = home(stack)[8]  # not named: held
     assert np.max(np.abs(final.position - target)) < 1e-3
     np.testing.assert_allclose(final.reference_position, target, atol=1e-12)
+
+
+def test_a_checked_motion_runs_as_the_same_request_by_names(stack):
+    """loop.request(checked_motion(...)) — the ROS layer's path: names mapped to model order
+    once, before the loop — moves the arm to the same reference, exactly, as request_motion
+    with the names."""
+    by_names = new_stack()
+    try:
+        by_names.loop.request_motion(ARM, TARGET_A, 1.0)
+        motion = checked_motion(stack.model, ARM, TARGET_A, 1.0)
+        assert list(motion.indices) == list(stack.model.indices(ARM))
+        stack.loop.request(motion)
+        a = run_seconds(stack, 1.5)[-1]
+        b = run_seconds(by_names, 1.5)[-1]
+        assert a.motion is not None and a.motion.state == SUCCEEDED
+        np.testing.assert_array_equal(a.reference_position, b.reference_position)
+        np.testing.assert_array_equal(a.position, b.position)
+    finally:
+        by_names.shut_down()
 
 
 def test_default_duration_respects_the_reference_limits(stack):

@@ -34,6 +34,7 @@ from ct_controllers.runtime.control_loop import (
     SUCCEEDED,
     LoopSnapshot,
 )
+from ct_controllers.runtime.motion_requests import JointMotion, checked_motion
 from ct_controllers.text import control_characters, name_few, quoted
 
 Result = MoveJoints.Result
@@ -97,14 +98,29 @@ class MoveJointsServer:
             )
         return None
 
-    def plannable(self, goal: Any) -> str | None:
+    def checked(self, goal: Any) -> JointMotion | str:
+        """The goal as the loop's checked motion (names mapped to model order, once), or why
+        not: the ROS-level checks (:meth:`validate`), the robot's (limits, lengths, duration),
+        then whether the planner can plan it."""
+        problem = self.validate(goal)
+        if problem is not None:
+            return problem
+        try:
+            motion = checked_motion(
+                self.stack.model, list(goal.joint_names), list(goal.positions), goal.duration
+            )
+        except ValueError as exc:  # e.g. outside the joint limits
+            return str(exc)
+        return self.plannable(motion) or motion
+
+    def plannable(self, motion: JointMotion) -> str | None:
         """None, or the planner's message if no trajectory exists from the measured position
-        (at rest) to the goal within the reference limits and the duration bound."""
+        (at rest) to the motion's goal within the reference limits and the duration bound."""
         snapshot = self.loop.snapshot()
         if snapshot is None:
             return None  # the loop plans from its first state and reports a failure itself
         target = snapshot.reference_position.copy()
-        target[self.stack.model.indices(list(goal.joint_names))] = goal.positions
+        target[motion.indices] = motion.positions
         try:
             JerkLimitedTrajectory(
                 0.0,
@@ -112,7 +128,7 @@ class MoveJointsServer:
                 np.zeros_like(snapshot.position),
                 target,
                 self.loop.reference_limits,
-                goal.duration,
+                motion.duration,
             )
         except TrajectoryError as exc:
             return str(exc)
@@ -120,31 +136,22 @@ class MoveJointsServer:
 
     def _execute(self, goal_handle: Any) -> Any:
         goal = goal_handle.request
-        problem = self.validate(goal) or self.plannable(goal)
-        if problem is None and not self.loop.running:
+        motion = self.checked(goal)  # checked once; from here on in model order
+        if isinstance(motion, str):
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, message=motion)
+        if not self.loop.running:
             goal_handle.abort()
             return Result(error_code=Result.FAULT, message=self._loop_down())
-        motion_id = token = None
 
         def take_over() -> int:
-            # The request is validated before anything changes (raises ValueError).
-            motion = self.loop.request_motion(
-                list(goal.joint_names), list(goal.positions), goal.duration
-            )
-            self.manager.use(goal.controller)
-            return motion
+            motion_id = self.loop.request(motion)
+            self.manager.use(goal.controller)  # validated: a loaded controller or ""
+            return motion_id
 
-        if problem is None:
-            try:
-                token, motion_id = self.arbiter.start(take_over)
-            except ValueError as exc:  # e.g. outside the joint limits
-                problem = str(exc)
-        if motion_id is None or token is None:
-            goal_handle.abort()
-            return Result(error_code=Result.INVALID_GOAL, message=problem or "invalid goal")
-        indices = self.stack.model.indices(list(goal.joint_names))
+        token, motion_id = self.arbiter.start(take_over)
         try:
-            return self._follow(goal_handle, token, motion_id, indices, np.array(goal.positions))
+            return self._follow(goal_handle, token, motion_id, motion.indices, motion.positions)
         finally:
             self._release(token)
 

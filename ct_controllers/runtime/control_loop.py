@@ -90,6 +90,7 @@ from ct_controllers.runtime.motion_requests import (
     PREEMPTED,
     RUNNING,
     SUCCEEDED,
+    JointMotion,
     Motions,
     MotionStatus,
     checked_motion,
@@ -267,8 +268,12 @@ class ControlLoop:
         Raises ValueError naming the problem (unknown/duplicate joint, length, non-finite,
         out of limits); nothing changes in that case.
         """
-        indices, values, seconds = checked_motion(self.model, joint_names, positions, duration)
-        return self._requests.post_motion(indices, values, seconds)
+        return self.request(checked_motion(self.model, joint_names, positions, duration))
+
+    def request(self, motion: JointMotion) -> int:
+        """Queue a checked motion (:func:`checked_motion`: the ROS layer checks a goal once and
+        hands it here); otherwise as :meth:`request_motion`. Returns the motion id."""
+        return self._requests.post_motion(motion.indices, motion.positions, motion.duration)
 
     def hold(self) -> None:
         """Stop any motion and hold the measured position from the next tick on."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -69,15 +69,25 @@ class MotionRequest:
     duration: float  # [s], 0 = from limits
 
 
+class JointMotion(NamedTuple):
+    """A joint motion checked against the robot (:func:`checked_motion`): the joints at model
+    ``indices`` to ``positions`` [rad | m] over ``duration`` [s] (0 = from the reference
+    limits). What the ROS layer hands the loop: names are mapped to model order once, here."""
+
+    indices: np.ndarray  # model indices of the named joints
+    positions: FloatArray  # [rad | m]
+    duration: float  # [s]
+
+
 def checked_motion(
     model: RobotModel,
     joint_names: Sequence[str],
     positions: Sequence[float] | FloatArray,
     duration: float,
-) -> tuple[np.ndarray, FloatArray, float]:
-    """(model indices, positions [rad | m], duration [s]) of a motion request, or ValueError
-    naming the problem: unknown/duplicate joint, length, non-finite, outside the joint limits,
-    duration outside [0, MAX_DURATION]."""
+) -> JointMotion:
+    """The :class:`JointMotion` of a request by joint names, or ValueError naming the problem:
+    unknown/duplicate joint, length, non-finite, outside the joint limits, duration outside
+    [0, MAX_DURATION]."""
     names = list(joint_names)
     if len(names) > model.nv:  # before anything that scales with the request
         raise ValueError(f"{len(names)} joint names; the robot has {model.nv} joints")
@@ -100,7 +110,7 @@ def checked_motion(
     ]
     if outside:
         raise ValueError("position outside the joint limits: " + name_few(outside))
-    return indices, values, float(duration)
+    return JointMotion(indices, values, float(duration))
 
 
 class MotionHistory:
