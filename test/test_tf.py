@@ -138,6 +138,39 @@ def test_link_tree_composes_to_the_pinocchio_frame_poses() -> None:
             assert np.allclose(pose, MODEL.frame_pose(q, link), atol=1e-12), link
 
 
+def test_tf_bytes_from_the_template_are_rclpys_serialization_of_the_message() -> None:
+    """TfFrames.serialized (the node's /tf: stamps and poses filled into a template rclpy
+    serialized once) gives, byte for byte, rclpy's serialization of TfFrames.message for the
+    same positions and stamp: random configurations, stamps up to 10^5 s, with and without the
+    goal frame, with the object frame (the MuJoCo scene's cube)."""
+    from helpers import lockstep_config
+    from rclpy.serialization import serialize_message
+
+    from ct_controllers.ros.conversions import to_time_msg
+    from ct_controllers.ros.tf_publisher import TfFrames
+    from ct_controllers.runtime.stack import build_stack
+
+    stack = build_stack(lockstep_config())
+    stack.bring_up()
+    try:
+        target: list[np.ndarray | None] = [None]
+        frames = TfFrames(stack, goal_target=lambda: target[0])
+        rng = np.random.default_rng(7)
+        for k in range(40):
+            q = rng.uniform(MODEL.limits.lower, MODEL.limits.upper)
+            stamp = float(rng.uniform(0.0, 1e5))
+            pose = np.eye(4)
+            pose[:3, :3] = pin.exp3(rng.normal(size=3))
+            pose[:3, 3] = rng.uniform(-1, 1, 3)
+            target[0] = pose if k % 2 else None
+            expected = serialize_message(frames.message(q, to_time_msg(stamp)))
+            assert frames.serialized(q, stamp) == bytes(expected), k
+        q[0] = np.nan
+        assert frames.serialized(q, 1.0) is None
+    finally:
+        stack.shut_down()
+
+
 def test_tf_gives_the_tcp_pose_pinocchio_computes_from_the_measured_state(client: Client) -> None:
     """While the arm moves, each /tf message carries the stamp of a published joint state, and
     the TCP composed from /tf_static and that /tf (a TF consumer's lookup at that stamp) is the

@@ -94,13 +94,16 @@ class ControlNode(Node):
         gc.freeze()
         self.gc_monitor = GcMonitor()  # measures the collections of the running node
         self.gc_monitor.install()
+        # The MCAP writer process starts (imports, opens the file) before the loop runs.
+        self.recorder = McapRecorder(record) if record else None
         try:
             self.stack.start()
         except Exception:
             self.stack.shut_down()  # release what configure opened (buses, nodes, threads)
             self.gc_monitor.remove()
+            if self.recorder is not None:
+                self.recorder.close()
             raise
-        self.recorder = McapRecorder(record) if record else None
         self.arbiter.recorder = self.recorder
         self.state_publishers = StatePublishers(
             self,

@@ -13,7 +13,7 @@ records, zstd chunk compression), so that none of that work holds this process's
 the control thread needs every period (measured with ``ct-bench loop --record``: a writer thread
 in the node's process added hundreds of overruns per 15 s on a loaded machine). Here
 :meth:`McapRecorder.write` frames the CDR bytes and queues them; a thread hands the queue to the
-writer every 50 ms in one pipe write. A publisher that records what it publishes serializes each
+writer every 250 ms in one pipe write. A publisher that records what it publishes serializes each
 message once and hands the bytes to both (rclpy publishes CDR bytes as they are). A full queue
 (the writer slower than the messages) drops the message and counts it. A lockstep run (not
 real-time) writes in the caller's thread instead (``process=False``), between ticks, where no
@@ -28,8 +28,6 @@ import importlib
 import json
 import logging
 import queue
-import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -38,9 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcap.well_known import MessageEncoding, SchemaEncoding
-from mcap.writer import CompressionType
-from mcap.writer import Writer as McapWriter
 from rclpy.serialization import serialize_message
 from rosidl_parser.definition import (
     AbstractNestedType,
@@ -53,6 +48,8 @@ from rosidl_parser.definition import (
     BoundedWString,
     NamespacedType,
 )
+
+from ct_controllers.ros.mcap_writer import CHANNEL, HEADER, MESSAGE, READY, McapFile
 
 LOG = logging.getLogger("ct_controllers")
 QUEUE_SIZE = 20_000  # messages waiting to be handed over (~10 s of the node's state topics)
@@ -145,61 +142,7 @@ class RecordingSummary:
         )
 
 
-class McapFile:
-    """The MCAP writing itself, in one thread: a schema per message type, a channel per topic
-    (registered with :meth:`channel` before its first message)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._file = open(path, "wb")  # noqa: SIM115 (closed by finish())
-        self._writer = McapWriter(self._file, compression=CompressionType.ZSTD)
-        self._writer.start(profile="ros2", library="ct_controllers")
-        self._schemas: dict[str, int] = {}
-        self._topics: list[str] = []
-        self._channels: list[int] = []
-        self._sequences: list[int] = []
-        self.counts: dict[str, int] = {}
-
-    def channel(self, topic: str, type_name: str, definition: str) -> int:
-        """A new channel (its index: 0, 1, ...) for ``topic`` of type ``type_name``."""
-        schema = self._schemas.get(type_name)
-        if schema is None:
-            schema = self._writer.register_schema(
-                name=type_name, encoding=SchemaEncoding.ROS2, data=definition.encode()
-            )
-            self._schemas[type_name] = schema
-        channel = self._writer.register_channel(
-            topic=topic, message_encoding=MessageEncoding.CDR, schema_id=schema
-        )
-        self._topics.append(topic)
-        self._channels.append(channel)
-        self._sequences.append(0)
-        return len(self._channels) - 1
-
-    def add(self, index: int, log_time: int, data: bytes) -> None:
-        """A message (CDR bytes) on channel ``index``, logged and published at ``log_time``."""
-        self._sequences[index] += 1
-        self._writer.add_message(
-            channel_id=self._channels[index],
-            log_time=log_time,
-            publish_time=log_time,
-            sequence=self._sequences[index],
-            data=data,
-        )
-        topic = self._topics[index]
-        self.counts[topic] = self.counts.get(topic, 0) + 1
-
-    def finish(self) -> None:
-        self._writer.finish()
-        self._file.close()
-
-
-# Frames from a recorder to its writer process: a header, then its byte strings.
-# kind 1, a new channel: sizes of topic, type name, definition (UTF-8).
-# kind 2, a message: channel index, 0, size of the CDR data; and the log time [ns].
-_HEADER = struct.Struct("<BIIIQ")
-_CHANNEL, _MESSAGE = 1, 2
-BATCH_PERIOD = 0.05  # [s] how often queued frames are handed to the writer process
+BATCH_PERIOD = 0.25
 PIPE_SIZE = 1 << 20  # [B] the pipe to the writer process (Linux F_SETPIPE_SZ; best effort)
 
 
@@ -233,13 +176,17 @@ class McapRecorder:
             self._file = McapFile(self.path)
             return
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "ct_controllers.ros.recorder", self.path],
+            [sys.executable, "-m", "ct_controllers.ros.mcap_writer", self.path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        assert self._child.stdin is not None
+        assert self._child.stdin is not None and self._child.stdout is not None
         with contextlib.suppress(OSError, AttributeError):  # a bigger pipe absorbs stalls
             fcntl.fcntl(self._child.stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        # Started (imports done, the file open) before this returns: before the loop runs.
+        if self._child.stdout.readline() != READY:
+            self._child.kill()
+            raise RuntimeError(f"recording to {self.path}: the MCAP writer did not start")
         self._thread.start()
 
     def write(
@@ -270,7 +217,7 @@ class McapRecorder:
                 self._file.add(channel, stamp, data)
                 return
         try:
-            self._queue.put_nowait(_HEADER.pack(_MESSAGE, channel, 0, len(data), stamp) + data)
+            self._queue.put_nowait(HEADER.pack(MESSAGE, channel, 0, len(data), stamp) + data)
         except queue.Full:
             self.summary.dropped += 1
 
@@ -281,7 +228,7 @@ class McapRecorder:
         else:
             channel = len(self._channels)
             parts = [topic.encode(), name.encode(), definition.encode()]
-            header = _HEADER.pack(_CHANNEL, *(len(p) for p in parts), 0)
+            header = HEADER.pack(CHANNEL, *(len(p) for p in parts), 0)
             self._queue.put(header + b"".join(parts))  # never dropped (once per topic)
         self._channels[topic] = channel
         return channel
@@ -325,40 +272,3 @@ class McapRecorder:
                     self._error = str(exc)
             if stopping:
                 return
-
-
-def _read(stream: Any, size: int) -> bytes:
-    data = stream.read(size)
-    if len(data) != size:
-        raise EOFError
-    return bytes(data)
-
-
-def writer_main(path: str) -> int:
-    """The writer process: frames from stdin into ``path``; at end of input (the recorder
-    closed it, or its process died), finishes the file and prints the messages per topic as
-    JSON. Ctrl-C and SIGTERM, which reach the recorder's whole process group, are the
-    recorder's to handle: ignored here, so that the file is always finished."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
-    stream = sys.stdin.buffer
-    output = McapFile(path)
-    while True:
-        try:
-            kind, a, b, c, stamp = _HEADER.unpack(_read(stream, _HEADER.size))
-        except EOFError:
-            break
-        if kind == _CHANNEL:
-            topic, name, definition = (_read(stream, n).decode() for n in (a, b, c))
-            output.channel(topic, name, definition)
-        elif kind == _MESSAGE:
-            output.add(a, stamp, _read(stream, c))
-        else:
-            raise ValueError(f"unknown frame kind {kind}")
-    output.finish()
-    print(json.dumps(output.counts), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(writer_main(sys.argv[1]))

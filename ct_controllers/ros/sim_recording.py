@@ -34,6 +34,7 @@ from action_msgs.msg import GoalInfo, GoalStatus
 from ct_interfaces.action import Grasp
 from geometry_msgs.msg import PoseStamped
 from rclpy.serialization import serialize_message
+from tf2_msgs.msg import TFMessage
 
 from ct_controllers.ros.conversions import to_time_msg
 from ct_controllers.ros.recorder import McapRecorder, RecordingSummary
@@ -234,10 +235,11 @@ class PacedRecorder:
         self._stop.set()
         self._thread.join(2.0)
 
-    def _send(self, topic: str, message: Any) -> None:
-        data = serialize_message(message)  # what publishing costs the node
+    def _send(self, topic: str, message: Any, message_type: type | None = None) -> None:
+        # Serialized as the node serializes it to publish (the /tf bytes come serialized).
+        data = message if isinstance(message, bytes) else serialize_message(message)
         if self.recorder is not None:
-            self.recorder.write(topic, data, message_type=type(message))
+            self.recorder.write(topic, data, message_type=message_type or type(message))
 
     def _run(self) -> None:
         last = -1.0
@@ -250,7 +252,7 @@ class PacedRecorder:
             last = snapshot.stamp
             stamp = to_time_msg(snapshot.stamp)
             self._send("/ct/joint_states", self.messages.joint_state(snapshot, stamp))
-            tf = self.frames.message(snapshot.position, stamp)
+            tf = self.frames.serialized(snapshot.position, snapshot.stamp)
             if tf is not None:
-                self._send(TF_TOPIC, tf)
+                self._send(TF_TOPIC, tf, TFMessage)
             self._send("/ct/controller_state", self.messages.controller_state(snapshot, stamp))

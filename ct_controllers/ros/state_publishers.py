@@ -227,15 +227,16 @@ class StatePublishers:
                 return
 
     def _send(self, publisher: Any, message: Any) -> None:
-        """Publish ``message``; when recording, serialize it once and hand the same CDR bytes
-        to the publisher and the recorder (stamped with the node's clock)."""
+        """Publish ``message`` (a message, or its CDR bytes); when recording, serialize it once
+        and hand the same bytes to the publisher and the recorder (stamped with the node's
+        clock)."""
         if self.recorder is None:
             publisher.publish(message)
             return
-        data = serialize_message(message)
+        data = message if isinstance(message, bytes) else serialize_message(message)
         publisher.publish(data)
         now = self.node.get_clock().now().nanoseconds
-        self.recorder.write(publisher.topic_name, data, now, type(message))
+        self.recorder.write(publisher.topic_name, data, now, publisher.msg_type)
 
     def publish_latched(self) -> None:
         """/robot_description and /tf_static, once (transient local: late subscribers get
@@ -260,7 +261,7 @@ class StatePublishers:
             if self.drives_node_clock and node_clock.ros_time_is_active:
                 node_clock.set_ros_time_override(RosTime.from_msg(stamp))
         self._send(self.joint_states, self.messages.joint_state(snapshot, stamp))
-        tf = self.tf.frames.message(snapshot.position, stamp)
+        tf = self.tf.frames.serialized(snapshot.position, snapshot.stamp)  # CDR bytes
         if tf is not None:
             self._send(self.tf.dynamic, tf)
         self._send(self.controller_state, self.messages.controller_state(snapshot, stamp))

@@ -19,6 +19,8 @@ placements), so the TCP composed from /tf and /tf_static is the one Pinocchio co
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +30,7 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import TransformStamped
 from numpy.typing import NDArray
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import serialize_message
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
@@ -79,6 +82,69 @@ def pose_transform(parent: str, child: str, pose: FloatArray, stamp: Time) -> Tr
     return transform_message(transform_of(parent, child, pin.SE3(pose)), stamp)
 
 
+class TfTemplate:
+    """The CDR bytes of a TFMessage with fixed frames (parent, child), whose stamps and poses
+    are filled in per message. rclpy serializes the message once with a distinct sentinel in
+    every stamp and pose value; where each lands in the bytes is where the values go (the
+    layout, alignment included, is the serializer's own, not one written here). Each stamp is
+    int32 sec + uint32 nanosec, each pose 7 consecutive float64 (translation x y z, rotation
+    x y z w), little-endian as the encapsulation header says."""
+
+    def __init__(self, frames: list[tuple[str, str]]) -> None:
+        rng = np.random.default_rng(12345)
+        message = TFMessage()
+        sentinels = []
+        for index, (parent, child) in enumerate(frames):
+            transform = TransformStamped()
+            transform.header.frame_id = parent
+            transform.child_frame_id = child
+            seconds, nanoseconds = 0x3C5A0000 + index, 0x2B690000 + index
+            transform.header.stamp.sec, transform.header.stamp.nanosec = seconds, nanoseconds
+            values = [float(v) for v in rng.uniform(1e3, 1e9, 7)]
+            t, r = transform.transform.translation, transform.transform.rotation
+            t.x, t.y, t.z, r.x, r.y, r.z, r.w = values
+            message.transforms.append(transform)
+            sentinels.append((seconds, nanoseconds, values))
+        self.data = bytes(serialize_message(message))
+        if self.data[:2] != b"\x00\x01":  # CDR little-endian
+            raise RuntimeError(f"unexpected CDR encapsulation {self.data[:4].hex()}")
+        self.slots: list[tuple[int, int]] = []  # (stamp offset, pose offset) per transform
+        for seconds, nanoseconds, values in sentinels:
+            stamp = self._find(_STAMP.pack(seconds, nanoseconds))
+            pose = self._find(_POSE.pack(*values))
+            self.slots.append((stamp, pose))
+
+    def _find(self, pattern: bytes) -> int:
+        offset = self.data.find(pattern)
+        if offset < 0 or self.data.find(pattern, offset + 1) >= 0:
+            raise RuntimeError("a TFMessage template value is not found exactly once")
+        return offset
+
+    def fill(self, entries: list[tuple[int, int, list[float]]]) -> bytes:
+        """The bytes with (sec, nanosec, 7 pose values) per transform, in frame order."""
+        buffer = bytearray(self.data)
+        for (stamp, pose), (seconds, nanoseconds, values) in zip(self.slots, entries, strict=True):
+            _STAMP.pack_into(buffer, stamp, seconds, nanoseconds)
+            _POSE.pack_into(buffer, pose, *values)
+        return bytes(buffer)
+
+
+_STAMP = struct.Struct("<iI")
+_POSE = struct.Struct("<7d")
+
+
+def _stamp(seconds: float) -> tuple[int, int]:
+    """[s] → (sec, nanosec) as :func:`to_time_msg` rounds them."""
+    nanoseconds = max(0, math.floor(seconds * 1e9))
+    return nanoseconds // 1_000_000_000, nanoseconds % 1_000_000_000
+
+
+def _pose_values(pose: FloatArray) -> list[float]:
+    """A 4x4 pose as translation x y z and quaternion x y z w."""
+    x, y, z, w = pin.Quaternion(np.asarray(pose[:3, :3])).coeffs().tolist()
+    return [float(v) for v in pose[:3, 3]] + [x, y, z, w]
+
+
 class TfFrames:
     """The messages: the robot description, the static transforms and the /tf message per
     measured state. Owns its own model copy: used from one thread only. No node needed (the
@@ -101,6 +167,7 @@ class TfFrames:
             transform.child_frame_id = child
             self._moving.append(transform)
         self._message = TFMessage()
+        self._templates: dict[tuple[str, ...], TfTemplate] = {}  # by the extra frames present
 
     def latched(self, stamp: Time) -> tuple[String, TFMessage]:
         """The robot description and the static transforms (stamped ``stamp``)."""
@@ -143,6 +210,36 @@ class TfFrames:
                 )
         self._message.transforms = transforms + extra if extra else transforms
         return self._message
+
+    def serialized(self, position: FloatArray, stamp: float) -> bytes | None:
+        """The /tf message of :meth:`message` as its CDR bytes, for measured joint positions
+        ``position`` measured at ``stamp`` [s]; None when a position is not finite. Built by
+        filling the stamps and poses into a template serialized once by rclpy (see
+        :class:`TfTemplate`): a third of what building and serializing the message costs, in
+        the thread that shares the GIL with the control loop at the state rate."""
+        if not np.all(np.isfinite(position)):
+            return None
+        seconds, nanoseconds = _stamp(stamp)
+        entries: list[tuple[int, int, list[float]]] = [
+            (seconds, nanoseconds, translation + rotation)
+            for translation, rotation in self.tree.moving_poses(position)
+        ]
+        children: list[str] = []
+        target = None if self.goal_target is None else self.goal_target()
+        if target is not None:
+            children.append(GOAL_FRAME)
+            entries.append((seconds, nanoseconds, _pose_values(target)))
+        if self.object_sensor is not None:
+            observation = self.object_sensor.observe()
+            if observation.pose is not None:
+                children.append(OBJECT_FRAME)
+                entries.append((*_stamp(observation.stamp), _pose_values(observation.pose)))
+        key = tuple(children)
+        template = self._templates.get(key)
+        if template is None:
+            extra = [(self.base_frame, child) for child in key]
+            template = self._templates[key] = TfTemplate(list(self.tree.moving_links) + extra)
+        return template.fill(entries)
 
 
 class TfPublisher:
