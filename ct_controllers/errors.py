@@ -11,3 +11,7 @@ from __future__ import annotations
 
 class CtError(Exception):
     """Something ct_controllers refused or could not do, with a message that names it."""
+
+
+class GainError(CtError, ValueError):
+    """A gain set was rejected; the message names the parameter and the problem."""

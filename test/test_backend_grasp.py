@@ -20,8 +20,8 @@ import yaml
 from ros_helpers import NodeProcess, pose_message, ros_client, stop_node
 
 from ct_controllers.bench.grasp import top_down_grasp
+from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.config import load_config
-from ct_controllers.runtime.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
 from ct_controllers.sim.ros2_control_plant import PlantProcess

@@ -24,6 +24,7 @@ from backends import Rig, make_rig
 from helpers import new_robot_model
 
 from ct_controllers.bench.grasp import run_trial
+from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.config import load_config
 from ct_controllers.controllers.controller import (
     Controller,
@@ -31,11 +32,10 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
 )
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.cartesian_chain import CartesianChain
+from ct_controllers.references.diff_ik_qp import QpDiffIk
 
 # (backend, mode, configuration overrides): every backend and interface of the rigs.
 MODES: list[tuple[str, str, dict[str, Any]]] = [(b, m, o) for (b, m), o in RIG_MODES.items()]

@@ -1,4 +1,4 @@
-"""ct_controllers.runtime.cartesian_chain: differential IK → joint controller as one controller."""
+"""ct_controllers.chains.cartesian_chain: differential IK → joint controller as one controller."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pinocchio as pin
 from helpers import new_robot_model
 
+from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
-from ct_controllers.runtime.cartesian_chain import CartesianChain
+from ct_controllers.references.diff_ik_qp import QpDiffIk
 
 ARM = tuple(f"joint{i}" for i in range(1, 8))
 DT = 1e-3

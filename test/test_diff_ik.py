@@ -1,4 +1,4 @@
-"""ct_controllers.controllers.diff_ik (DLS) and the shared tick of diff_ik_base: convergence,
+"""ct_controllers.references.diff_ik (DLS) and the shared tick of diff_ik_base: convergence,
 the singular straight-arm start, unreachable targets, rate-limited goal following, task
 weights, bandwidth, posture in the nullspace, feedforward twist, parameter validation and
 staging, target validation. Runs are kinematic: the measured q is the reference q* of the
@@ -12,11 +12,11 @@ import pytest
 from helpers import home_by_name, new_robot_model
 
 from ct_controllers.controllers.controller import GainError, JointReference, JointState
-from ct_controllers.controllers.diff_ik import DlsDiffIk
-from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
-from ct_controllers.controllers.reference_generator import CartesianTarget, TargetError
 from ct_controllers.model.frames import pose_error
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik import DlsDiffIk
+from ct_controllers.references.diff_ik_parameters import DiffIkParameters
+from ct_controllers.references.reference_generator import CartesianTarget, TargetError
 
 ARM = tuple(f"joint{i}" for i in range(1, 8))
 DT = 1e-3

@@ -1,4 +1,4 @@
-"""ct_controllers.controllers.diff_ik_qp: integrated joint positions and velocities within their
+"""ct_controllers.references.diff_ik_qp: integrated joint positions and velocities within their
 limits over long random runs, agreement with the DLS step when no bound is active, OSQP built
 once, the daqp backend, and a MoveToPose-style motion on the MuJoCo arm."""
 
@@ -10,16 +10,16 @@ import pytest
 from helpers import bundled_description, home_by_name, lockstep_config, new_robot_model
 
 from ct_controllers.controllers.controller import GainError, JointState
-from ct_controllers.controllers.diff_ik import DlsDiffIk
-from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.controllers.limiter import CommandLimiter
-from ct_controllers.controllers.reference_generator import CartesianTarget
 from ct_controllers.hardware.interface import JointCommand
 from ct_controllers.hardware.mujoco_system import MujocoConfig, MujocoSystem
 from ct_controllers.model.frames import pose_error
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik import DlsDiffIk
+from ct_controllers.references.diff_ik_parameters import DiffIkParameters
+from ct_controllers.references.diff_ik_qp import QpDiffIk
+from ct_controllers.references.reference_generator import CartesianTarget
 
 ARM = tuple(f"joint{i}" for i in range(1, 8))
 DT = 1e-3

@@ -1,4 +1,4 @@
-"""ct_controllers.runtime.grasp_runner on the real stack in MuJoCo (lockstep): phase machine →
+"""ct_controllers.chains.grasp_runner on the real stack in MuJoCo (lockstep): phase machine →
 differential IK → computed torque + gripper servo → limiter → MuJoCo, with failures injected in
 the simulated world. Each failure must end FAILED with the right phase and reason and the arm in
 safe hold."""
@@ -13,9 +13,9 @@ import pytest
 from helpers import new_robot_model
 
 from ct_controllers.bench.grasp import GraspSetup, grasp_setup, run_trial, top_down_grasp
+from ct_controllers.chains.grasp_runner import ObjectReading
 from ct_controllers.config import load_config
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
-from ct_controllers.runtime.grasp_runner import ObjectReading
 from ct_controllers.runtime.stack import to_model_order
 from ct_controllers.tasks.phases import GraspGoal, Phase
 

@@ -1,4 +1,4 @@
-"""ct_controllers.controllers.joint_approach: the joint-space approach to an IK solution, the
+"""ct_controllers.references.joint_approach: the joint-space approach to an IK solution, the
 hand-over to the differential IK, a target changed on the way, and the warm-up."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import pytest
 from helpers import home_by_name, new_robot_model
 
 from ct_controllers.controllers.controller import JointReference, JointState
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
-from ct_controllers.controllers.joint_approach import APPROACH, CARTESIAN, JointSpaceApproach
-from ct_controllers.controllers.reference_generator import CartesianTarget
 from ct_controllers.ik import IkOptions, IkSolver
 from ct_controllers.model.frames import pose_error
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik_qp import QpDiffIk
+from ct_controllers.references.joint_approach import APPROACH, CARTESIAN, JointSpaceApproach
 from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.references.limit_approach import LimitApproach
+from ct_controllers.references.reference_generator import CartesianTarget
 
 ARM = tuple(f"joint{i}" for i in range(1, 8))
 DT = 1e-3

@@ -54,13 +54,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ct_controllers.bench.grasp import top_down_grasp
+from ct_controllers.chains.cartesian_chain import CartesianChain
+from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.config import load_config
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.cartesian_chain import CartesianChain
+from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.runtime.control_loop import CANCELED, PREEMPTED, RUNNING, SUCCEEDED
-from ct_controllers.runtime.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
 from ct_controllers.tasks.phases import GraspGoal, Phase
 

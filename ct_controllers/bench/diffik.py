@@ -30,12 +30,12 @@ import pinocchio as pin
 
 from ct_controllers.bench.robots import ROBOTS, load_robot
 from ct_controllers.controllers.controller import JointState
-from ct_controllers.controllers.diff_ik import DlsDiffIk
-from ct_controllers.controllers.diff_ik_base import DifferentialIkBase
-from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
-from ct_controllers.controllers.reference_generator import CartesianTarget
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik import DlsDiffIk
+from ct_controllers.references.diff_ik_base import DifferentialIkBase
+from ct_controllers.references.diff_ik_parameters import DiffIkParameters
+from ct_controllers.references.diff_ik_qp import QpDiffIk
+from ct_controllers.references.reference_generator import CartesianTarget
 
 DT = 1e-3  # [s]
 BANDWIDTH = 10.0  # [1/s] ours; pink's FrameTask gain is BANDWIDTH · DT (fraction per step)

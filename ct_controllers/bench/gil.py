@@ -24,8 +24,8 @@ import threading
 import time
 
 from ct_controllers.config import load_config
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL
 from ct_controllers.runtime.stack import build_stack
 

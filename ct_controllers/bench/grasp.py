@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading
 from ct_controllers.config import ConfigError, StackConfig, load_config
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
 from ct_controllers.hardware.mujoco_scene import CUBE_BODY, CUBE_HALF_SIZE
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.grasp_runner import GraspRunner, ObjectReading
+from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.runtime.stack import Stack, build_stack, to_model_order
 from ct_controllers.sim_demo import RunObserver
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase

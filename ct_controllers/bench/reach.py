@@ -37,17 +37,17 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 
-from ct_controllers.config import StackConfig, load_config
-from ct_controllers.hardware.mujoco_scene import CUBE_BODY, build_scene
-from ct_controllers.model.description import load_description
-from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.pose_goal import (
+from ct_controllers.chains.pose_goal import (
     DEFAULT_ORIENTATION_TOLERANCE,
     DEFAULT_POSITION_TOLERANCE,
     SUCCESS_DWELL,
     goal_ik,
     pose_chain,
 )
+from ct_controllers.config import StackConfig, load_config
+from ct_controllers.hardware.mujoco_scene import CUBE_BODY, build_scene
+from ct_controllers.model.description import load_description
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import build_stack
 from ct_controllers.tasks.conditions import DwellCondition
 

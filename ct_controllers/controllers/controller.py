@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ct_controllers.errors import CtError
+from ct_controllers.errors import GainError
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.types import ControlOutput, FloatArray, JointReference, JointState
 
@@ -26,10 +26,6 @@ __all__ = [
     "JointReference",
     "JointState",
 ]
-
-
-class GainError(CtError, ValueError):
-    """A gain set was rejected; the message names the parameter and the problem."""
 
 
 def per_joint_gain(name: str, value: object, size: int, maximum: float = np.inf) -> FloatArray:

@@ -21,6 +21,11 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import Grasp
 
+from ct_controllers.chains.grasp_runner import (
+    GraspRunner,
+    build_grasp_runner,
+    grip_force_refusal,
+)
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
@@ -30,11 +35,6 @@ from ct_controllers.ros.pose_goals import (
     non_negative,
     pose_from_message,
     summarize_pose,
-)
-from ct_controllers.runtime.grasp_runner import (
-    GraspRunner,
-    build_grasp_runner,
-    grip_force_refusal,
 )
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
 

@@ -17,6 +17,14 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import MoveToPose
 
+from ct_controllers.chains.cartesian_chain import CartesianChain
+from ct_controllers.chains.pose_goal import (
+    DEFAULT_ORIENTATION_TOLERANCE,
+    DEFAULT_POSITION_TOLERANCE,
+    SUCCESS_DWELL,
+    goal_ik,
+    pose_chain,
+)
 from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
 from ct_controllers.ros.pose_goals import (
@@ -25,14 +33,6 @@ from ct_controllers.ros.pose_goals import (
     non_negative,
     pose_from_message,
     summarize_pose,
-)
-from ct_controllers.runtime.cartesian_chain import CartesianChain
-from ct_controllers.runtime.pose_goal import (
-    DEFAULT_ORIENTATION_TOLERANCE,
-    DEFAULT_POSITION_TOLERANCE,
-    SUCCESS_DWELL,
-    goal_ik,
-    pose_chain,
 )
 from ct_controllers.tasks.conditions import DwellCondition
 

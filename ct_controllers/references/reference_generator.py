@@ -18,9 +18,9 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from ct_controllers.controllers.controller import FloatArray, GainError, JointReference, JointState
-from ct_controllers.errors import CtError
+from ct_controllers.errors import CtError, GainError
 from ct_controllers.model.frames import check_pose
+from ct_controllers.types import FloatArray, JointReference, JointState
 
 
 class TargetError(CtError, ValueError):

@@ -8,20 +8,20 @@ them (``LimitApproach.margin``, 5 mrad: the approach's trajectory then ends on t
 clipped short of it). No converged solution: UNREACHABLE, before anything moves.
 
 The chain: a joint-space approach to that solution, then the differential IK (QP) for the finish
-(:class:`~ct_controllers.controllers.joint_approach.JointSpaceApproach`), → the joint controller.
+(:class:`~ct_controllers.references.joint_approach.JointSpaceApproach`), → the joint controller.
 Without a solution (``goal=None``) the differential IK runs alone from the measured state: the
 chain before the approach existed, kept for the side-by-side figures of ``ct-bench reach``.
 """
 
 from __future__ import annotations
 
+from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.controllers.controller import Controller, FloatArray
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
-from ct_controllers.controllers.joint_approach import JointSpaceApproach
-from ct_controllers.controllers.reference_generator import ReferenceGenerator
 from ct_controllers.ik.solver import IkOptions, IkSolver
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.cartesian_chain import CartesianChain
+from ct_controllers.references.diff_ik_qp import QpDiffIk
+from ct_controllers.references.joint_approach import JointSpaceApproach
+from ct_controllers.references.reference_generator import ReferenceGenerator
 from ct_controllers.runtime.stack import Stack
 
 DEFAULT_POSITION_TOLERANCE = 0.001  # [m], when the goal gives 0

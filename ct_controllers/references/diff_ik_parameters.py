@@ -1,6 +1,6 @@
 """The parameters of the differential-IK generators (DLS and QP), validated on construction: a
 parameter set is a value (read-only arrays), staged and applied at a tick boundary by
-:class:`~ct_controllers.controllers.diff_ik_base.DifferentialIkBase`."""
+:class:`~ct_controllers.references.diff_ik_base.DifferentialIkBase`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ct_controllers.controllers.controller import FloatArray, GainError
+from ct_controllers.errors import GainError
+from ct_controllers.types import FloatArray
 
 MANIPULABILITY = "manipulability"
 CONDITION_NUMBER = "condition_number"

@@ -1,5 +1,5 @@
 """Integrating the differential-IK solution into joint references (step 6 of
-:mod:`ct_controllers.controllers.diff_ik_base`), single- and multi-rate.
+:mod:`ct_controllers.references.diff_ik_base`), single- and multi-rate.
 
 Integration: q*ₖ₊₁ = q*ₖ + dt·v on the controlled joints (the others hold where they were),
 v* = v, a* = 0 or (vₖ − vₖ₋₁)/dt.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ct_controllers.controllers.controller import FloatArray, JointReference
+from ct_controllers.types import FloatArray, JointReference
 
 
 class ReferenceIntegrator:

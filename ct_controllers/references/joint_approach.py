@@ -1,6 +1,6 @@
 """A Cartesian target reached in two phases: a joint-space approach to a full-IK solution, then
 the differential IK for the finish. A reference generator like the differential IK it wraps, so
-that :class:`~ct_controllers.runtime.cartesian_chain.CartesianChain` runs it unchanged.
+that :class:`~ct_controllers.chains.cartesian_chain.CartesianChain` runs it unchanged.
 
 Why. The differential IK descends the task error from where the arm is: a straight-line TCP
 motion, rate-limited, with the joint position limits as QP constraints. From far away it can
@@ -37,15 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
-from ct_controllers.controllers.diff_ik_base import DifferentialIkBase, DiffIkStatus
-from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
-from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
+from ct_controllers.references.diff_ik_base import DifferentialIkBase, DiffIkStatus
+from ct_controllers.references.diff_ik_parameters import DiffIkParameters
 from ct_controllers.references.joint_trajectory import (
     JerkLimitedTrajectory,
     JointLimits,
     TrajectoryError,
 )
+from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
+from ct_controllers.types import FloatArray, JointReference, JointState
 
 APPROACH = "approach"
 CARTESIAN = "cartesian"

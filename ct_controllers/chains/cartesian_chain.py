@@ -18,9 +18,9 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
 )
-from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
 from ct_controllers.model.frames import pose_error_norms
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
 
 
 class CartesianChain(Controller):

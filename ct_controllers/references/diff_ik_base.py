@@ -1,14 +1,14 @@
 """What the two differential-IK generators (DLS and QP) share: the tick around the velocity solve
 and its status. The parts live beside it: the parameters in
-:mod:`~ct_controllers.controllers.diff_ik_parameters`, the weighted task and its damping (steps
-1-4) in :mod:`~ct_controllers.controllers.diff_ik_task`, the integration (step 6, multi-rate) in
-:mod:`~ct_controllers.controllers.diff_ik_integration`, the solvers (step 5) in
-:mod:`~ct_controllers.controllers.diff_ik` (DLS) and :mod:`~ct_controllers.controllers.diff_ik_qp`.
+:mod:`~ct_controllers.references.diff_ik_parameters`, the weighted task and its damping (steps
+1-4) in :mod:`~ct_controllers.references.diff_ik_task`, the integration (step 6, multi-rate) in
+:mod:`~ct_controllers.references.diff_ik_integration`, the solvers (step 5) in
+:mod:`~ct_controllers.references.diff_ik` (DLS) and :mod:`~ct_controllers.references.diff_ik_qp`.
 
 One tick, at the *reference* configuration q* (integrated by the generator itself, started from
 the measured state and re-synchronised to it when the two drift apart):
 
-1-4. the weighted task and its damping (:mod:`~ct_controllers.controllers.diff_ik_task`): pose
+1-4. the weighted task and its damping (:mod:`~ct_controllers.references.diff_ik_task`): pose
    error e = [p* − p(q*); log3(R* R(q*)ᵀ)] [m; rad] with the ``LOCAL_WORLD_ALIGNED`` TCP
    Jacobian J; task weights J_w = W J, e_w = W e (zero-weight rows removed); DLS damping λ raised
    near singularities of the arm (manipulability or condition number of the unweighted active
@@ -43,21 +43,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ct_controllers.controllers.controller import (
-    FloatArray,
-    GainError,
-    JointReference,
-    JointState,
-)
-from ct_controllers.controllers.diff_ik_integration import ReferenceIntegrator
-from ct_controllers.controllers.diff_ik_parameters import FINITE_DIFFERENCE, DiffIkParameters
-from ct_controllers.controllers.diff_ik_task import TaskView, WeightedTask, rate_scale
-from ct_controllers.controllers.reference_generator import (
+from ct_controllers.errors import GainError
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik_integration import ReferenceIntegrator
+from ct_controllers.references.diff_ik_parameters import FINITE_DIFFERENCE, DiffIkParameters
+from ct_controllers.references.diff_ik_task import TaskView, WeightedTask, rate_scale
+from ct_controllers.references.reference_generator import (
     CartesianTarget,
     ReferenceGenerator,
     per_joint,
 )
-from ct_controllers.model.robot import RobotModel
+from ct_controllers.types import FloatArray, JointReference, JointState
 
 
 @dataclass(frozen=True)

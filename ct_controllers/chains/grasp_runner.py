@@ -37,12 +37,12 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
 )
-from ct_controllers.controllers.diff_ik_qp import QpDiffIk
 from ct_controllers.controllers.gripper import GripperController
-from ct_controllers.controllers.reference_generator import CartesianTarget, ReferenceGenerator
 from ct_controllers.controllers.safe_hold import safe_hold_effort
 from ct_controllers.hardware.interface import POSITION, ObjectSensing, SystemInterface
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik_qp import QpDiffIk
+from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
 from ct_controllers.runtime.stack import Stack, to_model_order
 from ct_controllers.tasks.phases import GraspObservation, GraspTask, Phase, TaskOutput
 

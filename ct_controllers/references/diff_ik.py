@@ -5,7 +5,7 @@ into joint references for the joint-level controller of the same tick.
     v* = B u  +  J_wᵀ (J_w J_wᵀ + λ² I)⁻¹ W ẋ_ff                        [rad/s | m/s]
     N_λ = I − J_wᵀ (J_w J_wᵀ + λ² I)⁻¹ J_w  (the damped nullspace projector)
 
-with J_w, e_w, λ and the rate limiting as in :mod:`ct_controllers.controllers.diff_ik_base`,
+with J_w, e_w, λ and the rate limiting as in :mod:`ct_controllers.references.diff_ik_base`,
 B = diag(bandwidth) [1/s] and w_p = ``posture_weight``. For B = b I the task error decays as
 ė ≈ −b e away from singularities (b is the Cartesian bandwidth). The (m x m) system is solved,
 never inverted. The posture term only moves within the (damped) nullspace, so the task's steady
@@ -13,16 +13,16 @@ state is unchanged: at rest u = 0, hence J_w⁺e_w = 0 and e_w = 0 where J_w has
 
 Joint velocity limits (URDF × ``velocity_scale``) are met by scaling v* by one factor, which keeps
 its direction. Joint *position* limits are not enforced here — clipping q* would make the arm jump
-between branches; :mod:`ct_controllers.controllers.diff_ik_qp` keeps them as constraints.
+between branches; :mod:`ct_controllers.references.diff_ik_qp` keeps them as constraints.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ct_controllers.controllers.controller import FloatArray
-from ct_controllers.controllers.diff_ik_base import DifferentialIkBase
-from ct_controllers.controllers.diff_ik_task import TaskView
+from ct_controllers.references.diff_ik_base import DifferentialIkBase
+from ct_controllers.references.diff_ik_task import TaskView
+from ct_controllers.types import FloatArray
 
 
 class DlsDiffIk(DifferentialIkBase):

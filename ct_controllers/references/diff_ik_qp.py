@@ -19,7 +19,7 @@ v_ff = J_wᵀ (J_w J_wᵀ + λ²I)⁻¹ W ẋ_ff the feedforward of a target twi
 N_μ is, to ~μ²/σ², the orthogonal projector on the nullspace of J_w: the posture term
 regularizes only the directions the task does not see. So, without active bounds, the task
 rows get the DLS step (u = J_wᵀ(J_w J_wᵀ + λ²I)⁻¹ e_w up to λ² and μ² terms; tested against
-:mod:`ct_controllers.controllers.diff_ik`), the nullspace moves toward the posture with the
+:mod:`ct_controllers.references.diff_ik`), the nullspace moves toward the posture with the
 same weight w_p as in the DLS, the posture cannot pull the task off its goal at steady state,
 and P is well conditioned (eigenvalues ≥ min(σ² + λ², 1 + λ²) — without the projector term
 the nullspace would only have λ² = 1e-6 of curvature, and OSQP's 1e-6 tolerances would leave
@@ -52,11 +52,12 @@ import osqp
 import scipy.sparse as sparse
 from scipy.linalg import lapack
 
-from ct_controllers.controllers.controller import FloatArray, GainError
-from ct_controllers.controllers.diff_ik_base import DifferentialIkBase
-from ct_controllers.controllers.diff_ik_parameters import DiffIkParameters
-from ct_controllers.controllers.diff_ik_task import TaskView
+from ct_controllers.errors import GainError
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik_base import DifferentialIkBase
+from ct_controllers.references.diff_ik_parameters import DiffIkParameters
+from ct_controllers.references.diff_ik_task import TaskView
+from ct_controllers.types import FloatArray
 
 OSQP = "osqp"
 DAQP = "daqp"

@@ -1,5 +1,5 @@
 """The weighted task of one differential-IK tick and its damping, at the reference configuration
-q* (steps 1-4 of :mod:`ct_controllers.controllers.diff_ik_base`):
+q* (steps 1-4 of :mod:`ct_controllers.references.diff_ik_base`):
 
 1. pose error e = [p* − p(q*); log3(R* R(q*)ᵀ)] [m; rad], base axes, short arc, with the
    ``LOCAL_WORLD_ALIGNED`` TCP Jacobian J (6 x n, the n controlled joints) — the pairing of
@@ -32,10 +32,10 @@ import pinocchio as pin
 from numpy.typing import NDArray
 from scipy.linalg import lapack
 
-from ct_controllers.controllers.controller import FloatArray
-from ct_controllers.controllers.diff_ik_parameters import MANIPULABILITY, DiffIkParameters
-from ct_controllers.controllers.reference_generator import CartesianTarget
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.diff_ik_parameters import MANIPULABILITY, DiffIkParameters
+from ct_controllers.references.reference_generator import CartesianTarget
+from ct_controllers.types import FloatArray
 
 _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 _dpotrf = lapack.dpotrf
