@@ -19,6 +19,8 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from ros_helpers import ARM, HOME, Client, goal, pose_message, ros_client, start_node, stop_node
 
+from ct_controllers.model.description import load_description
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.ros.goals import request_qos
 
 Result = MoveJoints.Result
@@ -268,3 +270,25 @@ def test_a_thousand_service_calls_at_once_are_all_answered(client):
         assert all(len(f.result().names) >= 2 for f in futures)
     finally:
         client.node.destroy_client(service)
+
+
+# --- limits --------------------------------------------------------------------------------
+@pytest.mark.parametrize("bound", ["upper", "lower"])
+def test_a_goal_at_a_joint_limit_never_passes_it(client, bound):
+    """MoveJoints to exactly joint1's URDF limit (2.967 rad measured 2.9689 before): every
+    published joint state stays within the limit, and the goal still ends SUCCESS (it stops
+    5 mrad short, within the 0.01 rad tolerance)."""
+    limits = RobotModel(load_description().urdf).limits
+    index = ARM.index("joint1")
+    limit = float(limits.upper[index] if bound == "upper" else limits.lower[index])
+    target = HOME.copy()
+    target[index] = limit
+    client.joint_states.clear()
+    result = send(client, goal(ARM, target.tolist(), 0.0), timeout=30.0)
+    assert result.error_code == Result.SUCCESS, result.message
+    reached = [m.position[list(m.name).index("joint1")] for m in client.joint_states]
+    assert len(reached) > 100
+    extreme = max(reached) if bound == "upper" else min(reached)
+    print(f"joint1 to its {bound} limit {limit:.4f} rad: reached {extreme:.5f} rad")
+    assert (extreme <= limit) if bound == "upper" else (extreme >= limit), extreme
+    assert send(client, home_goal(0.0), timeout=30.0).error_code == Result.SUCCESS
