@@ -40,6 +40,14 @@ setup(
             "ct_controllers/CanopenCia402System = "
             "ct_controllers.hardware.canopen.system:CanopenCia402System",
         ],
+        # Each backend's parameter schema, by the name of its section (= its `backend:` value):
+        # the configuration checks a section without importing the backend (nor rclpy).
+        "ct_controllers.parameters": [
+            "mujoco = ct_controllers.hardware.mujoco_system:PARAMETERS",
+            "ros2_control_bridge = "
+            "ct_controllers.hardware.ros2_control_bridge_parameters:PARAMETERS",
+            "canopen = ct_controllers.hardware.canopen.configuration:PARAMETERS",
+        ],
         "ct_controllers.controllers": [
             "ct_controllers/JointImpedance = "
             "ct_controllers.controllers.joint_impedance:JointImpedanceController",

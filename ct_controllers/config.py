@@ -15,9 +15,11 @@ from typing import Any
 
 import yaml
 
-from ct_controllers.errors import CtError
-from ct_controllers.hardware.interface import COMMAND_INTERFACES, FAULT_REACTIONS
+from ct_controllers.errors import ConfigError
+from ct_controllers.hardware.interface import FAULT_REACTIONS
 from ct_controllers.model.description import share_directory
+from ct_controllers.parameter_schema import PARAMETERS, section_schema
+from ct_controllers.plugins import known_plugins
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,6 @@ TARGETS: dict[str, Target] = {
 NODE_KEYS = ("/ct/controller_manager", "ct/controller_manager", "controller_manager", "/**")
 
 
-class ConfigError(CtError, ValueError):
-    """A configuration value is missing or invalid; the message names the parameter."""
-
-
 def default_config_path() -> Path:
     return share_directory() / "config" / "controllers.yaml"
 
@@ -102,46 +100,6 @@ def load_parameters(path: str | Path | None = None) -> dict[str, Any]:
     raise ConfigError(f"{file}: no section for the controller manager (one of {NODE_KEYS})")
 
 
-BRIDGE_INTERFACES = COMMAND_INTERFACES
-CANOPEN_MODES = ("torque", "position")
-
-
-@dataclass(frozen=True)
-class BridgeParams:
-    """``ros2_control_bridge.*``: topics of a running ros2_control stack and the joint order of
-    its forward_command_controller (``command_joints``)."""
-
-    joint_states_topic: str
-    command_topic: str
-    command_interface: str  # effort | position
-    command_joints: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CanopenParams:
-    """``canopen.*``: the bus and, per joint (``arm_joints + gripper_joints`` order), the drive's
-    node id and unit conversion."""
-
-    interface: str  # python-can interface name
-    channel: str
-    bitrate: int  # [bit/s]
-    mode: str  # torque (CST) | position (CSP)
-    node_ids: tuple[int, ...]
-    encoder_resolution: tuple[int, ...]  # [counts/motor rev]
-    gear_ratio: tuple[float, ...]  # [motor rev / joint rev]
-    position_offset: tuple[float, ...]  # [rad | m] joint position at count 0
-    rated_torque: tuple[float, ...]  # [N·m | N] joint effort at 1000 per-mille
-    screw_lead: float  # [m / joint rev] prismatic joints
-    heartbeat_period: float  # [s] producer heartbeat of each drive (1017h)
-    heartbeat_timeout: float  # [s] consumer heartbeat time (1016h)
-    pdo_timeout: float  # [s], 0 = 3 control periods
-    quick_stop_option: int  # 605Ah
-    enable_timeout: float  # [s]
-    master_heartbeat_period: float  # [s] the heartbeat our master node produces
-    master_heartbeat_timeout: float  # [s] each drive's consumer time on it (its 1016h)
-    abort_connection_option: int  # 6007h: each drive's reaction to losing our heartbeat
-
-
 @dataclass(frozen=True)
 class StackConfig:
     """Validated configuration. Vectors are in ``joint_names`` (arm then gripper) order."""
@@ -161,10 +119,6 @@ class StackConfig:
     reference_max_jerk: tuple[float, ...]  # [rad/s³ | m/s³]
     effort_rate_limit: tuple[float, ...]  # [N·m/s | N/s] per joint
     safe_hold_damping: tuple[float, ...]  # [N·m·s/rad | N·s/m]
-    mujoco_mode: str
-    mujoco_timestep: float  # [s]
-    # The MuJoCo backend's interface per joint (joint_names order): effort | position.
-    mujoco_command_interfaces: tuple[str, ...] = ()
     armed: bool = False  # hardware.armed: real backends refuse to activate unless true
     max_state_age: float = 0.0  # [s], 0 = the state timeout
     future_tolerance: float = 0.001  # [s]
@@ -178,8 +132,22 @@ class StackConfig:
     overrun_fraction: float = 0.5  # [-] of a period: a tick starting later is an overrun
     # Live gain sets may leave a joint with no feedback at all (K = D = 0): it floats freely.
     allow_free_joints: bool = False
-    bridge: BridgeParams | None = None
-    canopen: CanopenParams | None = None
+    # Every parameter as given, flattened: a plugin's ``from_config`` parses its own section
+    # from these with its schema (:meth:`section`).
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    # The plugin sections checked here (the selected backend's and every other one present
+    # that has a registered schema): section -> parsed values.
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def section(self, name: str) -> Mapping[str, Any]:
+        """A plugin section's parsed values (``section("canopen")["node_ids"]``); ConfigError
+        when the configuration has none of that name."""
+        if name not in self.sections:
+            raise ConfigError(
+                f"the configuration has no checked section '{name}' "
+                f"(has: {', '.join(sorted(self.sections)) or 'none'})"
+            )
+        return self.sections[name]
 
     @property
     def effective_state_timeout(self) -> float:
@@ -262,22 +230,6 @@ class StackConfig:
             raise ConfigError(
                 f"default_controller '{default}' is not among the controllers {controller_names}"
             )
-        mode = get("mujoco.mode", str)
-        timestep = float(get("mujoco.timestep", (int, float)))
-        mujoco_interfaces = names("mujoco.command_interfaces")
-        if len(mujoco_interfaces) == 1:
-            mujoco_interfaces *= len(joints)
-        if len(mujoco_interfaces) != len(joints):
-            raise ConfigError(
-                "parameter 'mujoco.command_interfaces': expected one interface for every joint or "
-                f"one per joint ({len(joints)}), got {len(mujoco_interfaces)}"
-            )
-        unknown_interfaces = sorted(set(mujoco_interfaces) - set(COMMAND_INTERFACES))
-        if unknown_interfaces:
-            raise ConfigError(
-                f"parameter 'mujoco.command_interfaces': {unknown_interfaces} not one of "
-                f"{', '.join(COMMAND_INTERFACES)}"
-            )
         rate_limit = numbers("limiter.effort_rate_limit", len(joints))
         if min(rate_limit) <= 0:
             raise ConfigError(
@@ -306,87 +258,16 @@ class StackConfig:
 
         backend = get("backend", str)
 
-        def per_joint(name: str, positive: bool = True) -> tuple[float, ...]:
-            # Sized by the joint lists only when this backend is the one in use: a MuJoCo setup
-            # with other joints need not rewrite the drive tables.
-            size = len(joints) if backend == "canopen" else len(get(name, list))
-            values = numbers(name, size)
-            if positive and min(values) <= 0:
-                raise ConfigError(f"parameter '{name}' must be > 0 for every joint, got {values}")
-            return values
-
-        bridge_joints = names("ros2_control_bridge.command_joints")
-        twice = sorted({n for n in bridge_joints if bridge_joints.count(n) > 1})
-        if twice:
-            raise ConfigError(f"parameter 'ros2_control_bridge.command_joints': {twice} twice")
-        bridge = BridgeParams(
-            joint_states_topic=get("ros2_control_bridge.joint_states_topic", str),
-            command_topic=get("ros2_control_bridge.command_topic", str),
-            command_interface=one_of("ros2_control_bridge.command_interface", BRIDGE_INTERFACES),
-            command_joints=bridge_joints,
-        )
-        node_ids = per_joint("canopen.node_ids")
-        if not all(v == int(v) and 1 <= v <= 126 for v in node_ids):
-            raise ConfigError(
-                f"parameter 'canopen.node_ids': ids must be in 1..126 (127 is the master's own): "
-                f"{node_ids}"
-            )
-        if len(set(node_ids)) != len(node_ids):
-            raise ConfigError(f"parameter 'canopen.node_ids': an id is used twice in {node_ids}")
-        resolution = per_joint("canopen.encoder_resolution")
-        if not all(v == int(v) for v in resolution):
-            raise ConfigError("parameter 'canopen.encoder_resolution': expected whole counts")
-        bitrate = get("canopen.bitrate", int)
-        if bitrate <= 0:
-            raise ConfigError(f"parameter 'canopen.bitrate' must be > 0, got {bitrate}")
-        quick_stop_option = get("canopen.quick_stop_option", int)
-        if quick_stop_option not in (0, 1, 2, 5, 6):
-            raise ConfigError(
-                f"parameter 'canopen.quick_stop_option': {quick_stop_option} is not one of "
-                "0, 1, 2, 5, 6 (CiA 402 605Ah)"
-            )
-        canopen = CanopenParams(
-            interface=get("canopen.interface", str),
-            channel=get("canopen.channel", str),
-            bitrate=bitrate,
-            mode=one_of("canopen.mode", CANOPEN_MODES),
-            node_ids=tuple(int(v) for v in node_ids),
-            encoder_resolution=tuple(int(v) for v in resolution),
-            gear_ratio=per_joint("canopen.gear_ratio"),
-            position_offset=per_joint("canopen.position_offset", positive=False),
-            rated_torque=per_joint("canopen.rated_torque"),
-            screw_lead=seconds("canopen.screw_lead"),
-            heartbeat_period=seconds("canopen.heartbeat_period"),
-            heartbeat_timeout=seconds("canopen.heartbeat_timeout"),
-            pdo_timeout=seconds("canopen.pdo_timeout", allow_zero=True),
-            quick_stop_option=quick_stop_option,
-            enable_timeout=seconds("canopen.enable_timeout"),
-            master_heartbeat_period=seconds("canopen.master_heartbeat_period"),
-            master_heartbeat_timeout=seconds("canopen.master_heartbeat_timeout"),
-            abort_connection_option=get("canopen.abort_connection_option", int),
-        )
-        if canopen.heartbeat_timeout <= canopen.heartbeat_period:
-            raise ConfigError(
-                "parameter 'canopen.heartbeat_timeout' must exceed 'canopen.heartbeat_period' "
-                f"({canopen.heartbeat_timeout} <= {canopen.heartbeat_period} s)"
-            )
-        master_period, master_timeout = (
-            canopen.master_heartbeat_period,
-            canopen.master_heartbeat_timeout,
-        )
-        if master_period < 0.001 or master_timeout > 65.535 or master_timeout <= master_period:
-            raise ConfigError(
-                "parameters 'canopen.master_heartbeat_period' and "
-                "'canopen.master_heartbeat_timeout': the period must be >= 1 ms and the "
-                "timeout exceed it, at most 65.535 s (1016h holds whole ms in 16 bits); got "
-                f"{master_period} and {master_timeout} s"
-            )
-        if canopen.abort_connection_option not in (0, 1, 2, 3):
-            raise ConfigError(
-                f"parameter 'canopen.abort_connection_option': {canopen.abort_connection_option} "
-                "is not one of 0 (no action), 1 (fault), 2 (disable voltage), 3 (quick stop) "
-                "(CiA 402 6007h)"
-            )
+        # Plugin sections, each checked by its plugin's schema: the selected backend's, sized
+        # by the joint lists, and every other one present as it stands (a MuJoCo setup with
+        # other joints need not rewrite the drive tables it does not use). A section nobody
+        # uses may be left out.
+        present = {key.split(".", 1)[0] for key in params if "." in key}
+        sections: dict[str, Mapping[str, Any]] = {}
+        for name in sorted(({backend} | present) & set(known_plugins(PARAMETERS))):
+            schema = section_schema(name)
+            assert schema is not None
+            sections[name] = schema.parse(params, len(joints) if name == backend else None)
         try:
             realtime = RealtimeSettings(
                 priority=get("realtime.priority", int),
@@ -431,9 +312,6 @@ class StackConfig:
             reference_max_jerk=jerk,
             effort_rate_limit=rate_limit,
             safe_hold_damping=numbers("safe_hold.damping", len(joints)),
-            mujoco_mode=mode,
-            mujoco_timestep=timestep,
-            mujoco_command_interfaces=mujoco_interfaces,
             armed=get("hardware.armed", bool),
             max_state_age=seconds("hardware.max_state_age", allow_zero=True),
             future_tolerance=seconds("hardware.future_tolerance", allow_zero=True),
@@ -446,8 +324,8 @@ class StackConfig:
             cartesian_update_rate=cartesian_rate,
             overrun_fraction=overrun_fraction,
             allow_free_joints=get("allow_free_joints", bool),
-            bridge=bridge,
-            canopen=canopen,
+            parameters=dict(params),
+            sections=sections,
         )
 
 

@@ -15,3 +15,7 @@ class CtError(Exception):
 
 class GainError(CtError, ValueError):
     """A gain set was rejected; the message names the parameter and the problem."""
+
+
+class ConfigError(CtError, ValueError):
+    """A configuration value is missing or invalid; the message names the parameter."""

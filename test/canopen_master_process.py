@@ -35,8 +35,7 @@ def main() -> int:
     parser.add_argument("--overrides", required=True, help="configuration overrides, JSON")
     args = parser.parse_args()
     config = load_config(overrides=json.loads(args.overrides))
-    assert config.canopen is not None
-    link = VirtualChannelLink(config.canopen.channel, socket.socket(fileno=args.fd))
+    link = VirtualChannelLink(config.section("canopen")["channel"], socket.socket(fileno=args.fd))
     stack = build_stack(config, bundled_description("canopen"))
     try:
         stack.bring_up()

@@ -45,8 +45,8 @@ def test_bundled_config_loads():
     assert impedance["stiffness"][0] == 600.0 and impedance["gravity_compensation"] is True
     assert config.effort_rate_limit == (1000.0,) * 7 + (20000.0,) * 2
     assert len(config.safe_hold_damping) == 9
-    assert config.mujoco_mode in ("paced", "lockstep")
-    assert config.mujoco_timestep == 0.001
+    assert config.section("mujoco")["mode"] in ("paced", "lockstep")
+    assert config.section("mujoco")["timestep"] == 0.001
     assert config.backend == "mujoco" and config.tcp_frame == "tcp"
 
 
@@ -61,7 +61,7 @@ def test_parameters_are_flattened_with_dots():
 def test_overrides_replace_single_parameters():
     """load_config(overrides=...) replaces exactly the named parameters."""
     config = load_config(overrides={"mujoco.mode": "lockstep", "update_rate": 500})
-    assert config.mujoco_mode == "lockstep"
+    assert config.section("mujoco")["mode"] == "lockstep"
     assert config.period == pytest.approx(2e-3)
     assert config.home_positions == load_config().home_positions
 

@@ -216,7 +216,7 @@ def test_mujoco_move_to_pose_reaches_a_reachable_target():
         description.urdf,
         joints,
         MujocoConfig(
-            timestep=config.mujoco_timestep,
+            timestep=config.section("mujoco")["timestep"],
             control_period=config.period,
             initial_positions=home_by_name(config),
             with_objects=False,

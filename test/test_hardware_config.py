@@ -27,8 +27,8 @@ def test_bundled_defaults():
     assert config.effective_state_timeout == pytest.approx(3 * config.period)
     assert config.effective_command_timeout == pytest.approx(3 * config.period)
     assert config.effective_max_state_age == pytest.approx(config.effective_state_timeout)
-    assert config.canopen is not None and len(config.canopen.node_ids) == 9
-    assert config.bridge is not None and config.bridge.command_joints == config.joint_names
+    assert len(config.section("canopen")["node_ids"]) == 9
+    assert config.section("ros2_control_bridge")["command_joints"] == config.joint_names
 
 
 BAD = [

@@ -12,8 +12,10 @@ from rcl_interfaces.srv import DescribeParameters
 from rclpy.parameter import Parameter
 from ros_helpers import NODE, ros_client, start_node, stop_node
 
-from ct_controllers.config import load_parameters
-from ct_controllers.ros.parameters import LIVE
+from ct_controllers.config import load_config, load_parameters
+from ct_controllers.ros.parameters import live_parameters
+
+LIVE = live_parameters(load_config().controllers)
 
 
 def _dump(values: dict, path: Path) -> None:
@@ -66,3 +68,43 @@ def test_dumped_parameters_load_back_unchanged(tmp_path: Path) -> None:
     undescribed = [d.name for d in described if not d.description or d.description == d.name]
     assert not undescribed, f"parameters without a description: {undescribed}"
     assert all(d.read_only == (d.name not in LIVE) for d in described)
+
+
+def test_gains_are_live_by_the_controllers_type_whatever_its_name(tmp_path: Path) -> None:
+    """A configuration naming its joint impedance instance `arm_impedance` (and leaving out the
+    other backends' sections): the node declares that instance's parameters from its type's
+    schema, and its gains are live through SetParameters (`ros2 param set`), the rest of it
+    read-only; the bundled instance name is not declared at all."""
+    document = yaml.safe_load(
+        (Path(__file__).parents[1] / "config" / "controllers.yaml").read_text()
+    )
+    params = document[NODE]["ros__parameters"]
+    params["arm_impedance"] = params.pop("joint_impedance")
+    params["controllers"] = ["arm_impedance", "computed_torque"]
+    params["default_controller"] = "arm_impedance"
+    del params["canopen"], params["ros2_control_bridge"]
+    path = tmp_path / "renamed.yaml"
+    path.write_text(yaml.safe_dump(document))
+    node = start_node("--ros-args", "--params-file", str(path))
+    try:
+        with ros_client("ct_renamed_client") as client:
+            name = "arm_impedance.stiffness"
+            old = list(client.get_parameter(name).double_array_value)
+            assert old == params["arm_impedance"]["stiffness"]
+            new = [k * 0.9 for k in old]
+            (result,) = client.set_parameters(Parameter(name, value=new))
+            assert result.successful, result.reason
+            assert list(client.get_parameter(name).double_array_value) == new
+            (result,) = client.set_parameters(Parameter(name, value=[1.0, 2.0]))
+            assert not result.successful and "expected 9 values" in result.reason
+            (result,) = client.set_parameters(
+                Parameter("arm_impedance.gravity_compensation", value=False)
+            )
+            assert not result.successful
+            declared = client.all_parameters()
+    finally:
+        node.send_signal(signal.SIGINT)
+        node.communicate(timeout=15)
+        stop_node(node)
+    assert not any(n.startswith("joint_impedance.") for n in declared)
+    assert declared["arm_impedance.type"] == "ct_controllers/JointImpedance"

@@ -132,10 +132,9 @@ class Bench:
         if backend == "ros2_control_bridge":
             from ct_controllers.sim.ros2_control_plant import PlantProcess
 
-            bridge = self.config.bridge
-            assert bridge is not None
+            bridge = self.config.section("ros2_control_bridge")
             self.plant = PlantProcess(
-                bridge.joint_states_topic, bridge.command_topic, self.config.joint_names
+                bridge["joint_states_topic"], bridge["command_topic"], self.config.joint_names
             )
         elif backend == "canopen":
             assert isinstance(self.stack.hardware, CanopenCia402System)
@@ -154,8 +153,7 @@ class Bench:
     def limit(self, fault: str) -> float:
         """[s] detection deadline + one period."""
         if fault == "heartbeat_loss":
-            assert self.config.canopen is not None
-            return self.config.canopen.heartbeat_timeout + self.period
+            return float(self.config.section("canopen")["heartbeat_timeout"]) + self.period
         return self.config.effective_state_timeout + self.period
 
     def run(self, seconds: float) -> None:

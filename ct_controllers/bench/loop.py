@@ -102,7 +102,9 @@ def lockstep(sim_seconds: float, seed: int, cartesian_rate: float = 0.0) -> dict
 
 def _floor_rtf(config: StackConfig, sim_seconds: float) -> float:
     """MuJoCo alone: the same scene stepped with zero torque, no controller, no Python stack."""
-    model = build_scene(load_description().urdf, timestep=config.mujoco_timestep).compile()
+    model = build_scene(
+        load_description().urdf, timestep=config.section("mujoco")["timestep"]
+    ).compile()
     data = mujoco.MjData(model)
     steps = round(sim_seconds / model.opt.timestep)
     start = time.perf_counter()

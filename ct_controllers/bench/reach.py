@@ -78,7 +78,9 @@ class ClearanceCheck:
     """Is the arm at a configuration clear of the scene (see the module docstring)?"""
 
     def __init__(self, config: StackConfig, urdf: str) -> None:
-        self.model = build_scene(urdf, timestep=config.mujoco_timestep, with_objects=True).compile()
+        self.model = build_scene(
+            urdf, timestep=config.section("mujoco")["timestep"], with_objects=True
+        ).compile()
         self.data = mujoco.MjData(self.model)
         m = self.model
         cube = m.body(CUBE_BODY).id

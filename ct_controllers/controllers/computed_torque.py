@@ -34,15 +34,53 @@ from ct_controllers.controllers.controller import (
     gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, non_negative, one_of
 
 COMPUTED_TORQUE = "computed_torque"
 PD = "pd"
 PD_GRAVITY = "pd_gravity"
 MODES = (COMPUTED_TORQUE, PD, PD_GRAVITY)
 
+# A computed-torque instance's parameters (``<instance>.<name>``, whatever the instance is
+# called): the gains are live, the rest is read-only.
+PARAMETERS = ParameterSchema(
+    "",
+    (
+        ParameterSpec(
+            "mode",
+            str,
+            COMPUTED_TORQUE,
+            "computed_torque | pd | pd_gravity",
+            validator=one_of(*MODES),
+        ),
+        ParameterSpec(
+            "kp",
+            float,
+            (400.0,) * 9,
+            "K_p per joint: [s⁻²] in computed_torque mode, [N·m/rad | N/m] in pd",
+            per_joint=True,
+            live=True,
+            validator=non_negative,
+        ),
+        ParameterSpec(
+            "kd",
+            float,
+            (40.0,) * 9,
+            "K_d per joint: [s⁻¹] in computed_torque mode, [N·m·s/rad | N·s/m] in pd",
+            per_joint=True,
+            live=True,
+            validator=non_negative,
+        ),
+        ParameterSpec(
+            "model_mass_scale", float, 1.0, "Link masses of the controller's model × this", "-"
+        ),
+    ),
+)
+
 
 class ComputedTorqueController(Controller):
-    GAIN_NAMES = ("kp", "kd")
+    PARAMETERS = PARAMETERS
+    GAIN_NAMES = PARAMETERS.live  # kp, kd
 
     def __init__(
         self, model: RobotModel, kp: FloatArray, kd: FloatArray, mode: str = COMPUTED_TORQUE

@@ -11,11 +11,13 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 
 from ct_controllers.errors import GainError
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.parameter_schema import ParameterSchema
 from ct_controllers.types import ControlOutput, FloatArray, JointReference, JointState
 
 __all__ = [
@@ -74,6 +76,9 @@ class Controller(ABC):
     """Subclasses implement :meth:`compute`; controllers with per-joint gains list them in
     ``GAIN_NAMES`` (the default :meth:`validate_gains` checks those, against ``self.model``)."""
 
+    # The type's parameters (``<instance>.<name>`` in controllers.yaml, for any instance name):
+    # descriptions, defaults, which are live (the gains: GAIN_NAMES is its live names).
+    PARAMETERS: ClassVar[ParameterSchema | None] = None
     GAIN_NAMES: tuple[str, ...] = ()
 
     def __init__(self) -> None:

@@ -26,10 +26,50 @@ from ct_controllers.controllers.controller import (
     gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, non_negative
+
+# A joint impedance instance's parameters (``<instance>.<name>`` in controllers.yaml, whatever
+# the instance is called): the gains are live, the rest shapes the law and is read-only.
+PARAMETERS = ParameterSchema(
+    "",
+    (
+        ParameterSpec(
+            "stiffness",
+            float,
+            (600.0, 600.0, 300.0, 300.0, 100.0, 100.0, 50.0, 100.0, 100.0),
+            "Joint stiffness K, per joint, arm then gripper",
+            "N·m/rad | N/m",
+            per_joint=True,
+            live=True,
+            validator=non_negative,
+        ),
+        ParameterSpec(
+            "damping",
+            float,
+            (50.0, 50.0, 25.0, 25.0, 6.0, 6.0, 3.0, 4.0, 4.0),
+            "Joint damping D, per joint, arm then gripper",
+            "N·m·s/rad | N·s/m",
+            per_joint=True,
+            live=True,
+            validator=non_negative,
+        ),
+        ParameterSpec("gravity_compensation", bool, True, "Add g(q) from the controller's model"),
+        ParameterSpec(
+            "coriolis_compensation", bool, False, "Add C(q, v) v from the controller's model"
+        ),
+        ParameterSpec(
+            "inertia_decoupling",
+            bool,
+            False,
+            "τ = M(q)(q̈* + K e + D ė) + ...; then K [s⁻²], D [s⁻¹]",
+        ),
+    ),
+)
 
 
 class JointImpedanceController(Controller):
-    GAIN_NAMES = ("stiffness", "damping")
+    PARAMETERS = PARAMETERS
+    GAIN_NAMES = PARAMETERS.live  # stiffness, damping
 
     def __init__(
         self,

@@ -12,10 +12,17 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ct_controllers.errors import CtError
+from ct_controllers.parameter_schema import ParameterSchema
 from ct_controllers.types import FloatArray
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from ct_controllers.config import StackConfig
+    from ct_controllers.model.description import RobotDescription
 
 EFFORT = "effort"
 POSITION = "position"
@@ -183,6 +190,16 @@ class SystemInterface(ABC):
     measurement_delay = 1
     # The backend's clock is simulated: the node publishes /clock from it (sim time).
     publishes_clock = False
+    # Its section of controllers.yaml (named as the `backend:` value that selects it), parsed by
+    # from_config; None: a backend without parameters of its own.
+    PARAMETERS: ClassVar[ParameterSchema | None] = None
+
+    @classmethod
+    def from_config(cls, description: RobotDescription, config: StackConfig) -> Self:
+        """The plugin constructor: joints from the description's ``<ros2_control>`` block, the
+        rest from ``config`` — the stack's settings and the backend's own section only, which it
+        parses with :attr:`PARAMETERS`."""
+        raise NotImplementedError(f"{cls.__name__} does not implement from_config")
 
     def __post_init__(self) -> None:
         from ct_controllers.hardware.guard import BoundaryGuard  # guard imports this module

@@ -41,12 +41,13 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
 
 from ct_controllers.hardware.interface import (
+    COMMAND_INTERFACES,
     EFFORT,
     POSITION,
     ActuationReport,
@@ -60,12 +61,56 @@ from ct_controllers.hardware.interface import (
 )
 from ct_controllers.hardware.mujoco_scene import ServoGains, build_scene
 from ct_controllers.model.description import RobotDescription
+from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
 
 if TYPE_CHECKING:
     from ct_controllers.config import StackConfig
 
 LOCKSTEP = "lockstep"
 PACED = "paced"
+SECTION = "mujoco"
+
+
+def _interfaces_per_joint(values: Mapping[str, Any], joint_count: int | None) -> str | None:
+    count = len(values["command_interfaces"])
+    if joint_count is not None and count not in (1, joint_count):
+        return (
+            "parameter 'mujoco.command_interfaces': expected one interface for every joint or "
+            f"one per joint ({joint_count}), got {count}"
+        )
+    return None
+
+
+# The section ``mujoco.*`` of controllers.yaml. Read-only: it shapes the simulation.
+PARAMETERS = ParameterSchema(
+    SECTION,
+    (
+        ParameterSpec(
+            "mode",
+            str,
+            PACED,
+            "paced (sim time follows the wall clock) | lockstep (as fast as possible)",
+            validator=one_of(PACED, LOCKSTEP),
+        ),
+        ParameterSpec(
+            "timestep",
+            float,
+            0.001,
+            "Physics step; the control period must be a whole multiple",
+            "s",
+            validator=positive,
+        ),
+        ParameterSpec(
+            "command_interfaces",
+            str,
+            (EFFORT,),
+            "effort | position, for every joint or per joint (arm, gripper)",
+            sequence=True,
+            validator=one_of(*COMMAND_INTERFACES),
+        ),
+    ),
+    checks=(_interfaces_per_joint,),
+)
 
 
 @dataclass(frozen=True)
@@ -103,6 +148,7 @@ class MujocoSystem(SystemInterface):
     """The simulated arm: scene built from the URDF, one actuator per claimed joint."""
 
     backend_name = "ct_controllers/MujocoSystem"
+    PARAMETERS = PARAMETERS  # its section of controllers.yaml
     measurement_delay = 0  # the physics steps after the write: the effort acts at once
     publishes_clock = True  # sim time
 
@@ -130,19 +176,21 @@ class MujocoSystem(SystemInterface):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> MujocoSystem:
         """The plugin constructor: joints from the ``<ros2_control>`` block, the rest from
-        controllers.yaml (``mujoco.*`` — command interfaces per joint included —,
-        ``home_positions``, ``update_rate``)."""
+        controllers.yaml (``mujoco.*`` — command interfaces per joint included —, parsed here by
+        :data:`PARAMETERS`; ``home_positions``, ``update_rate``)."""
+        params = PARAMETERS.parse(config.parameters, len(config.joint_names))
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
-        interfaces = dict(
-            zip(config.joint_names, config.mujoco_command_interfaces or (), strict=False)
-        )
+        per_joint = params["command_interfaces"]
+        if len(per_joint) == 1:
+            per_joint *= len(config.joint_names)
+        interfaces = dict(zip(config.joint_names, per_joint, strict=True))
         return cls(
             description.urdf,
             description.hardware.joint_names,
             MujocoConfig(
-                timestep=config.mujoco_timestep,
+                timestep=params["timestep"],
                 control_period=config.period,
-                mode=config.mujoco_mode,
+                mode=params["mode"],
                 initial_positions=home,
                 command_interfaces={n: i for n, i in interfaces.items() if i != EFFORT},
             ),

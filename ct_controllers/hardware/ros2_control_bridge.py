@@ -49,6 +49,7 @@ from ct_controllers.hardware.interface import (
     StateSample,
     SystemInterface,
 )
+from ct_controllers.hardware.ros2_control_bridge_parameters import PARAMETERS
 from ct_controllers.model.description import RobotDescription
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.ros.dds import ensure_loopback_dds
@@ -97,6 +98,8 @@ def _stamp_seconds(message: JointState) -> float:
 
 class Ros2ControlBridge(SystemInterface):
     """See the module docstring."""
+
+    PARAMETERS = PARAMETERS  # its section of controllers.yaml
 
     requires_arming = True
     backend_name = "ct_controllers/Ros2ControlBridge"
@@ -151,9 +154,8 @@ class Ros2ControlBridge(SystemInterface):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> Ros2ControlBridge:
         """The plugin constructor: joints from ``<ros2_control>``, the rest from
-        ``ros2_control_bridge.*``."""
-        params = config.bridge
-        assert params is not None
+        ``ros2_control_bridge.*`` (parsed here by its schema, :data:`PARAMETERS`)."""
+        params = PARAMETERS.parse(config.parameters, len(config.joint_names))
         joints = description.hardware.joint_names
         model = RobotModel(description.urdf, tcp_frame=config.tcp_frame)
         damping = dict(zip(config.joint_names, config.safe_hold_damping, strict=True))
@@ -173,10 +175,10 @@ class Ros2ControlBridge(SystemInterface):
         return cls(
             joints,
             BridgeConfig(
-                joint_states_topic=params.joint_states_topic,
-                command_topic=params.command_topic,
-                command_interface=params.command_interface,
-                command_joints=params.command_joints,
+                joint_states_topic=params["joint_states_topic"],
+                command_topic=params["command_topic"],
+                command_interface=params["command_interface"],
+                command_joints=params["command_joints"],
                 command_timeout=config.effective_command_timeout,
                 check_period=config.period,
             ),

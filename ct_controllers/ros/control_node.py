@@ -42,7 +42,11 @@ from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
-from ct_controllers.ros.parameters import declare_all, live_gains  # noqa: E402
+from ct_controllers.ros.parameters import (  # noqa: E402
+    declare_all,
+    live_gains,
+    live_parameters,
+)
 from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
 from ct_controllers.runtime.controller_manager import ControllerManager  # noqa: E402
@@ -66,6 +70,8 @@ class ControlNode(Node):
         super().__init__("controller_manager", namespace="/ct")
         values = {name: _plain(v) for name, v in declare_all(self).items()}
         self.config = StackConfig.from_parameters(values)
+        # Gains are live by the controller's type, whatever each instance is called.
+        self.live_parameters = live_parameters(self.config.controllers)
         self.stack: Stack = build_stack(self.config)
         self.loop = self.stack.loop
         self.get_logger().warning(
@@ -135,7 +141,7 @@ class ControlNode(Node):
         """Validate a set as a whole; stage each controller's gains for the next tick boundary,
         all together. Nothing is staged unless every parameter in the set is valid."""
         try:
-            grouped = live_gains(parameters, self.config.joint_names)
+            grouped = live_gains(parameters, self.config.joint_names, self.live_parameters)
             staged = {}
             warnings: list[str] = []
             for controller, gains in grouped.items():

@@ -1,15 +1,22 @@
 """Parameter declarations for the controller manager node: every entry of controllers.yaml is
 declared with a descriptor (description with units, read-only for structural ones), defaults taken
-from the bundled file, so a ``--params-file`` overrides them as ROS users expect."""
+from the bundled file, so a ``--params-file`` overrides them as ROS users expect. A plugin's
+parameters (a backend's section, a controller instance's entries) are declared from the plugin's
+schema (:mod:`ct_controllers.parameter_schema`); a controller's gains are live by its *type*,
+whatever the instance is called."""
 
 from __future__ import annotations
 
 import array
+from collections.abc import Mapping
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
+from rclpy.parameter import Parameter
 
 from ct_controllers.config import load_parameters
+from ct_controllers.parameter_schema import PARAMETERS, section_schema
+from ct_controllers.plugins import CONTROLLERS, known_plugins, load_plugin
 
 DESCRIPTIONS = {
     "update_rate": "Control loop rate [Hz]",
@@ -29,17 +36,6 @@ DESCRIPTIONS = {
     "references.max_jerk": "Reference jerk limit per joint [rad/s³ | m/s³]",
     "limiter.effort_rate_limit": "Effort-rate limit per joint [N·m/s | N/s]",
     "safe_hold.damping": "Safe-hold joint damping [N·m·s/rad | N·s/m], per joint",
-    "joint_impedance.type": "Controller plugin type",
-    "joint_impedance.stiffness": "Joint stiffness K [N·m/rad | N/m], per joint, arm then gripper",
-    "joint_impedance.damping": "Joint damping D [N·m·s/rad | N·s/m], per joint, arm then gripper",
-    "joint_impedance.gravity_compensation": "Add g(q) from the controller's model",
-    "joint_impedance.coriolis_compensation": "Add C(q, v) v from the controller's model",
-    "joint_impedance.inertia_decoupling": "τ = M(q)(q̈* + K e + D ė) + ...; then K [s⁻²], D [s⁻¹]",
-    "computed_torque.type": "Controller plugin type",
-    "computed_torque.mode": "computed_torque | pd | pd_gravity",
-    "computed_torque.kp": "K_p per joint: [s⁻²] in computed_torque mode, [N·m/rad | N/m] in pd",
-    "computed_torque.kd": "K_d per joint: [s⁻¹] in computed_torque mode, [N·m·s/rad | N·s/m] in pd",
-    "computed_torque.model_mass_scale": "Link masses of the controller's model × this [-]",
     "hardware.armed": "Real drives refuse to activate unless true",
     "hardware.max_state_age": "Oldest acceptable state sample, now − stamp [s]; 0 = state_timeout",
     "hardware.future_tolerance": "How far a state stamp may lie ahead of this clock [s]",
@@ -52,42 +48,7 @@ DESCRIPTIONS = {
     "watchdog.state_timeout": "No fresh state this long → fault [s]; 0 = 3 control periods",
     "watchdog.command_timeout": "No command written this long → fault [s]; 0 = 3 periods",
     "watchdog.fault_reaction": "damp | hold | quick_stop | disable (drives that offer it)",
-    "ros2_control_bridge.joint_states_topic": "sensor_msgs/JointState from the broadcaster",
-    "ros2_control_bridge.command_topic": "std_msgs/Float64MultiArray of the forward controller",
-    "ros2_control_bridge.command_interface": "effort | position (the forward controller's)",
-    "ros2_control_bridge.command_joints": "Joint order of the Float64MultiArray commands",
-    "canopen.interface": "python-can interface (virtual, socketcan, ...)",
-    "canopen.channel": "python-can channel",
-    "canopen.bitrate": "CAN bit rate [bit/s]",
-    "canopen.mode": "torque (cyclic synchronous torque) | position (cyclic synchronous position)",
-    "canopen.node_ids": "CANopen node id per joint, arm then gripper",
-    "canopen.encoder_resolution": "Encoder counts per motor revolution, per joint",
-    "canopen.gear_ratio": "Motor revolutions per joint revolution, per joint",
-    "canopen.position_offset": "Joint position at encoder count 0 [rad | m], per joint",
-    "canopen.rated_torque": "Effort at 1000 ‰ of rated torque [N·m | N], per joint",
-    "canopen.screw_lead": "Travel per joint revolution of the prismatic joints [m]",
-    "canopen.heartbeat_period": "Heartbeat the host produces (drives' 1017h) [s]",
-    "canopen.heartbeat_timeout": "Consumer heartbeat time (1016h): silence this long → fault [s]",
-    "canopen.pdo_timeout": "No TPDO from a drive this long → fault [s]; 0 = 3 periods",
-    "canopen.quick_stop_option": "605Ah quick-stop option code (6 = ramp, stay in QUICK STOP)",
-    "canopen.enable_timeout": "Time allowed for NMT start, SDO setup and enable [s]",
-    "canopen.master_heartbeat_period": "Heartbeat our master node (id 127) produces [s]",
-    "canopen.master_heartbeat_timeout": "Drives' consumer time on it (1016h) → 6007h [s]",
-    "canopen.abort_connection_option": "6007h on losing it: 0 none, 1 fault, 2 off, 3 quick stop",
-    "mujoco.mode": "paced (sim time follows the wall clock) | lockstep (as fast as possible)",
-    "mujoco.timestep": "Physics step [s]; the control period must be a whole multiple",
-    "mujoco.command_interfaces": "effort | position, for every joint or per joint (arm, gripper)",
 }
-
-# Everything that shapes the stack is fixed once it runs; gains are live: "<controller>.<gain>"
-# with <gain> one of the controller's GAIN_NAMES (per-joint vectors, arm then gripper order).
-LIVE = {
-    "joint_impedance.stiffness",
-    "joint_impedance.damping",
-    "computed_torque.kp",
-    "computed_torque.kd",
-}
-
 
 # Parameters of the ROS boundary itself (not in controllers.yaml): name → (default, description).
 ROS_ONLY: dict[str, tuple[float, str]] = {
@@ -97,14 +58,28 @@ ROS_ONLY: dict[str, tuple[float, str]] = {
 }
 
 
-def live_gains(parameters: Any, joint_names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """Group a parameter set by controller: {"joint_impedance": {"stiffness": [...]}, ...}.
-    Raises ValueError naming a parameter that cannot change at run time or is malformed."""
+def live_parameters(controllers: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
+    """The parameters that may change at run time: ``<instance>.<gain>`` for every configured
+    controller instance, whatever its name, and each live parameter of its *type* (its
+    ``GAIN_NAMES``, the live entries of its schema). Everything else is read-only."""
+    live = set()
+    for instance, params in controllers.items():
+        controller_type = load_plugin(CONTROLLERS, str(params["type"]))
+        live |= {f"{instance}.{gain}" for gain in controller_type.GAIN_NAMES}
+    return frozenset(live)
+
+
+def live_gains(
+    parameters: Any, joint_names: tuple[str, ...], live: frozenset[str]
+) -> dict[str, dict[str, Any]]:
+    """Group a parameter set by controller instance: {"joint_impedance": {"stiffness": [...]}}.
+    ``live``: :func:`live_parameters`. Raises ValueError naming a parameter that cannot change
+    at run time or is malformed."""
     grouped: dict[str, dict[str, Any]] = {}
     for parameter in parameters:
         if parameter.name in ROS_ONLY:
             continue  # range-checked by its descriptor, read where it is used
-        if parameter.name not in LIVE:
+        if parameter.name not in live:
             raise ValueError(f"'{parameter.name}' cannot be changed at run time")
         controller, gain = parameter.name.split(".", 1)
         value = parameter.value
@@ -114,16 +89,61 @@ def live_gains(parameters: Any, joint_names: tuple[str, ...]) -> dict[str, dict[
     return grouped
 
 
+def _declare(node: Any, name: str, default: Any, description: str, live: bool = False) -> Any:
+    descriptor = ParameterDescriptor(name=name, description=description, read_only=not live)
+    return node.declare_parameter(name, default, descriptor).value
+
+
 def declare_all(node: Any) -> dict[str, Any]:
-    """Declare every parameter of the bundled configuration; return their (overridden) values."""
+    """Declare the stack's parameters, defaults from the bundled configuration, each plugin's
+    from its schema (description with unit, live or read-only): the stack's own entries; the
+    selected backend's section and every other one the bundled file documents; for every
+    controller instance the configuration names (``controllers``, whatever the names), ``type``
+    and its type's parameters. Return their (overridden) values."""
+    bundled = load_parameters()
+    sections = set(known_plugins(PARAMETERS))
+    bundled_instances = set(bundled.get("controllers", ()))
+
+    def plugin_owned(name: str) -> bool:
+        prefix = name.split(".", 1)[0]
+        return "." in name and (prefix in sections or prefix in bundled_instances)
+
     values: dict[str, Any] = {}
-    for name, default in load_parameters().items():
-        descriptor = ParameterDescriptor(
-            name=name,
-            description=DESCRIPTIONS.get(name, name),
-            read_only=name not in LIVE,
+    for name, default in bundled.items():
+        if not plugin_owned(name):
+            values[name] = _declare(node, name, default, DESCRIPTIONS.get(name, name))
+    documented = {name.split(".", 1)[0] for name in bundled if "." in name}
+    for section in sorted(({values["backend"]} | documented) & sections):
+        schema = section_schema(section)
+        assert schema is not None
+        defaults = schema.defaults()
+        for name, (description, live) in schema.describe().items():
+            values[name] = _declare(
+                node, name, bundled.get(name, defaults[name]), description, live
+            )
+    for instance in values["controllers"]:
+        type_name = f"{instance}.type"
+        if type_name in bundled:
+            type_value = _declare(node, type_name, bundled[type_name], "Controller plugin type")
+        else:  # an instance of the user's: its type must come with the parameters file
+            descriptor = ParameterDescriptor(
+                name=type_name, description="Controller plugin type", read_only=True
+            )
+            type_value = node.declare_parameter(type_name, Parameter.Type.STRING, descriptor).value
+        if not isinstance(type_value, str):
+            continue  # no type: the configuration says so, naming the instance
+        values[type_name] = type_value
+        schema = load_plugin(CONTROLLERS, type_value).PARAMETERS
+        if schema is None:
+            continue
+        # Defaults: a bundled instance of the same type, else the type's own.
+        template = next(
+            (i for i in sorted(bundled_instances) if bundled.get(f"{i}.type") == type_value), None
         )
-        values[name] = node.declare_parameter(name, default, descriptor).value
+        for spec in schema.parameters:
+            name = f"{instance}.{spec.name}"
+            default = bundled.get(f"{template}.{spec.name}", schema.defaults()[spec.name])
+            values[name] = _declare(node, name, default, spec.describe(), spec.live)
     for name, (default, description) in ROS_ONLY.items():
         node.declare_parameter(
             name,

@@ -177,12 +177,11 @@ def make_rig(backend: str, object_width: float | None = None, **overrides: Any) 
                 **overrides,
             }
         )
-        assert config.bridge is not None
         plant = PlantProcess(
             states,
             commands,
             list(config.joint_names),
-            interface=config.bridge.command_interface,
+            interface=config.section("ros2_control_bridge")["command_interface"],
             object_width=object_width,
         )
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)

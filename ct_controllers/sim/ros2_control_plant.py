@@ -84,7 +84,8 @@ class Plant:
         self.contact_damping = contact_damping
         self.contact: ObjectBetweenFingers | None = None
         self.names = order or list(config.joint_names)
-        self.command_names = list(config.bridge.command_joints) if config.bridge else self.names
+        bridge = config.sections.get("ros2_control_bridge")
+        self.command_names = list(bridge["command_joints"]) if bridge else self.names
         self.index = self.model.indices(self.names)
         self.command_index = self.model.indices(self.command_names)
         self.q = np.zeros(self.model.nq)

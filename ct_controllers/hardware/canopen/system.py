@@ -59,6 +59,7 @@ import canopen
 
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen.configuration import (
+    PARAMETERS,
     TORQUE,
     CanopenConfig,
     DriveConfig,
@@ -101,6 +102,7 @@ _DEFAULT_CONFIG = CanopenConfig()
 class CanopenCia402System(SystemInterface):
     """CiA 402 drives on one CAN bus, a drive per joint; see the module docstring."""
 
+    PARAMETERS = PARAMETERS  # its section of controllers.yaml (canopen.*)
     requires_arming = True
     fault_reactions = reactions(DAMP, HOLD, QUICK_STOP, DISABLE)
     backend_name = "ct_controllers/CanopenCia402System"

@@ -1,0 +1,91 @@
+"""ct_controllers.parameter_schema: each plugin owns its parameters. A backend's section is
+checked by the backend's schema only, a configuration names only the plugins it uses, and the
+bundled YAML's plugin sections are the schemas' defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ct_controllers.config import ConfigError, load_config, load_parameters
+from ct_controllers.parameter_schema import PARAMETERS, ParameterSchema, section_schema
+from ct_controllers.plugins import CONTROLLERS, HARDWARE, known_plugins, load_plugin
+from ct_controllers.runtime.stack import build_stack
+
+BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
+
+
+def _config_without(tmp_path: Path, *sections: str, **changes: object) -> Path:
+    """The bundled configuration file without the named sections (and with ``changes``)."""
+    document = yaml.safe_load(
+        (Path(__file__).parents[1] / "config" / "controllers.yaml").read_text()
+    )
+    params = document["/ct/controller_manager"]["ros__parameters"]
+    for section in sections:
+        del params[section]
+    params.update(changes)
+    path = tmp_path / "controllers.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_every_backend_registers_the_schema_of_its_section():
+    """Each bundled backend's section has a schema registered under its `backend:` name, the
+    same object the backend class parses its section with."""
+    assert set(BACKENDS) <= set(known_plugins(PARAMETERS))
+    for plugin in known_plugins(HARDWARE):
+        hardware = load_plugin(HARDWARE, plugin)
+        assert isinstance(hardware.PARAMETERS, ParameterSchema), plugin
+        assert section_schema(hardware.PARAMETERS.section) is hardware.PARAMETERS
+
+
+def test_the_bundled_sections_are_the_schemas_defaults():
+    """The YAML defaults derive from the schemas: every plugin section of the bundled file holds
+    exactly its schema's parameters at their defaults, and every schema entry is described."""
+    bundled = load_parameters()
+    for section in BACKENDS:
+        schema = section_schema(section)
+        assert schema is not None
+        in_file = {k: v for k, v in bundled.items() if k.startswith(f"{section}.")}
+        assert in_file == schema.defaults(), section
+        assert all(d for d, _ in schema.describe().values())
+    for instance in bundled["controllers"]:
+        schema = load_plugin(CONTROLLERS, bundled[f"{instance}.type"]).PARAMETERS
+        in_file = {
+            k.split(".", 1)[1]: v
+            for k, v in bundled.items()
+            if k.startswith(f"{instance}.") and not k.endswith(".type")
+        }
+        assert in_file == schema.defaults(), instance
+
+
+def test_a_mujoco_config_needs_no_other_backends_sections(tmp_path: Path):
+    """A MuJoCo configuration without the canopen and ros2_control_bridge sections loads, and the
+    stack builds from it: only the selected backend's section is required."""
+    path = _config_without(tmp_path, "canopen", "ros2_control_bridge")
+    config = load_config(path, overrides={"mujoco.mode": "lockstep"})
+    assert set(config.sections) == {"mujoco"}
+    stack = build_stack(config)
+    assert stack.hardware.backend_name == "ct_controllers/MujocoSystem"
+    with pytest.raises(ConfigError, match="no checked section 'canopen'"):
+        config.section("canopen")
+
+
+def test_the_selected_backends_section_is_required(tmp_path: Path):
+    """A configuration selecting a backend without that backend's section names the first
+    missing parameter of the section."""
+    path = _config_without(tmp_path, "canopen")
+    with pytest.raises(ConfigError, match=r"parameter 'canopen\.interface' is missing"):
+        load_config(path, overrides={"backend": "canopen"})
+
+
+def test_an_unused_section_is_checked_as_it_stands_not_sized_by_the_joints():
+    """A section present but not in use is checked by its schema (values, types, cross checks)
+    without sizing its per-joint lists by the joint lists; in use, they must match."""
+    load_config(overrides={"canopen.node_ids": [1, 2, 3]})
+    with pytest.raises(ConfigError, match=r"'canopen\.node_ids': expected 9 values, got 3"):
+        load_config(overrides={"backend": "canopen", "canopen.node_ids": [1, 2, 3]})
+    with pytest.raises(ConfigError, match=r"'canopen\.bitrate': expected an integer"):
+        load_config(overrides={"canopen.bitrate": "fast"})
