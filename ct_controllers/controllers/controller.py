@@ -95,19 +95,26 @@ class Controller(ABC):
             self._staged = pending
 
     def update(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        """One control tick: apply staged gains, then compute efforts [N·m | N]."""
-        return self.step(state, reference, dt).effort
+        """One control tick: apply staged gains, then compute efforts [N·m | N] — the effort
+        of :meth:`step` (a chain's :meth:`compute` is its ``compute_output(...).effort``),
+        without building the output around it."""
+        if self._staged is not None:
+            self._apply_staged()
+        return self.compute(state, reference, dt)
 
     def step(self, state: JointState, reference: JointReference, dt: float) -> ControlOutput:
         """One control tick: apply staged gains, then :meth:`compute_output` — the efforts and
         the joint reference tracked (what the control loop writes to effort and position
         joints)."""
         if self._staged is not None:
-            with self._staged_lock:
-                staged, self._staged = self._staged, None
-            if staged:
-                self.apply_gains(staged)
+            self._apply_staged()
         return self.compute_output(state, reference, dt)
+
+    def _apply_staged(self) -> None:
+        with self._staged_lock:
+            staged, self._staged = self._staged, None
+        if staged:
+            self.apply_gains(staged)
 
     def compute_output(
         self, state: JointState, reference: JointReference, dt: float
