@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from helpers import bundled_description, lockstep_config
 
-from ct_controllers.runtime import control_loop as control_loop_module
+from ct_controllers.runtime import motion_requests as motion_requests_module
 from ct_controllers.runtime.control_loop import FAILED, SUCCEEDED
 from ct_controllers.runtime.stack import Stack, build_stack
 
@@ -109,7 +109,7 @@ def test_guard_raising_is_a_fault_not_a_dead_loop(stack):
 def test_planner_raising_is_a_fault_not_a_dead_loop(stack, monkeypatch):
     """A trajectory planner that raises something other than TrajectoryError while a motion
     request is taken: fault 'requests raised Injected'."""
-    original = control_loop_module.JerkLimitedTrajectory
+    original = motion_requests_module.JerkLimitedTrajectory
     calls = []
 
     def planner(*args: Any, **kwargs: Any) -> Any:
@@ -118,7 +118,7 @@ def test_planner_raising_is_a_fault_not_a_dead_loop(stack, monkeypatch):
             raise Injected("planner bug")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(control_loop_module, "JerkLimitedTrajectory", planner)
+    monkeypatch.setattr(motion_requests_module, "JerkLimitedTrajectory", planner)
     stack.loop.request_motion(ARM, TARGET, 1.0)
     check_survives_and_recovers(stack, "requests")
 

@@ -16,6 +16,7 @@ from ct_controllers.references.joint_trajectory import (
     JointLimits,
     TrajectoryError,
 )
+from ct_controllers.runtime import motion_requests
 from ct_controllers.runtime.motion_requests import (
     CANCELED,
     FAILED,
@@ -177,7 +178,9 @@ def test_a_newer_motion_preempts_and_a_stop_cancels():
     assert np.allclose(rest.q, 0.0)
 
 
-def test_no_trajectory_within_the_limits_fails_the_motion_and_holds_the_measured_position():
+def test_no_trajectory_within_the_limits_fails_the_motion_and_holds_the_measured_position(
+    monkeypatch,
+):
     """A planner raising TrajectoryError: the motion is FAILED with its message and the
     measured q is held; any other exception from the planner propagates."""
 
@@ -186,7 +189,8 @@ def test_no_trajectory_within_the_limits_fails_the_motion_and_holds_the_measured
 
     motions = Motions(LIMITS)
     measured = np.full(NV, 0.05)
-    motions.start(request(3), state(1.0, measured), refusing)  # type: ignore[arg-type]
+    monkeypatch.setattr(motion_requests, "JerkLimitedTrajectory", refusing)
+    motions.start(request(3), state(1.0, measured))
     status = motions.status(3)
     assert status is not None and status.state == FAILED
     assert status.message == "too far for the limits"
@@ -196,8 +200,9 @@ def test_no_trajectory_within_the_limits_fails_the_motion_and_holds_the_measured
     def buggy(*args: object, **kwargs: object) -> JerkLimitedTrajectory:
         raise RuntimeError("planner bug")
 
+    monkeypatch.setattr(motion_requests, "JerkLimitedTrajectory", buggy)
     with pytest.raises(RuntimeError, match="planner bug"):
-        motions.start(request(4), state(3.0), buggy)  # type: ignore[arg-type]
+        motions.start(request(4), state(3.0))
 
 
 def test_a_refused_request_and_an_aborted_motion_are_failed():

@@ -122,7 +122,6 @@ __all__ = [  # the loop, and what its callers import from here
     "SUCCEEDED",
     "ControlLoop",
     "FaultRecord",
-    "JerkLimitedTrajectory",
     "LoopSnapshot",
     "MotionStatus",
 ]
@@ -485,11 +484,10 @@ class ControlLoop:
             if motion is not None:  # no motion starts from a fault
                 self._motions.refuse(motion, state.stamp)
             return
-        # The planner is looked up here, at the call: tests substitute it through this module.
         if hold:
-            self._motions.stop(state, JerkLimitedTrajectory)
+            self._motions.stop(state)
         if motion is not None:
-            self._motions.start(motion, state, JerkLimitedTrajectory)
+            self._motions.start(motion, state)
 
     def _try_reset(self, state: JointState, now: float) -> None:
         if self._supervisor.try_reset(now):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
@@ -133,24 +133,6 @@ class MotionHistory:
             return self._statuses.get(motion_id)
 
 
-class Planner(Protocol):
-    """What plans a motion: :class:`JerkLimitedTrajectory` (its constructor and ``stop``)."""
-
-    def __call__(
-        self,
-        start_time: float,
-        q0: FloatArray,
-        v0: FloatArray,
-        goal: FloatArray,
-        limits: JointLimits,
-        minimum_duration: float = 0.0,
-    ) -> JerkLimitedTrajectory: ...
-
-    def stop(
-        self, start_time: float, q0: FloatArray, v0: FloatArray, limits: JointLimits
-    ) -> JerkLimitedTrajectory: ...
-
-
 class Motions:
     """The joint reference the loop tracks when no fault is latched: a trajectory being
     followed, else a hold; and the current motion's status (control thread only).
@@ -198,20 +180,20 @@ class Motions:
             self._trajectory = None
         return reference
 
-    def stop(self, state: JointState, planner: Planner = JerkLimitedTrajectory) -> None:
+    def stop(self, state: JointState) -> None:
         """Cancel a running motion; come to rest from the measured state with bounded
         deceleration and hold where the stop ends (at once, if no stop fits the limits)."""
         self._end_running(CANCELED, state.stamp)
         try:
-            self._trajectory = planner.stop(state.stamp, state.q, state.v, self.limits)
+            self._trajectory = JerkLimitedTrajectory.stop(
+                state.stamp, state.q, state.v, self.limits
+            )
             self._reference = JointReference.hold(self._trajectory.goal)
         except TrajectoryError:
             self._trajectory = None
             self._reference = JointReference.hold(state.q)
 
-    def start(
-        self, request: MotionRequest, state: JointState, planner: Planner = JerkLimitedTrajectory
-    ) -> None:
+    def start(self, request: MotionRequest, state: JointState) -> None:
         """Preempt a running motion and plan ``request`` from the measured state; the joints it
         does not name keep their held reference. No trajectory within the limits: the motion
         FAILED with the planner's message, and the measured position is held. Another exception
@@ -220,7 +202,7 @@ class Motions:
         goal = (self._reference.q if self._reference is not None else state.q).copy()
         goal[request.indices] = request.positions
         try:
-            self._trajectory = planner(
+            self._trajectory = JerkLimitedTrajectory(
                 state.stamp, state.q, state.v, goal, self.limits, request.duration
             )
         except TrajectoryError as exc:
