@@ -136,6 +136,16 @@ class Rig:
             return {}
         return dict(zip(self.config.gripper_joints, forces.tolist(), strict=True))
 
+    def brought_up(self) -> Rig:
+        """Configure and activate the stack; if that fails, close what was opened (the plant
+        process, the simulated drives) and re-raise."""
+        try:
+            self.stack.bring_up()
+        except Exception:
+            self.close()
+            raise
+        return self
+
     def close(self) -> None:
         self.stack.shut_down()
         if isinstance(self.plant, SimulatedDrives):
@@ -155,8 +165,7 @@ def make_rig(backend: str, object_width: float | None = None, **overrides: Any) 
             raise ValueError("the MuJoCo rig's scene has its own cube; object_width is for plants")
         config = load_config(overrides={"mujoco.mode": "lockstep", **overrides})
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
-        stack.bring_up()
-        return Rig(backend, config, stack)
+        return Rig(backend, config, stack).brought_up()
     if backend == "ros2_control_bridge":
         n = next(_unique)
         states = f"/ct_contract_{os.getpid()}_{n}/joint_states"
@@ -185,13 +194,7 @@ def make_rig(backend: str, object_width: float | None = None, **overrides: Any) 
             object_width=object_width,
         )
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
-        rig = Rig(backend, config, stack, plant)
-        try:
-            stack.bring_up()
-        except Exception:
-            rig.close()
-            raise
-        return rig
+        return Rig(backend, config, stack, plant).brought_up()
     if backend == "canopen":
         config = load_config(
             overrides={
@@ -216,11 +219,5 @@ def make_rig(backend: str, object_width: float | None = None, **overrides: Any) 
         drives = simulated_drives_for(inner, RobotModel(description.urdf), home)
         if object_width is not None:
             drives.place_object(object_width, config.gripper_joints)
-        rig = Rig(backend, config, stack, drives)
-        try:
-            stack.bring_up()
-        except Exception:
-            rig.close()
-            raise
-        return rig
+        return Rig(backend, config, stack, drives).brought_up()
     raise ValueError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
