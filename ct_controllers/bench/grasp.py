@@ -6,6 +6,12 @@ and runs the grasp phase machine → differential IK (QP, OSQP) → computed tor
 gripper servo (fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s,
 put it back, release. A trial succeeds when the machine reaches DONE within 10 s of sim time;
 every failure is reported with its phase and reason.
+
+Each trial is a pure function of (seed, trial index, options): its cube comes from a random
+stream of its own (:func:`trial_cube`), and it builds its own stack. ``--workers N`` runs the
+trials in N worker processes (spawned, not forked: no thread or DDS state is inherited; none of
+them starts rclpy) with the same per-trial results as one process; results are gathered and
+printed in trial order.
 """
 
 from __future__ import annotations
@@ -13,9 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -50,8 +59,21 @@ class TrialResult:
     phase_durations: dict[str, float] = field(default_factory=dict)
 
 
+def trial_cube(seed: int, trial: int) -> tuple[float, float, float]:
+    """Trial ``trial``'s cube pose (x [m], y [m], yaw [rad]), uniform over REGION: a pure
+    function of (seed, trial). Each trial draws from a stream of its own — numpy's
+    ``SeedSequence(seed, spawn_key=(trial,))``, i.e. child ``trial`` of
+    ``SeedSequence(seed).spawn`` — so its cube does not depend on which trials ran before it,
+    in which process or in which order."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(trial,)))
+    x, y, yaw = (float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
+    return x, y, yaw
+
+
 def random_cubes(seed: int) -> Iterator[tuple[float, float, float]]:
-    """Cube poses (x [m], y [m], yaw [rad]) drawn uniformly over REGION, reproducible by seed."""
+    """Cube poses (x [m], y [m], yaw [rad]) drawn uniformly over REGION, reproducible by seed:
+    one stream consumed in order (``ct-bench loop``'s cubes; ``ct-bench grasp`` gives each
+    trial its own, :func:`trial_cube`)."""
     rng = np.random.default_rng(seed)
     while True:
         x, y, yaw = (float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
@@ -188,13 +210,41 @@ def run_trial(
     return result, setup
 
 
-def run(trials: int, seed: int, config: StackConfig | None = None, sensing: str = "full") -> dict:
+def seeded_trial(config: StackConfig, seed: int, sensing: str, trial: int) -> TrialResult:
+    """Trial ``trial`` of ``seed``: its cube from :func:`trial_cube`, a stack of its own — a
+    pure function of its arguments, run in this process or in a worker alike."""
+    return run_trial(config, trial, trial_cube(seed, trial), sensing=sensing)[0]
+
+
+def run_trials(
+    config: StackConfig, seed: int, trials: int, sensing: str = "full", workers: int = 1
+) -> list[TrialResult]:
+    """Trials 0 … ``trials`` − 1 of ``seed``, in trial order: in this process (``workers`` 1)
+    or in ``workers`` processes, each trial sent to whichever worker is free. Workers are
+    spawned (a fork would copy this process's threads and any DDS state mid-flight) and build
+    their stacks as this process does; none starts rclpy."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    one = partial(seeded_trial, config, seed, sensing)
+    if workers == 1:
+        return [one(trial) for trial in range(trials)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(workers, trials), mp_context=context) as pool:
+        return list(pool.map(one, range(trials)))
+
+
+def run(
+    trials: int,
+    seed: int,
+    config: StackConfig | None = None,
+    sensing: str = "full",
+    workers: int = 1,
+) -> dict:
+    """``trials`` trials of ``seed`` (see :func:`run_trials`) and their summary; ``wall_time``
+    [s] and ``trials_per_minute`` include starting the workers."""
     config = config or load_config(overrides={"mujoco.mode": "lockstep"})
-    cubes = random_cubes(seed)
-    results = []
     wall = time.perf_counter()
-    for trial in range(trials):
-        results.append(run_trial(config, trial, next(cubes), sensing=sensing)[0])
+    results = run_trials(config, seed, trials, sensing, workers)
     wall = time.perf_counter() - wall
     successes = sum(r.success for r in results)
     durations = {}
@@ -217,9 +267,12 @@ def run(trials: int, seed: int, config: StackConfig | None = None, sensing: str 
         "phase_durations": durations,
         "sim_time_max": max((r.sim_time for r in results), default=0.0),
         "wall_time": wall,
+        "workers": workers,
+        "trials_per_minute": 60.0 * trials / wall if wall > 0 else 0.0,
         "seed": seed,
         "sensing": sensing,
         "goal_success_rate": GOAL_SUCCESS_RATE[sensing],
+        "results": [asdict(r) for r in results],
     }
 
 
@@ -331,7 +384,19 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--trials", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="trial k's cube comes from (seed, k) alone: the same whatever --workers",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="run the trials in N worker processes (1: in this one); the same per-trial results "
+        "whatever N, printed in trial order",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="FILE.png", help="also run one trial and plot it")
     parser.add_argument(
@@ -357,17 +422,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.trials < 1:
         parser.error("--trials must be >= 1")
+    if args.workers < 1:
+        parser.error("--workers must be >= 1")
     try:
         config = load_config(
             overrides={"mujoco.mode": "lockstep", "cartesian.update_rate": args.cartesian_rate}
         )
     except ConfigError as exc:
         parser.error(str(exc))
-    report = run(args.trials, args.seed, config, args.sensing)
+    report = run(args.trials, args.seed, config, args.sensing, args.workers)
     outputs: list[str] = []
     if args.plot or args.record or args.video:
         video = video_recorder(args) if args.video else None
-        cube = next(random_cubes(args.seed))
+        cube = trial_cube(args.seed, 0)
         outputs = showcase_trial(config, cube, args.plot, args.record, video)[1]
     if args.json:
         print(json.dumps(report))
@@ -381,7 +448,12 @@ def main(argv: list[str] | None = None) -> int:
         f"  success {report['successes']}/{report['trials']} = {report['success_rate']:.1%} "
         f"(goal ≥ {GOAL_SUCCESS_RATE[args.sensing]:.0%}), longest trial "
         f"{report['sim_time_max']:.2f} s sim "
-        f"(limit {TRIAL_LIMIT:.0f} s), wall {report['wall_time']:.1f} s"
+        f"(limit {TRIAL_LIMIT:.0f} s)"
+    )
+    workers = report["workers"]
+    print(
+        f"  workers: {'1 (this process)' if workers == 1 else f'{workers} processes'}, wall "
+        f"{report['wall_time']:.1f} s, {report['trials_per_minute']:.1f} trials/min"
     )
     for phase, figures in report["phase_durations"].items():
         print(f"  {phase:9s} p50 {figures['p50']:.3f} s  p95 {figures['p95']:.3f} s")
