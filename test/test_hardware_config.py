@@ -15,6 +15,7 @@ from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.hardware.ros2_control_bridge import Ros2ControlBridge
 from ct_controllers.model.description import parse_description
+from ct_controllers.plugins import HARDWARE, load_plugin
 from ct_controllers.runtime.stack import build_stack
 
 
@@ -80,6 +81,32 @@ def test_backend_is_switched_by_configuration(backend, kind):
         assert stack.loop.watchdog.config.state_timeout == pytest.approx(0.02)
     finally:
         stack.shut_down()
+
+
+@pytest.mark.parametrize("backend", ["ros2_control_bridge", "canopen"])
+@pytest.mark.parametrize("armed", [False, True])
+def test_a_real_backend_is_armed_as_it_is_built(backend, armed):
+    """A real backend's arming is part of building it: from_config passes hardware.armed to
+    the constructor, and build_stack leaves it so (nothing arms it from outside)."""
+    config = load_config(overrides={"backend": backend, "hardware.armed": armed})
+    description = bundled_description(backend)
+    kind = load_plugin(HARDWARE, description.hardware.plugin)
+    assert kind.from_config(description, config).armed is armed
+    stack = build_stack(config, description)
+    try:
+        assert stack.hardware.armed is armed
+    finally:
+        stack.shut_down()
+
+
+def test_each_bundled_backend_says_which_backend_value_selects_it():
+    """The `backend:` value → plugin mapping comes from the plugins (their BACKEND, the same
+    name as their parameter section), and the bundled URDF's xacro argument picks exactly that
+    plugin."""
+    for backend in ("mujoco", "ros2_control_bridge", "canopen"):
+        plugin = bundled_description(backend).hardware.plugin
+        kind = load_plugin(HARDWARE, plugin)
+        assert kind.BACKEND == backend == kind.PARAMETERS.section, plugin
 
 
 def test_a_description_naming_another_backend_is_refused():

@@ -118,3 +118,22 @@ def test_stack_runs_on_third_party_plugins_by_configuration(
         assert 1.9 < snapshot.stamp <= stack.hardware.now()  # [s] on the backend's own clock
     finally:
         stack.shut_down()
+
+
+def test_a_third_party_backend_gets_the_backend_check(installed: Path, tmp_path: Path) -> None:
+    """A third-party backend says which `backend:` value selects it (its BACKEND), and gets the
+    bundled ones' check without editing ct_controllers: a description naming it under another
+    `backend:` is refused, naming both."""
+    from ct_controllers.errors import ConfigError
+
+    assert load_plugin(HARDWARE, BACKEND).BACKEND == "double_integrator"
+    bundled = load_description(mappings={"backend": "mujoco"}).urdf
+    urdf = tmp_path / "arm_on_double_integrator.urdf"
+    urdf.write_text(
+        bundled.replace(
+            "<plugin>ct_controllers/MujocoSystem</plugin>", f"<plugin>{BACKEND}</plugin>"
+        )
+    )
+    config = load_config(overrides={"robot_description": str(urdf), "backend": "mujoco"})
+    with pytest.raises(ConfigError, match=rf"'mujoco'.*{BACKEND}"):
+        build_stack(config)

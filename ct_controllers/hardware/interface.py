@@ -167,7 +167,9 @@ class SystemInterface(ABC):
     backend sees it; the control loop runs every state sample through the same guard.
 
     Real-hardware backends set ``requires_arming = True``: :meth:`activate` then refuses unless
-    ``armed`` is true (parameter ``hardware.armed``). Backends that detect faults of their own
+    ``armed`` is true (parameter ``hardware.armed``). Arming is part of building a backend: the
+    constructor takes ``armed`` (keyword) and ``from_config`` passes ``config.armed``; nothing
+    arms a backend from outside afterwards. Backends that detect faults of their own
     (a drive in FAULT, a lost heartbeat) report them through :meth:`fault`; drives that offer a
     quick stop or a disable list them in ``fault_reactions``.
     """
@@ -175,7 +177,7 @@ class SystemInterface(ABC):
     joint_names: tuple[str, ...]
     command_interfaces: tuple[str, ...]  # the interface each joint is commanded through
     state: LifecycleState = field(default=LifecycleState.UNCONFIGURED, init=False)
-    armed: bool = field(default=False, init=False)
+    armed: bool = field(default=False, kw_only=True)  # hardware.armed, given at construction
     _last_sequence: int = field(default=-1, init=False)
     _claimed: dict[str, str] = field(default_factory=dict, init=False)
 
@@ -197,8 +199,9 @@ class SystemInterface(ABC):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> Self:
         """The plugin constructor: joints from the description's ``<ros2_control>`` block, the
-        rest from ``config`` — the stack's settings and the backend's own section only, which it
-        parses with :attr:`PARAMETERS`."""
+        rest from ``config`` — the stack's settings (``armed=config.armed`` for a backend that
+        ``requires_arming``) and the backend's own section only, which it parses with
+        :attr:`PARAMETERS`."""
         raise NotImplementedError(f"{cls.__name__} does not implement from_config")
 
     def __post_init__(self) -> None:

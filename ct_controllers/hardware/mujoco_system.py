@@ -148,6 +148,7 @@ class MujocoSystem(SystemInterface):
     """The simulated arm: scene built from the URDF, one actuator per claimed joint."""
 
     backend_name = "ct_controllers/MujocoSystem"
+    BACKEND = "mujoco"  # the `backend:` value that selects it
     PARAMETERS = PARAMETERS  # its section of controllers.yaml
     measurement_delay = 0  # the physics steps after the write: the effort acts at once
     publishes_clock = True  # sim time

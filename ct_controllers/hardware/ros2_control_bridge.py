@@ -99,6 +99,7 @@ def _stamp_seconds(message: JointState) -> float:
 class Ros2ControlBridge(SystemInterface):
     """See the module docstring."""
 
+    BACKEND = "ros2_control_bridge"  # the `backend:` value that selects it
     PARAMETERS = PARAMETERS  # its section of controllers.yaml
 
     requires_arming = True
@@ -109,13 +110,17 @@ class Ros2ControlBridge(SystemInterface):
         joint_names: Sequence[str],
         config: BridgeConfig,
         hold: Callable[[dict[str, float], dict[str, float]], FloatArray] | None = None,
+        *,
+        armed: bool = False,
     ) -> None:
         """``hold(q, v)``: the hold effort [N·m | N] in hardware order from measured positions
         and velocities by joint name (None: the bridge cannot hold effort joints by itself and
-        only reports the missed deadline)."""
+        only reports the missed deadline); ``armed``: ``hardware.armed``, without which it
+        refuses to activate."""
         super().__init__(
             joint_names=tuple(joint_names),
             command_interfaces=(config.command_interface,) * len(joint_names),
+            armed=armed,
         )
         order = config.command_joints or self.joint_names
         twice = sorted({n for n in order if list(order).count(n) > 1})
@@ -154,7 +159,8 @@ class Ros2ControlBridge(SystemInterface):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> Ros2ControlBridge:
         """The plugin constructor: joints from ``<ros2_control>``, the rest from
-        ``ros2_control_bridge.*`` (parsed here by its schema, :data:`PARAMETERS`)."""
+        ``ros2_control_bridge.*`` (parsed here by its schema, :data:`PARAMETERS`), armed as
+        ``hardware.armed`` says."""
         params = PARAMETERS.parse(config.parameters, len(config.joint_names))
         joints = description.hardware.joint_names
         model = RobotModel(description.urdf, tcp_frame=config.tcp_frame)
@@ -183,6 +189,7 @@ class Ros2ControlBridge(SystemInterface):
                 check_period=config.period,
             ),
             hold,
+            armed=config.armed,
         )
 
     # --- lifecycle -------------------------------------------------------------------------

@@ -27,13 +27,6 @@ from ct_controllers.runtime.gain_stability import (
 )
 
 LOG = logging.getLogger("ct_controllers")
-# The plugin each `backend:` value selects through the xacro argument; a description given
-# directly (robot_description) that names one of these must name the backend's.
-BACKEND_PLUGINS = {
-    "mujoco": "ct_controllers/MujocoSystem",
-    "ros2_control_bridge": "ct_controllers/Ros2ControlBridge",
-    "canopen": "ct_controllers/CanopenCia402System",
-}
 
 
 @dataclass
@@ -172,18 +165,19 @@ def build_stack(
         if missing:
             raise ConfigError(f"{group} does not list the URDF joint(s) {missing}")
     plugin = description.hardware.plugin
-    expected = BACKEND_PLUGINS.get(config.backend)
-    if plugin in BACKEND_PLUGINS.values() and plugin != expected:  # third-party plugins pass
+    hardware_type = load_plugin(HARDWARE, plugin)
+    # The plugin says which `backend:` value selects it (its BACKEND; one that says none is
+    # taken as it is): a description given directly (robot_description) must agree.
+    selected_by = getattr(hardware_type, "BACKEND", None)
+    if selected_by is not None and selected_by != config.backend:
         raise ConfigError(
             f"parameter 'backend' is '{config.backend}' but the robot description's "
             f"<ros2_control> plugin is '{plugin}'"
         )
-    hardware_type = load_plugin(HARDWARE, description.hardware.plugin)
-    hardware = hardware_type.from_config(description, config)
+    hardware = hardware_type.from_config(description, config)  # armed as config.armed says
     check_command_interfaces(description, hardware)
     if wrap_hardware is not None:
         hardware = wrap_hardware(hardware)
-    hardware.armed = config.armed
     hardware.guard.limits = GuardLimits(
         max_state_age=config.effective_max_state_age,
         future_tolerance=config.future_tolerance,

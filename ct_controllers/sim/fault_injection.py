@@ -39,7 +39,11 @@ class InjectingSystem(SystemInterface):
     """``inner`` with injectable sensor faults; the lifecycle runs on both."""
 
     def __init__(self, inner: SystemInterface) -> None:
-        super().__init__(joint_names=inner.joint_names, command_interfaces=inner.command_interfaces)
+        super().__init__(
+            joint_names=inner.joint_names,
+            command_interfaces=inner.command_interfaces,
+            armed=inner.armed,  # as the inner backend was built
+        )
         self.inner = inner
         self.backend_name = f"{inner.backend_name} (fault injection)"
         self.fault_reactions = inner.fault_reactions
@@ -80,11 +84,9 @@ class InjectingSystem(SystemInterface):
 
     # --- lifecycle: both objects move together ---------------------------------------------
     def _on_configure(self) -> None:
-        self.inner.armed = self.armed  # a bus master checks it already when it configures
-        self.inner.configure()
+        self.inner.configure()  # a bus master checks its arming already here
 
     def _on_activate(self) -> None:
-        self.inner.armed = self.armed
         self.inner.activate()
 
     def _on_deactivate(self) -> None:

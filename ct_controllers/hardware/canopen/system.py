@@ -102,6 +102,7 @@ _DEFAULT_CONFIG = CanopenConfig()
 class CanopenCia402System(SystemInterface):
     """CiA 402 drives on one CAN bus, a drive per joint; see the module docstring."""
 
+    BACKEND = "canopen"  # the `backend:` value that selects it
     PARAMETERS = PARAMETERS  # its section of controllers.yaml (canopen.*)
     requires_arming = True
     fault_reactions = reactions(DAMP, HOLD, QUICK_STOP, DISABLE)
@@ -113,10 +114,16 @@ class CanopenCia402System(SystemInterface):
         joint_names: Sequence[str],
         drives: Sequence[DriveConfig],
         config: CanopenConfig = _DEFAULT_CONFIG,
+        *,
+        armed: bool = False,
     ) -> None:
+        """``armed``: ``hardware.armed``, without which it refuses to configure (that writes to
+        the drives) and to activate."""
         interface = EFFORT if config.mode == TORQUE else POSITION
         super().__init__(
-            joint_names=tuple(joint_names), command_interfaces=(interface,) * len(joint_names)
+            joint_names=tuple(joint_names),
+            command_interfaces=(interface,) * len(joint_names),
+            armed=armed,
         )
         by_joint = {d.joint: d for d in drives}
         if len(by_joint) != len(drives):
@@ -149,9 +156,10 @@ class CanopenCia402System(SystemInterface):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> CanopenCia402System:
         """The plugin constructor: joints, drives and bus from
-        :func:`~ct_controllers.hardware.canopen.configuration.from_stack_config`."""
+        :func:`~ct_controllers.hardware.canopen.configuration.from_stack_config`, armed as
+        ``hardware.armed`` says."""
         setup = from_stack_config(description, config)
-        return cls(setup.joint_names, setup.drives, setup.config)
+        return cls(setup.joint_names, setup.drives, setup.config, armed=config.armed)
 
     @property
     def quick_stop_sent_at(self) -> float | None:

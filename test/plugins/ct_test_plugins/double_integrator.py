@@ -16,6 +16,7 @@ class DoubleIntegratorSystem(SystemInterface):
     write, so the loop runs in lockstep on the backend's own (simulated) clock."""
 
     backend_name = "ct_test_plugins/DoubleIntegrator"
+    BACKEND = "double_integrator"  # the `backend:` value that selects it
     measurement_delay = 0  # the plant steps after the write: the effort acts at once
     publishes_clock = True  # simulated time: the node would publish /clock from now()
 
