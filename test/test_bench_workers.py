@@ -1,6 +1,7 @@
-"""``ct-bench grasp --workers N`` (issue 18, item 5): trials in N worker processes give the same
-per-trial results as one process, in trial order; each trial's cube is a pure function of
-(seed, trial index). Real trials in MuJoCo lockstep, real worker processes; nothing mocked."""
+"""``ct-bench grasp --workers N`` and ``ct-bench backends --workers N`` (issue 18, item 5): trials
+(rigs) in N worker processes give the same per-trial results (rows) as one process, in order;
+each grasp trial's cube is a pure function of (seed, trial index). Real trials in MuJoCo
+lockstep, real worker processes; nothing mocked."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 
 import pytest
 
+from ct_controllers.bench.backends import main as backends_main
 from ct_controllers.bench.grasp import REGION, main, trial_cube
 
 TRIALS = 3  # a worker runs two of them: a trial after another in the same process
@@ -65,3 +67,26 @@ def test_workers_below_one_are_refused() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--trials", "1", "--workers", "0"])
     assert exit_info.value.code == 2
+
+
+def test_backends_lockstep_rigs_in_two_workers_give_the_same_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``ct-bench backends --modes mujoco:effort,mujoco:position --scenarios joint_motion,cancel
+    --json`` with ``--workers 2`` (each MuJoCo rig in a worker process) prints the same rows,
+    in ``--modes`` order, as ``--workers 1`` (every rig in this process): lockstep rigs on sim
+    time do not depend on where or beside what they run."""
+    argv = ["--modes", "mujoco:effort,mujoco:position", "--scenarios", "joint_motion,cancel"]
+    reports = []
+    for workers in (1, 2):
+        code = backends_main([*argv, "--workers", str(workers), "--json"])
+        assert code == 0
+        reports.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    one, two = (report["results"] for report in reports)
+    assert [(r["mode"], r["scenario"]) for r in one] == [
+        ("effort", "joint_motion"),
+        ("effort", "cancel"),
+        ("position", "joint_motion"),
+        ("position", "cancel"),
+    ]
+    assert two == one

@@ -36,6 +36,14 @@ The 100 Hz CANopen rig runs here with 100 ms state, command and PDO deadlines (`
 tests' rigs: 60 ms): this bench measures motions, not fault reactions (``ct-bench faults``
 does), and a loaded machine stalls the pure-Python bus for longer than 60 ms now and then.
 Times are on the backend's clock (sim time for MuJoCo).
+
+``--workers N`` runs the MuJoCo rigs (lockstep: every figure on sim time, the same whatever
+else runs) in up to N spawned worker processes at once, with the same rows as in this
+process. The bridge and CANopen rigs stay serial, in this process, after the workers are done:
+they would not interfere by name (bridge topics carry the process id, python-can's virtual
+channels are per process), but they are paced at 100 Hz against wall-clock deadlines, and a rig
+beside other work on a loaded machine misses them — rows that would measure the machine, not
+the backend. Rows are printed in ``--modes`` order either way.
 ``--json`` prints
 ``{"results": [{"backend", "mode", "scenario", "ok", "final_error", "unit", "seconds",
 "message"}]}`` (final_error null where there is none: a refused goal).
@@ -48,12 +56,14 @@ import gc
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ct_controllers.bench.grasp import top_down_grasp
+from ct_controllers.bench.grasp import top_down_grasp, worker_pool
 from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.config import load_config
@@ -65,6 +75,9 @@ from ct_controllers.sim.rigs import MODES, Rig, make_rig
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
 SCENARIOS = ("joint_motion", "cartesian", "grasp", "cancel", "preempt")
+# Rigs in lockstep on sim time: their rows do not depend on what else runs, so --workers runs
+# them in processes side by side; the others are paced against wall-clock deadlines.
+LOCKSTEP_BACKENDS = ("mujoco",)
 GOAL_TOLERANCE = 0.01  # [rad] per joint, MoveJoints' (ros/move_joints.py)
 SETTLE_TIMEOUT = 2.0  # [s] after a trajectory ends, MoveJoints'
 OFFSET = np.array([0.03, -0.03, 0.0287])  # [m] base frame: the Cartesian target, 5.0 cm away
@@ -383,6 +396,37 @@ def run_backend(
     return rows
 
 
+def run_backends(
+    chosen: Sequence[tuple[str, str]],
+    scenarios: Sequence[str] = SCENARIOS,
+    report: Callable[[Row], None] | None = None,
+    workers: int = 1,
+) -> list[Row]:
+    """:func:`run_backend` for each (backend, mode) in ``chosen``; the rows in that order.
+    ``workers`` > 1: the lockstep rigs (LOCKSTEP_BACKENDS) run first, in up to ``workers``
+    spawned processes at once (rows reported when all are done), then the paced rigs one at a
+    time in this process, alone on the machine as far as this bench goes."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    lockstep = [m for m in chosen if m[0] in LOCKSTEP_BACKENDS] if workers > 1 else []
+    done: dict[tuple[str, str], Future[list[Row]]] = {}
+    if lockstep:
+        with worker_pool(min(workers, len(lockstep))) as pool:
+            for backend, mode in lockstep:
+                done[(backend, mode)] = pool.submit(run_backend, backend, mode, scenarios)
+            wait(list(done.values()))
+    rows: list[Row] = []
+    for backend, mode in chosen:
+        if (backend, mode) not in done:
+            rows += run_backend(backend, mode, scenarios, report)
+            continue
+        for row in done[(backend, mode)].result():
+            rows.append(row)
+            if report is not None:
+                report(row)
+    return rows
+
+
 def format_row(row: Row) -> str:
     error = "—" if row.final_error is None else f"{row.final_error:.4g} {row.unit}"
     return (
@@ -439,9 +483,20 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(SCENARIOS),
         help=f"comma-separated, in this order (default all: {', '.join(SCENARIOS)})",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="run the MuJoCo (lockstep) rigs in up to N processes at once, same rows as in one "
+        "(default 1: every rig in this process); the bridge and CANopen rigs always run one at "
+        "a time in this process: they are paced against wall-clock deadlines that concurrent "
+        "work on the machine would make them miss",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--plot", metavar="FILE.png", help="also save the rows as a grid")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be >= 1")
     chosen = [tuple(m.split(":", 1)) for m in args.modes.split(",") if m]
     unknown = [":".join(m) for m in chosen if m not in MODES]
     if unknown:
@@ -450,18 +505,21 @@ def main(argv: list[str] | None = None) -> int:
     wrong = sorted(set(args.scenarios.split(",")) - set(SCENARIOS))
     if wrong:
         parser.error(f"unknown scenario(s) {', '.join(wrong)} (known: {', '.join(SCENARIOS)})")
-    rows: list[Row] = []
     out = sys.stderr if args.json else sys.stdout  # progress, row by row
 
     def report(row: Row) -> None:
         print(format_row(row), file=out, flush=True)
 
-    for backend, mode in chosen:
-        rows += run_backend(backend, mode, scenarios, report)
+    wall = time.perf_counter()
+    rows = run_backends(chosen, scenarios, report, args.workers)
+    wall = time.perf_counter() - wall
     if args.plot:
         plot_rows(args.plot, rows)
     if args.json:
         print(json.dumps({"results": [asdict(r) for r in rows]}))
     else:
-        print(f"{sum(r.ok for r in rows)}/{len(rows)} rows ok")
+        print(
+            f"{sum(r.ok for r in rows)}/{len(rows)} rows ok; workers {args.workers}, "
+            f"wall {wall:.1f} s"
+        )
     return 0 if all(r.ok for r in rows) else 1

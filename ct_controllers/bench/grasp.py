@@ -20,6 +20,8 @@ import argparse
 import json
 import math
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -210,6 +212,25 @@ def run_trial(
     return result, setup
 
 
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned worker processes (a fork would copy this process's threads and any
+    DDS state mid-flight), each ending itself if this process dies without shutting the pool
+    down (killed), rather than waiting on its queue forever."""
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_end_with_parent, initargs=(os.getpid(),)
+    )
+
+
+def _end_with_parent(parent: int) -> None:
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
 def seeded_trial(config: StackConfig, seed: int, sensing: str, trial: int) -> TrialResult:
     """Trial ``trial`` of ``seed``: its cube from :func:`trial_cube`, a stack of its own — a
     pure function of its arguments, run in this process or in a worker alike."""
@@ -220,16 +241,14 @@ def run_trials(
     config: StackConfig, seed: int, trials: int, sensing: str = "full", workers: int = 1
 ) -> list[TrialResult]:
     """Trials 0 … ``trials`` − 1 of ``seed``, in trial order: in this process (``workers`` 1)
-    or in ``workers`` processes, each trial sent to whichever worker is free. Workers are
-    spawned (a fork would copy this process's threads and any DDS state mid-flight) and build
-    their stacks as this process does; none starts rclpy."""
+    or in ``workers`` processes (:func:`worker_pool`), each trial sent to whichever worker is
+    free. The workers build their stacks as this process does; none starts rclpy."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     one = partial(seeded_trial, config, seed, sensing)
     if workers == 1:
         return [one(trial) for trial in range(trials)]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, trials), mp_context=context) as pool:
+    with worker_pool(min(workers, trials)) as pool:
         return list(pool.map(one, range(trials)))
 
 
