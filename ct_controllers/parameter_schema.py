@@ -15,9 +15,9 @@ without naming the backend (:func:`section_schema`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsFloat
 
 from ct_controllers.errors import ConfigError
 from ct_controllers.plugins import UnknownPluginError, load_plugin
@@ -27,6 +27,11 @@ PARAMETERS = "ct_controllers.parameters"
 # A validator returns what is wrong with a value (the message after the parameter's name), or
 # None when it is fine.
 Validator = Callable[[Any], "str | None"]
+
+
+class ParameterProblem(ValueError):
+    """What is wrong with a value, without the parameter's name (the caller names it: a
+    section's ``parameter 'canopen.bitrate': ...``, a controller's ``stiffness: ...``)."""
 
 
 @dataclass(frozen=True)
@@ -49,45 +54,63 @@ class ParameterSpec:
     def describe(self) -> str:
         return f"{self.description} [{self.unit}]" if self.unit else self.description
 
-    def check_kind(self, full_name: str, value: Any) -> Any:
-        """``value`` as this parameter's Python value (tuples for sequences); ConfigError if it
-        has the wrong type."""
+    def check(self, value: Any, joint_count: int | None = None) -> Any:
+        """``value`` checked and as this parameter's Python value (a tuple for a sequence):
+        its kind, a per-joint sequence's length (``joint_count``; None: any), then the
+        validator. Raises :class:`ParameterProblem` saying what is wrong. The one check every
+        plugin's parameters go through: a section's (:meth:`ParameterSchema.parse`), a
+        controller's entries and its live gains (``controllers/controller.py``)."""
         if self.sequence or self.per_joint:
-            if not isinstance(value, (list, tuple)):
-                raise ConfigError(f"parameter '{full_name}': expected a list, got {value!r}")
-            return tuple(self._element(full_name, v) for v in value)
-        return self._element(full_name, value)
+            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+                raise ParameterProblem(f"expected a list, got {value!r}")
+            items = list(value)
+            numbers = self.kind is float and all(_is_number(v) for v in items)
+            if numbers and not all(math.isfinite(v) for v in items):
+                raise ParameterProblem(f"non-finite value in {[float(v) for v in items]}")
+            checked: Any = tuple(self._element(v) for v in items)
+            if self.per_joint and joint_count is not None and len(checked) != joint_count:
+                raise ParameterProblem(f"expected {joint_count} values, got {len(checked)}")
+        else:
+            checked = self._element(value)
+        if self.validator is not None:
+            problem = self.validator(checked)
+            if problem:
+                raise ParameterProblem(problem)
+        return checked
 
-    def _element(self, full_name: str, value: Any) -> Any:
+    def _element(self, value: Any) -> Any:
         if self.kind is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"parameter '{full_name}': expected a number, got {value!r}")
+            if not _is_number(value):
+                raise ParameterProblem(f"expected a number, got {value!r}")
             if not math.isfinite(value):
-                raise ConfigError(f"parameter '{full_name}': expected finite numbers, got {value}")
+                raise ParameterProblem(f"expected finite numbers, got {value}")
             return float(value)
         if self.kind is int:
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or value != int(value)
-            ):
-                raise ConfigError(f"parameter '{full_name}': expected an integer, got {value!r}")
+            if not _is_number(value) or not math.isfinite(value) or value != int(value):
+                raise ParameterProblem(f"expected an integer, got {value!r}")
             return int(value)
         if not isinstance(value, self.kind) or (isinstance(value, bool) and self.kind is not bool):
-            raise ConfigError(
-                f"parameter '{full_name}': expected {self.kind.__name__}, got {value!r}"
-            )
+            raise ParameterProblem(f"expected {self.kind.__name__}, got {value!r}")
         return value
+
+
+def _is_number(value: Any) -> bool:
+    """int or float (numpy's included), not bool."""
+    return isinstance(value, (int, float, SupportsFloat)) and not isinstance(value, (bool, str))
 
 
 @dataclass(frozen=True)
 class ParameterSchema:
     """A plugin's section: ``section.<name>`` for every spec; ``checks`` judge the parsed section
-    as a whole (one parameter against another) and return what is wrong, or None."""
+    as a whole (one parameter against another) and return what is wrong, or None.
+    ``joint_lists``: for a schema that names the joints itself (the stack's), the sequence
+    entries whose lengths together size its per-joint ones when :meth:`parse` is given no
+    ``joint_count`` (they come first in ``parameters``)."""
 
     section: str
     parameters: tuple[ParameterSpec, ...]
     checks: tuple[Callable[[Mapping[str, Any], int | None], str | None], ...] = ()
+    joint_lists: tuple[str, ...] = ()
 
     def full_name(self, spec: ParameterSpec) -> str:
         return f"{self.section}.{spec.name}" if self.section else spec.name
@@ -108,25 +131,29 @@ class ParameterSchema:
         """Names (within the section) of the parameters that may change at run time."""
         return tuple(s.name for s in self.parameters if s.live)
 
+    def spec(self, name: str) -> ParameterSpec:
+        """The spec of ``name`` (within the section); KeyError if it has none."""
+        for spec in self.parameters:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
     def parse(self, params: Mapping[str, Any], joint_count: int | None = None) -> dict[str, Any]:
         """This section of the flattened parameters, checked: name within the section -> value.
         Every parameter must be present. ``joint_count`` sizes the per-joint lists (None: any
-        length, for a section present but not in use). ConfigError names the parameter."""
+        length, for a section present but not in use; or, with ``joint_lists``, the joint lists'
+        total length). ConfigError names the parameter."""
         values: dict[str, Any] = {}
         for spec in self.parameters:
             name = self.full_name(spec)
             if name not in params:
                 raise ConfigError(f"parameter '{name}' is missing")
-            value = spec.check_kind(name, params[name])
-            if spec.per_joint and joint_count is not None and len(value) != joint_count:
-                raise ConfigError(
-                    f"parameter '{name}': expected {joint_count} values, got {len(value)}"
-                )
-            if spec.validator is not None:
-                problem = spec.validator(value)
-                if problem:
-                    raise ConfigError(f"parameter '{name}': {problem}")
-            values[spec.name] = value
+            if spec.per_joint and joint_count is None and self.joint_lists:
+                joint_count = sum(len(values[n]) for n in self.joint_lists)
+            try:
+                values[spec.name] = spec.check(params[name], joint_count)
+            except ParameterProblem as wrong:
+                raise ConfigError(f"parameter '{name}': {wrong}") from None
         for check in self.checks:
             problem = check(values, joint_count)
             if problem:
@@ -144,21 +171,26 @@ def section_schema(section: str) -> ParameterSchema | None:
     return schema
 
 
-# Validators shared by schemas.
+# Validators shared by schemas: what is wrong with a checked value (a tuple for a sequence).
 def positive(value: Any) -> str | None:
     values = value if isinstance(value, tuple) else (value,)
-    return None if all(v > 0 for v in values) else f"must be > 0, got {value}"
+    return None if all(v > 0 for v in values) else f"must be > 0, got {_shown(value)}"
 
 
 def non_negative(value: Any) -> str | None:
     values = value if isinstance(value, tuple) else (value,)
-    return None if all(v >= 0 for v in values) else f"must be >= 0, got {value}"
+    return None if all(v >= 0 for v in values) else f"must be >= 0, got {_shown(value)}"
 
 
 def one_of(*choices: str) -> Validator:
     def check(value: Any) -> str | None:
-        values = value if isinstance(value, tuple) else (value,)
-        wrong = [v for v in values if v not in choices]
+        if not isinstance(value, tuple):
+            return None if value in choices else f"'{value}' is not one of {', '.join(choices)}"
+        wrong = [v for v in value if v not in choices]
         return f"{wrong} not one of {', '.join(choices)}" if wrong else None
 
     return check
+
+
+def _shown(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

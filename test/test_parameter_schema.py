@@ -4,12 +4,18 @@ bundled YAML's plugin sections are the schemas' defaults."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from helpers import new_robot_model
 
 from ct_controllers.config import ConfigError, load_config, load_parameters
+from ct_controllers.controllers.computed_torque import ComputedTorqueController
+from ct_controllers.controllers.controller import GainError
+from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.parameter_schema import PARAMETERS, ParameterSchema, section_schema
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, known_plugins, load_plugin
 from ct_controllers.runtime.stack import build_stack
@@ -89,3 +95,46 @@ def test_an_unused_section_is_checked_as_it_stands_not_sized_by_the_joints():
         load_config(overrides={"backend": "canopen", "canopen.node_ids": [1, 2, 3]})
     with pytest.raises(ConfigError, match=r"'canopen\.bitrate': expected an integer"):
         load_config(overrides={"canopen.bitrate": "fast"})
+
+
+def test_a_controllers_entries_are_checked_by_its_types_schema():
+    """A controller's from_parameters takes its entries through its type's schema alone: an
+    absent read-only entry takes the schema's default, a per-joint entry comes back in model
+    order, and each spec's kind and validator (one_of, positive, >= 0) refuse a bad value with
+    GainError naming the entry."""
+    model = new_robot_model()
+    names = tuple(reversed(model.joint_names))
+    gains = {"kp": [float(i) for i in range(9)], "kd": [1.0] * 9}
+    values = ComputedTorqueController.check_parameters(model, names, gains)
+    assert values["mode"] == ComputedTorqueController.PARAMETERS.spec("mode").default
+    assert values["model_mass_scale"] == 1.0
+    assert values["kp"][model.v_index(names[3])] == 3.0
+    for bad, named in (
+        ({"mode": "fast"}, "mode: 'fast' is not one of computed_torque"),
+        ({"model_mass_scale": 0.0}, "model_mass_scale: must be > 0"),
+        ({"model_mass_scale": "heavy"}, "model_mass_scale: expected a number"),
+        ({"kd": [1.0] * 8 + [-1.0]}, "kd: must be >= 0"),
+        ({"kd": [1.0] * 8 + [math.nan]}, "kd: non-finite"),
+    ):
+        with pytest.raises(GainError, match=named):
+            ComputedTorqueController.from_parameters(model, names, {**gains, **bad})
+    flags = JointImpedanceController.check_parameters(
+        model, names, {"stiffness": [1.0] * 9, "damping": [1.0] * 9}
+    )
+    schema = JointImpedanceController.PARAMETERS
+    for flag in ("gravity_compensation", "coriolis_compensation", "inertia_decoupling"):
+        assert flags[flag] is schema.spec(flag).default, flag
+
+
+def test_live_gains_are_checked_by_the_same_specs():
+    """Staging live gains checks each one with its schema spec (what from_parameters uses):
+    the same words for the same fault on either path."""
+    model = new_robot_model()
+    controller = JointImpedanceController(model, np.ones(model.nv), np.ones(model.nv))
+    with pytest.raises(GainError, match="stiffness: must be >= 0") as staged:
+        controller.stage_gains({"stiffness": [-1.0] * 9})
+    with pytest.raises(GainError) as loaded:
+        JointImpedanceController.from_parameters(
+            model, model.joint_names, {"stiffness": [-1.0] * 9, "damping": [1.0] * 9}
+        )
+    assert str(staged.value) in str(loaded.value)

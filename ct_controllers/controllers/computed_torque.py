@@ -31,10 +31,15 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
     feedback_matrices,
-    gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, non_negative, one_of
+from ct_controllers.parameter_schema import (
+    ParameterSchema,
+    ParameterSpec,
+    non_negative,
+    one_of,
+    positive,
+)
 
 COMPUTED_TORQUE = "computed_torque"
 PD = "pd"
@@ -72,7 +77,12 @@ PARAMETERS = ParameterSchema(
             validator=non_negative,
         ),
         ParameterSpec(
-            "model_mass_scale", float, 1.0, "Link masses of the controller's model × this", "-"
+            "model_mass_scale",
+            float,
+            1.0,
+            "Link masses of the controller's model × this",
+            "-",
+            validator=positive,
         ),
     ),
 )
@@ -102,16 +112,12 @@ class ComputedTorqueController(Controller):
         cls, model: RobotModel, joint_names: tuple[str, ...], params: Mapping[str, object]
     ) -> ComputedTorqueController:
         """Build from controllers.yaml entries (``kp``, ``kd`` per joint in ``joint_names``
-        order, ``mode``, optional ``model_mass_scale`` for model-error experiments)."""
-        gains = gains_by_name(
-            "computed_torque", cls.GAIN_NAMES, model.joint_names, joint_names, params
-        )
-        scale = params.get("model_mass_scale", 1.0)
-        if not isinstance(scale, (int, float)) or isinstance(scale, bool):
-            raise GainError(f"model_mass_scale must be a number, got {scale!r}")
-        if scale != 1.0:
-            model = model.with_mass_scale(float(scale))
-        return cls(model, gains["kp"], gains["kd"], str(params.get("mode", COMPUTED_TORQUE)))
+        order, ``mode``, ``model_mass_scale`` for model-error experiments), checked against
+        :data:`PARAMETERS` (:meth:`Controller.check_parameters`)."""
+        values = cls.check_parameters(model, joint_names, params)
+        if values["model_mass_scale"] != 1.0:
+            model = model.with_mass_scale(values["model_mass_scale"])
+        return cls(model, values["kp"], values["kd"], values["mode"])
 
     def linear_feedback(
         self,

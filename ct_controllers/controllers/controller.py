@@ -11,13 +11,18 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ct_controllers.errors import GainError
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.parameter_schema import ParameterSchema
+from ct_controllers.parameter_schema import (
+    ParameterProblem,
+    ParameterSchema,
+    ParameterSpec,
+    non_negative,
+)
 from ct_controllers.types import ControlOutput, FloatArray, JointReference, JointState
 
 __all__ = [
@@ -30,27 +35,39 @@ __all__ = [
 ]
 
 
-def per_joint_gain(name: str, value: object, size: int, maximum: float = np.inf) -> FloatArray:
-    """Validate a per-joint gain vector: ``size`` finite values in [0, maximum]."""
-    array = np.array(value, dtype=np.float64).reshape(-1)
-    if array.size != size:
-        raise GainError(f"{name}: expected {size} values, got {array.size}")
-    if not np.all(np.isfinite(array)):
-        raise GainError(f"{name}: non-finite value in {array.tolist()}")
-    if np.any(array < 0) or np.any(array > maximum):
-        raise GainError(f"{name}: values must be in [0, {maximum}], got {array.tolist()}")
-    return array
+def gain_spec(name: str) -> ParameterSpec:
+    """A per-joint gain as a controller without a schema of its own has it: one value ≥ 0 per
+    joint, live (what its ``GAIN_NAMES`` are checked as)."""
+    return ParameterSpec(name, float, (), name, per_joint=True, live=True, validator=non_negative)
 
 
-def gains_by_name(
+def per_joint_gain(spec: ParameterSpec, value: object, size: int) -> FloatArray:
+    """A per-joint vector checked by its ``spec`` (:meth:`ParameterSpec.check`: ``size`` finite
+    numbers its validator accepts), as an array; :class:`GainError` naming it otherwise."""
+    try:
+        return np.array(spec.check(value, size), dtype=np.float64)
+    except ParameterProblem as problem:
+        raise GainError(f"{spec.name}: {problem}") from None
+
+
+def checked_parameters(
     controller: str,
-    gain_names: tuple[str, ...],
+    schema: ParameterSchema,
     model_joint_names: tuple[str, ...],
     joint_names: tuple[str, ...],
     params: Mapping[str, object],
-) -> dict[str, FloatArray]:
-    """Per-joint gains given in ``joint_names`` order (controllers.yaml) → model order. Every
-    model joint needs a value; a missing joint or parameter raises :class:`GainError` naming it."""
+) -> dict[str, Any]:
+    """A controller instance's controllers.yaml entries (``params``, without the instance's
+    prefix) checked against its type's ``schema`` — the one place a controller's entries are
+    validated and given their defaults — by name within the schema:
+
+    - per-joint entries (required: a default is sized for the bundled arm only), given in
+      ``joint_names`` order, come back as arrays in model order; every model joint needs a
+      value, a joint listed twice or unknown is refused;
+    - the others of their spec's kind and accepted by its validator; absent, the spec's default.
+
+    Entries the schema does not name (``type``) are left out. :class:`GainError` names the
+    ``controller``, the entry or joint, and what is wrong."""
     duplicates = sorted({n for n in joint_names if joint_names.count(n) > 1})
     if duplicates:
         raise GainError(f"{controller}: joint(s) listed twice: {', '.join(duplicates)}")
@@ -62,14 +79,34 @@ def gains_by_name(
     unknown = [n for n in joint_names if n not in index]
     if unknown:
         raise GainError(f"{controller}: unknown joint(s) {', '.join(unknown)}")
-    gains = {}
-    for name in gain_names:
-        if name not in params:
-            raise GainError(f"{controller}: parameter '{name}' is missing")
-        values = np.empty(len(model_joint_names))
-        values[order] = per_joint_gain(name, params[name], len(joint_names))
-        gains[name] = values
-    return gains
+    values: dict[str, Any] = {}
+    for spec in schema.parameters:
+        if spec.per_joint:
+            if spec.name not in params:
+                raise GainError(f"{controller}: parameter '{spec.name}' is missing")
+            in_model_order = np.empty(len(model_joint_names))
+            in_model_order[order] = per_joint_gain(spec, params[spec.name], len(joint_names))
+            values[spec.name] = in_model_order
+            continue
+        try:
+            values[spec.name] = spec.check(params.get(spec.name, spec.default))
+        except ParameterProblem as problem:
+            raise GainError(f"{controller}: {spec.name}: {problem}") from None
+    return values
+
+
+def gains_by_name(
+    controller: str,
+    gain_names: tuple[str, ...],
+    model_joint_names: tuple[str, ...],
+    joint_names: tuple[str, ...],
+    params: Mapping[str, object],
+) -> dict[str, FloatArray]:
+    """Per-joint gains given in ``joint_names`` order (controllers.yaml) → model order, for a
+    controller type without a schema of its own (each gain as :func:`gain_spec`): see
+    :func:`checked_parameters`."""
+    schema = ParameterSchema("", tuple(gain_spec(name) for name in gain_names))
+    return checked_parameters(controller, schema, model_joint_names, joint_names, params)
 
 
 class Controller(ABC):
@@ -77,9 +114,35 @@ class Controller(ABC):
     ``GAIN_NAMES`` (the default :meth:`validate_gains` checks those, against ``self.model``)."""
 
     # The type's parameters (``<instance>.<name>`` in controllers.yaml, for any instance name):
-    # descriptions, defaults, which are live (the gains: GAIN_NAMES is its live names).
+    # descriptions, defaults, validation (checked_parameters), which are live (the gains:
+    # GAIN_NAMES is its live names).
     PARAMETERS: ClassVar[ParameterSchema | None] = None
     GAIN_NAMES: tuple[str, ...] = ()
+    model: RobotModel  # the controller's own model (set by subclasses)
+
+    @classmethod
+    def check_parameters(
+        cls, model: RobotModel, joint_names: tuple[str, ...], params: Mapping[str, object]
+    ) -> dict[str, Any]:
+        """This type's controllers.yaml entries checked against :attr:`PARAMETERS` (without
+        one, its ``GAIN_NAMES`` as :func:`gain_spec`), per-joint ones in ``model``'s order:
+        :func:`checked_parameters`. What ``from_parameters`` builds the controller from."""
+        return checked_parameters(
+            cls.__name__, cls._schema(), model.joint_names, joint_names, params
+        )
+
+    @classmethod
+    def _schema(cls) -> ParameterSchema:
+        if cls.PARAMETERS is not None:
+            return cls.PARAMETERS
+        return ParameterSchema("", tuple(gain_spec(name) for name in cls.GAIN_NAMES))
+
+    @classmethod
+    def gain_specs(cls) -> dict[str, ParameterSpec]:
+        """Each live gain's spec (``GAIN_NAMES``), from :attr:`PARAMETERS` where it names it."""
+        schema = cls._schema()
+        named = {spec.name: spec for spec in schema.parameters}
+        return {name: named.get(name) or gain_spec(name) for name in cls.GAIN_NAMES}
 
     def __init__(self) -> None:
         self._staged: dict[str, FloatArray] | None = None
@@ -126,12 +189,13 @@ class Controller(ABC):
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         """Check a (partial) gain set; return validated copies or raise :class:`GainError`.
-        Default: names from ``GAIN_NAMES``, each a vector of ``self.model.nv`` values ≥ 0."""
+        Default: names from ``GAIN_NAMES``, each a vector of ``self.model.nv`` values checked
+        by its spec (:meth:`gain_specs`: ≥ 0 unless the schema says otherwise)."""
         unknown = sorted(set(gains) - set(self.GAIN_NAMES))
         if unknown:
             raise GainError(f"unknown gain(s) {unknown}; known: {list(self.GAIN_NAMES)}")
-        size = self.model.nv  # type: ignore[attr-defined]
-        return {name: per_joint_gain(name, value, size) for name, value in gains.items()}
+        specs, size = self.gain_specs(), self.model.nv
+        return {name: per_joint_gain(specs[name], value, size) for name, value in gains.items()}
 
     def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
         """Install validated gains (called on the control thread at a tick boundary)."""

@@ -19,11 +19,9 @@ import pinocchio as pin
 from ct_controllers.controllers.controller import (
     Controller,
     FloatArray,
-    GainError,
     JointReference,
     JointState,
     feedback_matrices,
-    gains_by_name,
 )
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, non_negative
@@ -93,21 +91,17 @@ class JointImpedanceController(Controller):
     def from_parameters(
         cls, model: RobotModel, joint_names: tuple[str, ...], params: Mapping[str, object]
     ) -> JointImpedanceController:
-        """Build from controllers.yaml entries; per-joint vectors are in ``joint_names`` order."""
-        gains = gains_by_name(
-            "joint_impedance", cls.GAIN_NAMES, model.joint_names, joint_names, params
+        """Build from controllers.yaml entries (per-joint vectors in ``joint_names`` order),
+        checked against :data:`PARAMETERS` (:meth:`Controller.check_parameters`)."""
+        values = cls.check_parameters(model, joint_names, params)
+        return cls(
+            model,
+            values["stiffness"],
+            values["damping"],
+            gravity_compensation=values["gravity_compensation"],
+            coriolis_compensation=values["coriolis_compensation"],
+            inertia_decoupling=values["inertia_decoupling"],
         )
-        flags = {}
-        for flag, default in (
-            ("gravity_compensation", True),
-            ("coriolis_compensation", False),
-            ("inertia_decoupling", False),
-        ):
-            value = params.get(flag, default)
-            if not isinstance(value, bool):
-                raise GainError(f"{flag} must be true or false, got {value!r}")
-            flags[flag] = value
-        return cls(model, gains["stiffness"], gains["damping"], **flags)
 
     def linear_feedback(
         self,
