@@ -29,6 +29,7 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -101,13 +102,15 @@ class GuardLimits:
 
 @dataclass(frozen=True)
 class GuardResult:
-    """The verdict on one sample or command.
+    """The verdict on one sample or command (:meth:`BoundaryGuard.check_state`,
+    :meth:`BoundaryGuard.check_command`).
 
     accepted  passed every check
     fresh     accepted and newer than the last accepted sample (always True for commands)
     reason    None when accepted, else one of the reason constants of this module
     message   a sentence naming the problem ("" when accepted)
-    sample    the accepted state sample re-ordered to the guard's joint order (None otherwise)
+    sample    the accepted state sample re-ordered to the guard's joint order, its own arrays
+              (None otherwise)
     values    the accepted command's values in the guard's joint order (None otherwise)
     """
 
@@ -119,20 +122,33 @@ class GuardResult:
     values: FloatArray | None = None
 
 
+class Rejection(NamedTuple):
+    """Why :meth:`BoundaryGuard.admit_state` or :meth:`BoundaryGuard.admit_command` refused:
+    one of this module's reason constants, and a sentence naming the problem."""
+
+    reason: str
+    message: str
+
+
+# The verdicts of BoundaryGuard.admit_state on an accepted sample.
+FRESH = "fresh"  # newer than the last accepted sample
+REPEATED = "repeated"  # the same sample again (a reader polling faster than its source)
+
+
 def _reject(reason: str, message: str) -> GuardResult:
     return GuardResult(accepted=False, fresh=False, reason=reason, message=message)
 
 
 def _name_order(
     names: Sequence[str], expected: Sequence[str], sizes: Mapping[str, int]
-) -> tuple[list[int] | None, GuardResult | None]:
+) -> tuple[list[int] | None, Rejection | None]:
     """Indices that re-order ``names`` into ``expected``, or the rejection."""
     for what, size in sizes.items():
         if size != len(names):
-            return None, _reject(LENGTH, f"length mismatch: {len(names)} names, {size} {what}")
+            return None, Rejection(LENGTH, f"length mismatch: {len(names)} names, {size} {what}")
     if tuple(names) == tuple(expected):
-        # The common case, every tick: already in this hardware's order (``expected`` has no
-        # duplicates), so nothing is unknown, missing or listed twice.
+        # Already in this hardware's order (``expected`` has no duplicates), so nothing is
+        # unknown, missing or listed twice.
         return list(range(len(expected))), None
     position_of: dict[str, int] = {}
     duplicates = []
@@ -141,37 +157,89 @@ def _name_order(
             duplicates.append(name)
         position_of[name] = i
     if duplicates:
-        return None, _reject(
+        return None, Rejection(
             DUPLICATE_JOINT, f"joint(s) listed twice: {', '.join(sorted(set(duplicates)))}"
         )
     known = set(expected)
     unknown = [n for n in names if n not in known]
     if unknown:
-        return None, _reject(
+        return None, Rejection(
             UNKNOWN_JOINT,
             f"unknown joint(s): {', '.join(unknown)}; this hardware has: {', '.join(expected)}",
         )
     missing = [n for n in expected if n not in position_of]
     if missing:
-        return None, _reject(MISSING_JOINT, f"no value for joint(s): {', '.join(missing)}")
+        return None, Rejection(MISSING_JOINT, f"no value for joint(s): {', '.join(missing)}")
     return [position_of[n] for n in expected], None
+
+
+def _float_vector(values: object) -> FloatArray:
+    """``values`` as a float64 vector: itself when it already is one, else a converted copy."""
+    if type(values) is np.ndarray and values.dtype == _FLOAT and values.ndim == 1:
+        return values
+    return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
 class BoundaryGuard:
     """Checks state samples and commands for one hardware's ``joint_names``; thread-safe
-    counters per reason (``state.<reason>``, ``command.<reason>``)."""
+    counters per reason (``state.<reason>``, ``command.<reason>``).
+
+    The joint order of a source is mapped once: the index array that takes a sample's values
+    into this hardware's order is computed for the first sample that names its joints in that
+    order (the hardware's own order needs none: an identity index built here) and reused while
+    the source keeps its order; a sample is checked where it lies, never re-sorted.
+
+    The limits are set when the guard is built, or once by the stack at bring-up from the
+    configuration (:meth:`configure`); :attr:`limits` is read-only.
+
+    The control thread's calls, :meth:`admit_state` and :meth:`admit_command`, create nothing on
+    healthy data: a verdict constant, the sample's own arrays (:attr:`position`, :attr:`velocity`,
+    :attr:`effort` and :attr:`order`), the command's own values. :meth:`check_state` and
+    :meth:`check_command` give the same verdicts as a :class:`GuardResult` carrying copies.
+    State samples are checked by one thread at a time (the control thread): the arrays of the
+    last accepted one are left on the guard for it.
+    """
 
     def __init__(self, joint_names: Sequence[str], limits: GuardLimits | None = None) -> None:
         self.joint_names = tuple(joint_names)
-        self.limits = limits or GuardLimits()
+        self._shape = (len(self.joint_names),)
+        # This hardware's order: the identity index (read-only, shared by every sample in it).
+        self._in_order = np.arange(len(self.joint_names))
+        self._in_order.setflags(write=False)
+        # The last source order seen (its names, as given) and its index into hardware order.
+        self._source_names: tuple[str, ...] = self.joint_names
+        self._source_order: np.ndarray = self._in_order
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
-        self._accepted = {"state": 0, "command": 0}
+        self._accepted_states = 0
+        self._accepted_commands = 0
         self._last_stamp = -math.inf  # [s] of the last accepted state sample
         self._last_sequence: int | None = None  # of the last accepted state sample
         self.last_rejection: str = ""
         # The command interface tuple last verified, and the claim it was verified against.
         self._verified_interfaces: tuple[object, dict[str, str]] = (None, {})
+        # The last accepted sample's arrays (its own, float64, in its source's order) and the
+        # index that takes them into this hardware's order: joint i is position[order[i]].
+        empty = np.full(self._shape, np.nan)
+        self.position: FloatArray = empty
+        self.velocity: FloatArray = empty
+        self.effort: FloatArray = empty
+        self.order: np.ndarray = self._in_order
+        self.configure(limits or GuardLimits())
+
+    def configure(self, limits: GuardLimits) -> None:
+        """Check against ``limits`` from now on (the stack calls this once at bring-up, from the
+        configuration: ``max_state_age``, ``future_tolerance``, ``frame_id``)."""
+        with self._lock:
+            self._limits = limits
+            self._max_state_age = limits.max_state_age  # [s]
+            self._future_tolerance = limits.future_tolerance  # [s]
+            self._expected_frame = limits.expected_frame
+
+    @property
+    def limits(self) -> GuardLimits:
+        """The limits checked against (set by the constructor or :meth:`configure`)."""
+        return self._limits
 
     def reset(self) -> None:
         """Forget the last accepted sample (a backend restart may start its stamps over)."""
@@ -187,155 +255,175 @@ class BoundaryGuard:
 
     def accepted_counts(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._accepted)
+            return {"state": self._accepted_states, "command": self._accepted_commands}
 
-    def _count(self, kind: str, result: GuardResult) -> GuardResult:
+    def _refused(self, kind: str, rejection: Rejection) -> Rejection:
+        """Count ``rejection`` under ``kind.reason``."""
         with self._lock:
-            if result.accepted:
-                self._accepted[kind] += 1
-            else:
-                key = f"{kind}.{result.reason}"
-                self._counts[key] = self._counts.get(key, 0) + 1
-                self.last_rejection = f"{kind}: {result.message}"
-        return result
+            key = f"{kind}.{rejection.reason}"
+            self._counts[key] = self._counts.get(key, 0) + 1
+            self.last_rejection = f"{kind}: {rejection.message}"
+        return rejection
 
     # --- state -----------------------------------------------------------------------------
     def read_failed(self, message: str) -> GuardResult:
         """A read that raised (bus or driver error): counted as ``state.read_error``."""
-        return self._count("state", _reject(READ_ERROR, message))
+        return _reject(READ_ERROR, self._refused("state", Rejection(READ_ERROR, message)).message)
 
     def check_state(self, sample: StateSample, now: float) -> GuardResult:
-        """Check ``sample`` against this process's clock ``now`` [s]."""
-        return self._count("state", self._check_state(sample, now))
-
-    def _check_state(self, sample: StateSample, now: float) -> GuardResult:
-        stamp = sample.stamp
-        if stamp is None or not math.isfinite(stamp):
-            return _reject(NO_STAMP, f"state sample without a valid stamp ({stamp})")
-        age = now - stamp
-        if abs(age) > CLOCK_DOMAIN_GAP:
-            return _reject(
-                CLOCK_DOMAIN,
-                f"stamp {stamp:.6f} s is {age:+.3g} s from this process's clock ({now:.6f} s): "
-                "another clock domain",
-            )
-        if age > self.limits.max_state_age:
-            return _reject(
-                STALE,
-                f"state sample is {age * 1e3:.3f} ms old (max_state_age "
-                f"{self.limits.max_state_age * 1e3:.3f} ms)",
-            )
-        if -age > self.limits.future_tolerance:
-            return _reject(
-                FUTURE,
-                f"state sample stamped {-age * 1e3:.3f} ms in the future (future_tolerance "
-                f"{self.limits.future_tolerance * 1e3:.3f} ms)",
-            )
-        expected = self.limits.expected_frame
-        if expected and sample.frame_id is not None and sample.frame_id != expected:
-            return _reject(FRAME, f"frame id '{sample.frame_id}', expected '{expected}'")
-        values = self._in_order_and_finite(sample)
-        if values is not None:  # the common case, every tick: checked in a few vector operations
-            position, velocity, effort = values
-        else:
-            checked = self._checked_values(sample)
-            if isinstance(checked, GuardResult):
-                return checked
-            position, velocity, effort = checked
-        with self._lock:
-            last_stamp, last_sequence = self._last_stamp, self._last_sequence
-            if stamp < last_stamp or (
-                sample.sequence is not None
-                and last_sequence is not None
-                and sample.sequence < last_sequence
-            ):
-                return _reject(
-                    SEQUENCE,
-                    f"state sample goes backwards: stamp {stamp:.6f} s (seq {sample.sequence}) "
-                    f"after {last_stamp:.6f} s (seq {last_sequence})",
-                )
-            fresh = stamp > last_stamp or (
-                sample.sequence is not None
-                and last_sequence is not None
-                and sample.sequence > last_sequence
-            )
-            if sample.sequence is not None and last_sequence == sample.sequence:
-                fresh = False  # the same sample again, whatever its stamp says
-            if fresh:
-                self._last_stamp = stamp
-                self._last_sequence = sample.sequence
+        """Check ``sample`` against this process's clock ``now`` [s] (:meth:`admit_state`); an
+        accepted sample comes back in this hardware's joint order, in arrays of its own."""
+        verdict = self.admit_state(sample, now)
+        if isinstance(verdict, Rejection):
+            return _reject(verdict.reason, verdict.message)
+        order = self.order
         return GuardResult(
             accepted=True,
-            fresh=fresh,
+            fresh=verdict is FRESH,
             reason=None,
             message="",
             sample=StateSample(
-                stamp=stamp,
+                stamp=sample.stamp,
                 joint_names=self.joint_names,
-                position=position.copy(),
-                velocity=velocity.copy(),
-                effort=effort.copy(),
+                position=self.position[order],
+                velocity=self.velocity[order],
+                effort=self.effort[order],
                 sequence=sample.sequence,
                 frame_id=sample.frame_id,
             ),
         )
 
-    def _in_order_and_finite(
-        self, sample: StateSample
-    ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
-        """(position, velocity, effort) when the sample is already in this hardware's joint
-        order, as float64 vectors of the right length, every value finite: what every tick of a
-        healthy backend sends, checked in a few vector operations. None: the full check
-        decides (and names what is wrong). A sum of squares is finite exactly when every term
-        is (or overflows past 1e154, which the full check then accepts)."""
-        names = sample.joint_names
-        if names is not self.joint_names and tuple(names) != self.joint_names:
-            return None
+    def admit_state(self, sample: StateSample, now: float) -> str | Rejection:
+        """Check ``sample`` against this process's clock ``now`` [s]: :data:`FRESH`,
+        :data:`REPEATED` (accepted, the same sample again), or the :class:`Rejection` (counted).
+
+        Accepted, its arrays are left in :attr:`position`, :attr:`velocity` and :attr:`effort`
+        (float64 vectors: the sample's own when they already are, converted copies otherwise;
+        in the sample's order) and :attr:`order`, the index that takes them into this
+        hardware's order: joint ``joint_names[i]`` has ``position[order[i]]``. They are the
+        caller's to copy, not to change; the next check replaces them."""
+        verdict = self._admit_state(sample, now)
+        if type(verdict) is Rejection:
+            return self._refused("state", verdict)
+        return verdict
+
+    def _admit_state(self, sample: StateSample, now: float) -> str | Rejection:
+        stamp = sample.stamp
+        if stamp is None or not math.isfinite(stamp):
+            return Rejection(NO_STAMP, f"state sample without a valid stamp ({stamp})")
+        age = now - stamp
+        if abs(age) > CLOCK_DOMAIN_GAP:
+            return Rejection(
+                CLOCK_DOMAIN,
+                f"stamp {stamp:.6f} s is {age:+.3g} s from this process's clock ({now:.6f} s): "
+                "another clock domain",
+            )
+        if age > self._max_state_age:
+            return Rejection(
+                STALE,
+                f"state sample is {age * 1e3:.3f} ms old (max_state_age "
+                f"{self._max_state_age * 1e3:.3f} ms)",
+            )
+        if -age > self._future_tolerance:
+            return Rejection(
+                FUTURE,
+                f"state sample stamped {-age * 1e3:.3f} ms in the future (future_tolerance "
+                f"{self._future_tolerance * 1e3:.3f} ms)",
+            )
+        expected = self._expected_frame
+        if expected and sample.frame_id is not None and sample.frame_id != expected:
+            return Rejection(FRAME, f"frame id '{sample.frame_id}', expected '{expected}'")
         position, velocity, effort = sample.position, sample.velocity, sample.effort
-        shape = (len(self.joint_names),)
-        for values in (position, velocity, effort):
-            if type(values) is not np.ndarray or values.shape != shape or values.dtype != _FLOAT:
-                return None
-        if not math.isfinite(position.dot(position) + velocity.dot(velocity) + effort.dot(effort)):
-            return None
-        return position, velocity, effort
+        names = sample.joint_names
+        # The common case, every tick: names in the order seen before (the hardware's own, or
+        # the source's mapped once), float64 vectors of the right length, every value finite —
+        # a few comparisons and one finiteness test. A sum of squares is finite exactly when
+        # every term is (or overflows past 1e154, which the full check then accepts).
+        shape = self._shape
+        if (
+            (names is self._source_names or names == self._source_names)
+            and type(position) is np.ndarray
+            and type(velocity) is np.ndarray
+            and type(effort) is np.ndarray
+            and position.shape == shape
+            and velocity.shape == shape
+            and effort.shape == shape
+            and position.dtype == _FLOAT
+            and velocity.dtype == _FLOAT
+            and effort.dtype == _FLOAT
+            and math.isfinite(position.dot(position) + velocity.dot(velocity) + effort.dot(effort))
+        ):
+            order = self._source_order
+        else:
+            checked = self._checked_values(sample)
+            if type(checked) is Rejection:
+                return checked
+            position, velocity, effort, order = checked
+        sequence = sample.sequence
+        with self._lock:
+            last_stamp, last_sequence = self._last_stamp, self._last_sequence
+            if stamp < last_stamp or (
+                sequence is not None and last_sequence is not None and sequence < last_sequence
+            ):
+                return Rejection(
+                    SEQUENCE,
+                    f"state sample goes backwards: stamp {stamp:.6f} s (seq {sequence}) "
+                    f"after {last_stamp:.6f} s (seq {last_sequence})",
+                )
+            if sequence is not None and last_sequence == sequence:
+                fresh = False  # the same sample again, whatever its stamp says
+            else:
+                fresh = stamp > last_stamp or (
+                    sequence is not None and last_sequence is not None and sequence > last_sequence
+                )
+            if fresh:
+                self._last_stamp = stamp
+                self._last_sequence = sequence
+            self._accepted_states += 1
+        self.position, self.velocity, self.effort, self.order = position, velocity, effort, order
+        return FRESH if fresh else REPEATED
 
     def _checked_values(
         self, sample: StateSample
-    ) -> tuple[FloatArray, FloatArray, FloatArray] | GuardResult:
-        """(position, velocity, effort) re-ordered by name to this hardware's order, or the
+    ) -> tuple[FloatArray, FloatArray, FloatArray, np.ndarray] | Rejection:
+        """(position, velocity, effort) as float64 vectors in the sample's order and the index
+        into this hardware's order (remembered for the next samples in that order), or the
         rejection naming the unknown, missing or duplicate joint, the length or the non-finite
         value."""
-        arrays = {
-            "positions": np.asarray(sample.position, dtype=np.float64).reshape(-1),
-            "velocities": np.asarray(sample.velocity, dtype=np.float64).reshape(-1),
-            "efforts": np.asarray(sample.effort, dtype=np.float64).reshape(-1),
-        }
-        order, rejection = _name_order(
-            sample.joint_names, self.joint_names, {k: v.size for k, v in arrays.items()}
-        )
+        position = _float_vector(sample.position)
+        velocity = _float_vector(sample.velocity)
+        effort = _float_vector(sample.effort)
+        names = sample.joint_names
+        sizes = {"positions": position.size, "velocities": velocity.size, "efforts": effort.size}
+        order_list, rejection = _name_order(names, self.joint_names, sizes)
         if rejection is not None:
             return rejection
-        assert order is not None
-        position = arrays["positions"][order]
-        velocity = arrays["velocities"][order]
-        effort = arrays["efforts"][order]
+        assert order_list is not None
+        if names == self._source_names:
+            order = self._source_order
+        elif names == self.joint_names:
+            order = self._in_order
+        else:
+            order = np.array(order_list, dtype=np.intp)
+            order.setflags(write=False)
         for what, values in (("position", position), ("velocity", velocity)):
-            bad = ~np.isfinite(values)
+            bad = ~np.isfinite(values[order])
             if bad.any():
-                return _reject(
+                return Rejection(
                     NON_FINITE,
                     f"non-finite {what} for joint(s) "
                     + ", ".join(
                         f"{n}={v}"
-                        for n, v, b in zip(self.joint_names, values, bad, strict=True)
+                        for n, v, b in zip(self.joint_names, values[order], bad, strict=True)
                         if b
                     ),
                 )
-        if np.isinf(effort).any():
-            names = [n for n, e in zip(self.joint_names, effort, strict=True) if np.isinf(e)]
-            return _reject(NON_FINITE, f"infinite effort for joint(s) {', '.join(names)}")
-        return position, velocity, effort
+        infinite = np.isinf(effort[order])
+        if infinite.any():
+            named = [n for n, b in zip(self.joint_names, infinite, strict=True) if b]
+            return Rejection(NON_FINITE, f"infinite effort for joint(s) {', '.join(named)}")
+        self._source_names, self._source_order = tuple(names), order
+        return position, velocity, effort, order
 
     # --- commands --------------------------------------------------------------------------
     def check_command(
@@ -346,42 +434,63 @@ class BoundaryGuard:
         now: float,
     ) -> GuardResult:
         """Check ``command`` against the claimed ``interfaces`` (joint → interface), the last
-        accepted ``last_sequence`` and the hardware clock ``now`` [s]."""
-        return self._count("command", self._check_command(command, interfaces, last_sequence, now))
+        accepted ``last_sequence`` and the hardware clock ``now`` [s] (:meth:`admit_command`)."""
+        verdict = self.admit_command(command, interfaces, last_sequence, now)
+        if isinstance(verdict, Rejection):
+            return _reject(verdict.reason, verdict.message)
+        return GuardResult(accepted=True, fresh=True, reason=None, message="", values=verdict)
 
-    def _check_command(
+    def admit_command(
         self,
         command: JointCommand,
         interfaces: Mapping[str, str],
         last_sequence: int,
         now: float,
-    ) -> GuardResult:
+    ) -> FloatArray | Rejection:
+        """The command's values in this hardware's joint order — the command's own array when it
+        names this hardware's joints in order as a float64 vector (the control loop's every
+        tick; a backend copies what it keeps), else a re-ordered copy — or the
+        :class:`Rejection` (counted)."""
+        verdict = self._admit_command(command, interfaces, last_sequence, now)
+        if type(verdict) is Rejection:
+            return self._refused("command", verdict)
+        with self._lock:
+            self._accepted_commands += 1
+        return verdict
+
+    def _admit_command(
+        self,
+        command: JointCommand,
+        interfaces: Mapping[str, str],
+        last_sequence: int,
+        now: float,
+    ) -> FloatArray | Rejection:
         values = self._command_in_order_and_finite(command, interfaces)
         if values is None:
             checked = self._checked_command_values(command, interfaces)
-            if isinstance(checked, GuardResult):
+            if type(checked) is Rejection:
                 return checked
             values = checked
-        if command.stamp is None or not math.isfinite(command.stamp):
-            return _reject(NO_STAMP, f"non-finite stamp {command.stamp}")
-        if command.stamp - now > self.limits.future_tolerance:
-            return _reject(
+        stamp = command.stamp
+        if stamp is None or not math.isfinite(stamp):
+            return Rejection(NO_STAMP, f"non-finite stamp {stamp}")
+        if stamp - now > self._future_tolerance:
+            return Rejection(
                 FUTURE,
-                f"command stamp {command.stamp:.6f} s is "
-                f"{(command.stamp - now) * 1e3:.3f} ms in the future",
+                f"command stamp {stamp:.6f} s is {(stamp - now) * 1e3:.3f} ms in the future",
             )
         if command.sequence <= last_sequence:
-            return _reject(
+            return Rejection(
                 SEQUENCE,
                 f"sequence {command.sequence} is not after the last one ({last_sequence})",
             )
-        return GuardResult(accepted=True, fresh=True, reason=None, message="", values=values)
+        return values
 
     def _command_in_order_and_finite(
         self, command: JointCommand, interfaces: Mapping[str, str]
     ) -> FloatArray | None:
-        """A float64 copy of the values when the command names this hardware's joints in its
-        order, through the claimed interfaces, every value finite — the control loop's every
+        """The values when the command names this hardware's joints in its order, through the
+        claimed interfaces, as a float64 vector, every value finite — the control loop's every
         tick. The interface tuple is compared element by element once and then recognised by
         identity while the claim is unchanged. None: the full check decides."""
         if command.joint_names is not self.joint_names and (
@@ -396,16 +505,21 @@ class BoundaryGuard:
             ):
                 return None
             self._verified_interfaces = (given, dict(interfaces))
-        values = np.array(command.values, dtype=np.float64)
-        if values.shape != (len(self.joint_names),) or not math.isfinite(values.dot(values)):
+        values = command.values
+        if (
+            type(values) is not np.ndarray
+            or values.dtype != _FLOAT
+            or values.shape != self._shape
+            or not math.isfinite(values.dot(values))
+        ):
             return None
         return values
 
     def _checked_command_values(
         self, command: JointCommand, interfaces: Mapping[str, str]
-    ) -> FloatArray | GuardResult:
-        """The values re-ordered by name to this hardware's order, or the rejection naming the
-        joint, interface, length or non-finite value."""
+    ) -> FloatArray | Rejection:
+        """The values re-ordered by name to this hardware's order (a copy), or the rejection
+        naming the joint, interface, length or non-finite value."""
         sizes = {"interfaces": len(command.interfaces), "values": len(command.values)}
         order, rejection = _name_order(command.joint_names, self.joint_names, sizes)
         if rejection is not None:
@@ -414,11 +528,11 @@ class BoundaryGuard:
         values = np.asarray(command.values, dtype=np.float64)[order]
         for name, i, value in zip(self.joint_names, order, values, strict=True):
             if command.interfaces[i] != interfaces[name]:
-                return _reject(
+                return Rejection(
                     INTERFACE,
                     f"joint '{name}' is commanded through '{interfaces[name]}', "
                     f"got '{command.interfaces[i]}'",
                 )
             if not math.isfinite(float(value)):
-                return _reject(NON_FINITE, f"joint '{name}': non-finite value {value}")
+                return Rejection(NON_FINITE, f"joint '{name}': non-finite value {value}")
         return values

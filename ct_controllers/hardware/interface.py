@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+import numpy as np
+
 from ct_controllers.errors import CtError
 from ct_controllers.parameter_schema import ParameterSchema
 from ct_controllers.types import FloatArray
@@ -288,19 +290,19 @@ class SystemInterface(ABC):
 
         Raises :class:`CommandRejected` naming the problem; nothing is written in that case.
         """
-        self._require(LifecycleState.ACTIVE, "write")
-        values = self.validate(command)
-        self._write(command, values)
+        if self.state is not LifecycleState.ACTIVE:
+            self._require(LifecycleState.ACTIVE, "write")
+        self._write(command, self.validate(command))
         self._last_sequence = command.sequence
 
     def validate(self, command: JointCommand) -> FloatArray:
-        """The command's values re-ordered to this backend's joint order, or CommandRejected
-        (counted by the guard under ``command.<reason>``)."""
-        result = self.guard.check_command(command, self._claimed, self._last_sequence, self.now())
-        if not result.accepted:
-            raise CommandRejected(result.message, result.reason or "")
-        assert result.values is not None
-        return result.values
+        """The command's values in this backend's joint order (the command's own array when it
+        is already a float64 vector in that order: a backend copies what it keeps), or
+        CommandRejected (counted by the guard under ``command.<reason>``)."""
+        verdict = self.guard.admit_command(command, self._claimed, self._last_sequence, self.now())
+        if type(verdict) is not np.ndarray:
+            raise CommandRejected(verdict.message, verdict.reason)
+        return verdict
 
     @abstractmethod
     def _read(self) -> StateSample:
@@ -308,7 +310,9 @@ class SystemInterface(ABC):
 
     @abstractmethod
     def _write(self, command: JointCommand, values: FloatArray) -> None:
-        """Send validated ``values`` (in ``joint_names`` order) to the hardware."""
+        """Send validated ``values`` (in ``joint_names`` order) to the hardware. ``values`` may
+        be the caller's own array (the command's): read it during the call, copy what is kept
+        beyond it, never change it."""
 
     def now(self) -> float:
         """This backend's clock [s]: sim time for simulators, system time for real drives."""

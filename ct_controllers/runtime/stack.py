@@ -178,10 +178,12 @@ def build_stack(
     check_command_interfaces(description, hardware)
     if wrap_hardware is not None:
         hardware = wrap_hardware(hardware)
-    hardware.guard.limits = GuardLimits(
-        max_state_age=config.effective_max_state_age,
-        future_tolerance=config.future_tolerance,
-        expected_frame=config.frame_id,
+    hardware.guard.configure(
+        GuardLimits(
+            max_state_age=config.effective_max_state_age,
+            future_tolerance=config.future_tolerance,
+            expected_frame=config.frame_id,
+        )
     )
     if config.fault_reaction not in hardware.fault_reactions:
         raise ConfigError(
