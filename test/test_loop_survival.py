@@ -102,7 +102,7 @@ def test_backend_write_raising_latches_a_fault_and_the_loop_goes_on(stack):
 
 def test_guard_raising_is_a_fault_not_a_dead_loop(stack):
     """The boundary guard raising on a state sample latches a fault naming 'read'/'guard'."""
-    raising_once(stack.loop.guard, "check_state", Injected("guard bug"))
+    raising_once(stack.loop.guard, "admit_state", Injected("guard bug"))
     check_survives_and_recovers(stack, "read")
 
 

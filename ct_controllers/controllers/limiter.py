@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,9 +22,9 @@ from ct_controllers.controllers.controller import FloatArray
 DEFAULT_RATE_LIMIT = 1000.0  # [N·m/s]
 
 
-@dataclass(frozen=True)
-class LimiterResult:
-    """effort [N·m | N] to write; boolean flags per joint for each step that changed it."""
+class LimiterResult(NamedTuple):
+    """effort [N·m | N] to write; boolean flags per joint for each step that changed it. (A
+    NamedTuple: one is built every tick, in a third of a frozen dataclass's time.)"""
 
     effort: FloatArray
     saturated: np.ndarray  # clamped to the effort limit

@@ -210,9 +210,15 @@ class MujocoSystem(SystemInterface):
         model = spec.compile()
         self.model, self.data = model, mujoco.MjData(model)
         # Name maps, built once: joint -> qpos address, dof address, actuator (ctrl) address.
-        self._qpos_adr = np.array([model.joint(n).qposadr[0] for n in self.joint_names])
-        self._dof_adr = np.array([model.joint(n).dofadr[0] for n in self.joint_names])
-        self._ctrl_adr = np.array([model.actuator(n).id for n in self.joint_names])
+        # As intp, numpy's own index type: MuJoCo's int32 addresses would be converted on
+        # every read and write (~0.6 µs an indexing).
+        self._qpos_adr = np.array(
+            [model.joint(n).qposadr[0] for n in self.joint_names], dtype=np.intp
+        )
+        self._dof_adr = np.array(
+            [model.joint(n).dofadr[0] for n in self.joint_names], dtype=np.intp
+        )
+        self._ctrl_adr = np.array([model.actuator(n).id for n in self.joint_names], dtype=np.intp)
         self._ctrl_low = model.actuator_ctrlrange[self._ctrl_adr, 0].copy()
         self._ctrl_high = model.actuator_ctrlrange[self._ctrl_adr, 1].copy()
         # [N·m | N] each actuator's force limit as built (the URDF effort limit): the default
@@ -297,12 +303,14 @@ class MujocoSystem(SystemInterface):
                     self._step()
                     steps += 1
                 self.physics_seconds += time.perf_counter() - start
+            data = self.data
+            # Indexing by an address array copies: each sample has arrays of its own.
             return StateSample(
-                stamp=float(self.data.time),
-                joint_names=self.joint_names,
-                position=self.data.qpos[self._qpos_adr].copy(),
-                velocity=self.data.qvel[self._dof_adr].copy(),
-                effort=self.data.qfrc_actuator[self._dof_adr].copy(),
+                float(data.time),
+                self.joint_names,
+                data.qpos[self._qpos_adr],
+                data.qvel[self._dof_adr],
+                data.qfrc_actuator[self._dof_adr],
             )
 
     def _write(self, command: JointCommand, values: FloatArray) -> None:
@@ -311,8 +319,11 @@ class MujocoSystem(SystemInterface):
             self.data.ctrl[self._ctrl_adr] = values
             if self.config.mode == LOCKSTEP:
                 start = time.perf_counter()
-                for _ in range(self._steps_per_period):
-                    self._step()
+                if self._gravity_data is None and self._steps_per_period == 1:
+                    mujoco.mj_step(self.model, self.data)  # _step without servos to feed
+                else:
+                    for _ in range(self._steps_per_period):
+                        self._step()
                 self.physics_seconds += time.perf_counter() - start
 
     @property

@@ -90,12 +90,14 @@ class Watchdog:
     def state_fresh(self, now: float) -> None:
         """A fresh state sample was taken in at ``now`` [s]."""
         with self._lock:
-            self._state_at = max(self._state_at, now)
+            if now > self._state_at:
+                self._state_at = now
 
     def command_written(self, now: float) -> None:
         """A command was written at ``now`` [s]."""
         with self._lock:
-            self._command_at = max(self._command_at, now)
+            if now > self._command_at:
+                self._command_at = now
 
     def state_silence(self, now: float) -> float:
         """[s] since the last fresh state."""

@@ -64,12 +64,11 @@ import numpy as np
 from ct_controllers.controllers.controller import Controller, FloatArray, JointReference, JointState
 from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.controllers.safe_hold import safe_hold_effort
-from ct_controllers.hardware.guard import BoundaryGuard, GuardResult
+from ct_controllers.hardware.guard import FRESH, BoundaryGuard
 from ct_controllers.hardware.interface import (
     DAMP,
     JointCommand,
     LifecycleState,
-    StateSample,
     SystemInterface,
 )
 from ct_controllers.hardware.watchdog import Watchdog, WatchdogConfig
@@ -171,6 +170,9 @@ class ControlLoop:
         missing = sorted(set(model.joint_names) - set(hardware.joint_names))
         if missing:
             raise ValueError(f"model joint(s) not driven by the hardware: {', '.join(missing)}")
+        # model order -> hardware order: q_model = q_hardware[self._hardware_index]
+        self._hardware_index = np.argsort(self._model_index)
+        self._joint_names = hardware.joint_names
         self._interfaces = tuple(hardware.command_interfaces)
         self._targets = PositionTargets(model, self._interfaces, self._model_index, period)
         self._effort_limits = EffortLimits(hardware, self._model_index, self._targets.mask)
@@ -189,9 +191,19 @@ class ControlLoop:
         self.overrun_fraction = overrun_fraction
         self.timing = TimingRecorder()
         self.stages = StageRecorder(stages=STAGES)
+        # The loop's own stages' rings, resolved once (a chain's are recorded by name).
+        self._read_ring = self.stages.ring("read")
+        self._guard_ring = self.stages.ring("guard")
+        self._controller_ring = self.stages.ring("controller")
+        self._limiter_ring = self.stages.ring("limiter")
+        self._write_ring = self.stages.ring("write")
         self.realtime = realtime if realtime is not None else RealtimeSettings()
         self.realtime_report: RealtimeReport | None = None  # set when the loop thread starts
         self.guard: BoundaryGuard = hardware.guard
+        # The guard's index of the last source order seen, and the gather it composes with
+        # hardware -> model order (recomputed only when the source's order changes).
+        self._source_order: np.ndarray | None = None
+        self._gather = self._hardware_index
         self.watchdog = Watchdog(watchdog or WatchdogConfig.for_period(period))
         self._watchdog_started = False
         self._motions = Motions(self.reference_limits)
@@ -208,7 +220,13 @@ class ControlLoop:
         self._requests = LoopRequests()
         self._snapshots = SnapshotBoard()
         self._last_state: JointState | None = None  # the last accepted, fresh state (model order)
-        self._last_values: np.ndarray | None = None  # the last written command (hardware order)
+        # The last written command (hardware order): the array written, never changed after.
+        self._last_values: np.ndarray | None = None
+        self._fallback = self._hold_effort  # bound once: the limiter's fallback, every tick
+        # The controller whose stage_breakdown (a chain's task, diff_ik, joint_controller
+        # times) was looked up, and that dict (None: a plain controller): once per controller.
+        self._breakdown_of: Controller | None = None
+        self._breakdown: dict[str, float] | None = None
         self.stale_ticks = 0  # ticks without a fresh sample (rejected or repeated)
         self._sequence = 0
         self._thread: threading.Thread | None = None
@@ -361,18 +379,29 @@ class ControlLoop:
     def _tick(self) -> None:
         clock = time.perf_counter
         supervisor = self._supervisor
-        result, now = self._read_guarded()
+        hardware = self.hardware
+        started = clock()
+        try:
+            sample = hardware.read()
+        except Exception as exc:  # a backend read error must not stop the loop unguarded
+            now = hardware.now()
+            self.guard.read_failed(f"read failed: {type(exc).__name__}: {exc}")
+            fresh = False
+        else:
+            read = clock()
+            self._read_ring.add(read - started)
+            now = hardware.now()
+            fresh = self.guard.admit_state(sample, now) is FRESH
+            self._guard_ring.add(clock() - read)
         self._stage = "watchdog"
         if not self._watchdog_started:
             self.watchdog.start(now)
             self._watchdog_started = True
-        fresh = result.accepted and result.fresh
         if fresh:
-            assert result.sample is not None
             # Fresh as of when it was measured (its stamp), not when this tick took it in: a
             # sample that waited in a queue does not extend the state deadline.
-            self.watchdog.state_fresh(min(result.sample.stamp, now))
-            self._last_state = self._state_from(result.sample)
+            self.watchdog.state_fresh(min(sample.stamp, now))
+            self._last_state = self._state_from(sample.stamp)
         else:
             self.stale_ticks += 1
         state = self._last_state
@@ -388,11 +417,6 @@ class ControlLoop:
             return
         self._stage = "reference"
         reference = self._motions.reference(state)
-        q, v = state.q, state.v
-
-        def fallback() -> FloatArray:
-            return safe_hold_effort(self.model, q, v, self.hold_damping)
-
         requested: FloatArray | None = None
         limits: FloatArray | None = None  # the controller's effort limits (position joints)
         before_controller = clock()
@@ -408,27 +432,32 @@ class ControlLoop:
                 self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state, now, now)
         if supervisor.fault is not None:
             self._stage = "fault reaction"
-            requested, reference = supervisor.reaction_command(q, v, now)
+            requested, reference = supervisor.reaction_command(state.q, state.v, now)
         assert requested is not None
         before_limiter = clock()
-        self.stages.record("controller", before_limiter - before_controller)
-        breakdown = getattr(self.controller, "stage_breakdown", None)
+        self._controller_ring.add(before_limiter - before_controller)
+        controller = self.controller
+        if controller is not self._breakdown_of:  # once per controller, not per tick
+            self._breakdown_of = controller
+            self._breakdown = getattr(controller, "stage_breakdown", None)
+        breakdown = self._breakdown
         if breakdown:  # a chained controller's own stages (task, diff_ik, joint_controller)
+            record = self.stages.record
             for stage, seconds in breakdown.items():
-                self.stages.record(stage, seconds)
+                record(stage, seconds)
         self._stage = "limiter"
-        limited = self.limiter.limit(requested, fallback, self.period)
+        limited = self.limiter.limit(requested, self._fallback, self.period)
         values = self._targets.values(
-            limited.effort, reference.q, q, limit_steps=supervisor.fault is None
+            limited.effort, reference.q, state.q, limit_steps=supervisor.fault is None
         )
         before_write = clock()
-        self.stages.record("limiter", before_write - before_limiter)
-        if supervisor.fault is None and self._targets.any:
+        self._limiter_ring.add(before_write - before_limiter)
+        if self._targets.any and supervisor.fault is None:
             self._stage = "effort limits"  # hardware I/O: timed with the write
             self._effort_limits.apply(limits)
         self._stage = "write"
         self._write(values, state.stamp, now)
-        self.stages.record("write", clock() - before_write)
+        self._write_ring.add(clock() - before_write)
         if supervisor.fault is not None:
             supervisor.note_safe_command(now)
         if self.timing.ticks % self.snapshot_decimation == 0:
@@ -443,32 +472,31 @@ class ControlLoop:
                 fresh,
             )
 
-    def _read_guarded(self) -> tuple[GuardResult, float]:
-        """Read one sample and run it through the guard; a read that raises is a rejection."""
-        started = time.perf_counter()
-        try:
-            sample = self.hardware.read()
-        except Exception as exc:  # a backend read error must not stop the loop unguarded
-            now = self.hardware.now()
-            message = f"read failed: {type(exc).__name__}: {exc}"
-            return self.guard.read_failed(message), now
-        read = time.perf_counter()
-        self.stages.record("read", read - started)
-        now = self.hardware.now()
-        result = self.guard.check_state(sample, now)
-        self.stages.record("guard", time.perf_counter() - read)
-        return result, now
+    def _hold_effort(self) -> FloatArray:
+        """The limiter's fallback for a non-finite request: the safe hold's effort [N·m | N] at
+        the last measured state (the one this tick computed from)."""
+        state = self._last_state
+        assert state is not None
+        return safe_hold_effort(self.model, state.q, state.v, self.hold_damping)
 
-    def _state_from(self, sample: StateSample) -> JointState:
-        """The guarded sample in model order: everything the backend measured — position,
-        velocity and effort (NaN on joints it does not measure) — under the sample's stamp."""
-        q = np.empty(self.model.nq)
-        v = np.empty(self.model.nv)
-        effort = np.empty(self.model.nv)
-        q[self._model_index] = sample.position
-        v[self._model_index] = sample.velocity
-        effort[self._model_index] = sample.effort
-        return JointState(stamp=sample.stamp, q=q, v=v, effort=effort)
+    def _state_from(self, stamp: float) -> JointState:
+        """The sample the guard just accepted, in model order: everything the backend measured —
+        position, velocity and effort (NaN on joints it does not measure) — under ``stamp``, in
+        arrays of its own (a JointState is never changed once handed on: the controller and the
+        snapshots keep it). One gather per array, by an index composed once per source order
+        (the guard's) with hardware -> model order (this loop's)."""
+        guard = self.guard
+        order = guard.order
+        if order is not self._source_order:
+            self._source_order = order
+            self._gather = order[self._hardware_index]
+        gather = self._gather
+        return JointState(
+            stamp=stamp,
+            q=guard.position[gather],
+            v=guard.velocity[gather],
+            effort=guard.effort[gather],
+        )
 
     def _take_requests(self, state: JointState, now: float) -> None:
         """What other threads posted, in order: a controller switch, a fault reset (then
@@ -530,17 +558,13 @@ class ControlLoop:
         )
 
     def _write(self, values: np.ndarray, stamp: float, now: float) -> None:
-        self._sequence += 1
+        """Write ``values`` (hardware order; an array of this tick's own, which nothing changes
+        afterwards: the backends copy what they keep, and it is kept as the zero-order hold)."""
+        self._sequence = sequence = self._sequence + 1
         self.hardware.write(
-            JointCommand(
-                stamp=stamp,
-                sequence=self._sequence,
-                joint_names=self.hardware.joint_names,
-                interfaces=self._interfaces,
-                values=values,
-            )
+            JointCommand(stamp, sequence, self._joint_names, self._interfaces, values)
         )
-        self._last_values = np.array(values, dtype=np.float64)
+        self._last_values = values
         self.watchdog.command_written(now)
 
     def _on_tick_error(self, exc: Exception) -> None:
@@ -559,11 +583,7 @@ class ControlLoop:
             return
         try:
             effort, reference = self._supervisor.reaction_command(state.q, state.v, now)
-            limited = self.limiter.limit(
-                effort,
-                lambda: safe_hold_effort(self.model, state.q, state.v, self.hold_damping),
-                self.period,
-            )
+            limited = self.limiter.limit(effort, self._fallback, self.period)
             self._write(
                 self._targets.values(limited.effort, reference.q, state.q), state.stamp, now
             )

@@ -101,6 +101,27 @@ class TimingRecorder:
         )
 
 
+class StageRing:
+    """The compute times [s] of one stage, the last ``capacity`` ticks: what the control thread
+    records into, resolved once (:meth:`StageRecorder.ring`), one call a tick."""
+
+    __slots__ = ("capacity", "count", "values")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.values = _prefaulted(capacity)
+        self.count = 0  # times recorded so far
+
+    def add(self, seconds: float) -> None:
+        count = self.count
+        self.values[count % self.capacity] = seconds
+        self.count = count + 1
+
+    def samples(self) -> np.ndarray:
+        """A copy of the recorded times [s] (the last ``capacity`` at most)."""
+        return self.values[: min(self.count, self.capacity)].copy()
+
+
 class StageRecorder:
     """Per-stage compute times [s] of the last ``capacity`` ticks, one ring per stage (read,
     controller, limiter, write, and whatever a chained controller reports: task, diff_ik,
@@ -109,39 +130,39 @@ class StageRecorder:
     The rings of ``stages`` are allocated (and written) here, so that the control thread does
     not allocate them on the first tick a stage runs: 128 KiB each by default, whose allocation
     and first-touch page faults cost that tick ~0.2 ms (measured on the first tick of a grasp
-    chain). Other stage names get their ring on first use."""
+    chain). Other stage names get their ring on first use. The loop records its own stages
+    through rings it resolved once (:meth:`ring`); :meth:`record` looks the name up."""
 
     def __init__(self, capacity: int = 1 << 14, stages: Iterable[str] = ()) -> None:
         self.capacity = capacity
-        self._rings: dict[str, np.ndarray] = {}
-        self._counts: dict[str, int] = {}
+        self._rings: dict[str, StageRing] = {}
         for stage in stages:
-            self._allocate(stage)
+            self.ring(stage)
 
-    def _allocate(self, stage: str) -> np.ndarray:
-        ring = self._rings[stage] = _prefaulted(self.capacity)
-        self._counts[stage] = 0
+    def ring(self, stage: str) -> StageRing:
+        """The ring of ``stage`` (allocated on first use)."""
+        ring = self._rings.get(stage)
+        if ring is None:  # once per stage name, not per tick
+            ring = self._rings[stage] = StageRing(self.capacity)
         return ring
 
     def record(self, stage: str, seconds: float) -> None:
         ring = self._rings.get(stage)
-        if ring is None:  # once per stage name, not per tick
-            ring = self._allocate(stage)
-        count = self._counts[stage]
-        ring[count % self.capacity] = seconds
-        self._counts[stage] = count + 1
+        if ring is None:
+            ring = self.ring(stage)
+        ring.add(seconds)
 
     def samples(self, stage: str) -> np.ndarray:
         """A copy of the recorded times [s] of one stage (the last ``capacity`` at most)."""
         ring = self._rings.get(stage)
         if ring is None:
             return np.zeros(0)
-        return ring[: min(self._counts[stage], self.capacity)].copy()
+        return ring.samples()
 
     @property
     def stages(self) -> tuple[str, ...]:
         """The stages that have run at least once."""
-        return tuple(stage for stage, count in self._counts.items() if count)
+        return tuple(stage for stage, ring in self._rings.items() if ring.count)
 
     def summary(self) -> dict[str, Percentiles]:
         return {stage: Percentiles.of(self.samples(stage)) for stage in self.stages}
