@@ -303,7 +303,7 @@ class BoundaryGuard:
         hardware's order: joint ``joint_names[i]`` has ``position[order[i]]``. They are the
         caller's to copy, not to change; the next check replaces them."""
         verdict = self._admit_state(sample, now)
-        if type(verdict) is Rejection:
+        if isinstance(verdict, Rejection):
             return self._refused("state", verdict)
         return verdict
 
@@ -356,7 +356,7 @@ class BoundaryGuard:
             order = self._source_order
         else:
             checked = self._checked_values(sample)
-            if type(checked) is Rejection:
+            if isinstance(checked, Rejection):
                 return checked
             position, velocity, effort, order = checked
         sequence = sample.sequence
@@ -452,7 +452,7 @@ class BoundaryGuard:
         tick; a backend copies what it keeps), else a re-ordered copy — or the
         :class:`Rejection` (counted)."""
         verdict = self._admit_command(command, interfaces, last_sequence, now)
-        if type(verdict) is Rejection:
+        if isinstance(verdict, Rejection):
             return self._refused("command", verdict)
         with self._lock:
             self._accepted_commands += 1
@@ -468,7 +468,7 @@ class BoundaryGuard:
         values = self._command_in_order_and_finite(command, interfaces)
         if values is None:
             checked = self._checked_command_values(command, interfaces)
-            if type(checked) is Rejection:
+            if isinstance(checked, Rejection):
                 return checked
             values = checked
         stamp = command.stamp

@@ -300,7 +300,7 @@ class SystemInterface(ABC):
         is already a float64 vector in that order: a backend copies what it keeps), or
         CommandRejected (counted by the guard under ``command.<reason>``)."""
         verdict = self.guard.admit_command(command, self._claimed, self._last_sequence, self.now())
-        if type(verdict) is not np.ndarray:
+        if not isinstance(verdict, np.ndarray):
             raise CommandRejected(verdict.message, verdict.reason)
         return verdict
 
