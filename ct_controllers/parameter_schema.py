@@ -178,8 +178,10 @@ def positive(value: Any) -> str | None:
 
 
 def non_negative(value: Any) -> str | None:
-    values = value if isinstance(value, tuple) else (value,)
-    return None if all(v >= 0 for v in values) else f"must be >= 0, got {_shown(value)}"
+    if isinstance(value, tuple):
+        fine = all(v >= 0 for v in value)
+        return None if fine else f"values must be in [0, inf], got {list(value)}"
+    return None if value >= 0 else f"must be >= 0, got {value}"
 
 
 def one_of(*choices: str) -> Validator:

@@ -5,6 +5,7 @@ bundled YAML's plugin sections are the schemas' defaults."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +114,7 @@ def test_a_controllers_entries_are_checked_by_its_types_schema():
         ({"mode": "fast"}, "mode: 'fast' is not one of computed_torque"),
         ({"model_mass_scale": 0.0}, "model_mass_scale: must be > 0"),
         ({"model_mass_scale": "heavy"}, "model_mass_scale: expected a number"),
-        ({"kd": [1.0] * 8 + [-1.0]}, "kd: must be >= 0"),
+        ({"kd": [1.0] * 8 + [-1.0]}, re.escape("kd: values must be in [0, inf]")),
         ({"kd": [1.0] * 8 + [math.nan]}, "kd: non-finite"),
     ):
         with pytest.raises(GainError, match=named):
@@ -131,7 +132,7 @@ def test_live_gains_are_checked_by_the_same_specs():
     the same words for the same fault on either path."""
     model = new_robot_model()
     controller = JointImpedanceController(model, np.ones(model.nv), np.ones(model.nv))
-    with pytest.raises(GainError, match="stiffness: must be >= 0") as staged:
+    with pytest.raises(GainError, match="stiffness: values must be in") as staged:
         controller.stage_gains({"stiffness": [-1.0] * 9})
     with pytest.raises(GainError) as loaded:
         JointImpedanceController.from_parameters(
