@@ -7,7 +7,6 @@ names (``joint_impedance.stiffness``), as rclpy flattens them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,10 +15,10 @@ from typing import Any
 import yaml
 
 from ct_controllers.errors import ConfigError
-from ct_controllers.hardware.interface import FAULT_REACTIONS
 from ct_controllers.model.description import share_directory
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
 from ct_controllers.plugins import known_plugins
+from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,9 @@ def load_parameters(path: str | Path | None = None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class StackConfig:
-    """Validated configuration. Vectors are in ``joint_names`` (arm then gripper) order."""
+    """Validated configuration (:meth:`from_parameters`; the stack's entries, their defaults and
+    descriptions are :mod:`ct_controllers.stack_parameters`). Vectors are in ``joint_names``
+    (arm then gripper) order."""
 
     update_rate: float  # [Hz]
     robot_description: str  # path, "" = bundled
@@ -119,19 +120,19 @@ class StackConfig:
     reference_max_jerk: tuple[float, ...]  # [rad/s³ | m/s³]
     effort_rate_limit: tuple[float, ...]  # [N·m/s | N/s] per joint
     safe_hold_damping: tuple[float, ...]  # [N·m·s/rad | N·s/m]
-    armed: bool = False  # hardware.armed: real backends refuse to activate unless true
-    max_state_age: float = 0.0  # [s], 0 = the state timeout
-    future_tolerance: float = 0.001  # [s]
-    frame_id: str = ""  # expected frame id of state messages, "" = not checked
-    watchdog_enabled: bool = True
-    state_timeout: float = 0.0  # [s], 0 = 3 control periods
-    command_timeout: float = 0.0  # [s], 0 = 3 control periods
-    fault_reaction: str = "damp"
-    realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
-    cartesian_update_rate: float = 0.0  # [Hz] task + differential IK; 0 = update_rate
-    overrun_fraction: float = 0.5  # [-] of a period: a tick starting later is an overrun
+    armed: bool  # hardware.armed: real backends refuse to activate unless true
+    max_state_age: float  # [s], 0 = the state timeout
+    future_tolerance: float  # [s]
+    frame_id: str  # expected frame id of state messages, "" = not checked
+    watchdog_enabled: bool
+    state_timeout: float  # [s], 0 = 3 control periods
+    command_timeout: float  # [s], 0 = 3 control periods
+    fault_reaction: str
+    realtime: RealtimeSettings
+    cartesian_update_rate: float  # [Hz] task + differential IK; 0 = update_rate
+    overrun_fraction: float  # [-] of a period: a tick starting later is an overrun
     # Live gain sets may leave a joint with no feedback at all (K = D = 0): it floats freely.
-    allow_free_joints: bool = False
+    allow_free_joints: bool
     # Every parameter as given, flattened: a plugin's ``from_config`` parses its own section
     # from these with its schema (:meth:`section`).
     parameters: Mapping[str, Any] = field(default_factory=dict)
@@ -187,77 +188,20 @@ class StackConfig:
 
     @staticmethod
     def from_parameters(params: Mapping[str, Any]) -> StackConfig:
-        def get(name: str, kind: type | tuple[type, ...]) -> Any:
-            if name not in params:
-                raise ConfigError(f"parameter '{name}' is missing")
-            value = params[name]
-            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-                raise ConfigError(f"parameter '{name}': expected {kind}, got {value!r}")
-            return value
-
-        def names(name: str) -> tuple[str, ...]:
-            value = tuple(get(name, list))
-            if not all(isinstance(v, str) and v for v in value):
-                raise ConfigError(f"parameter '{name}': expected a list of non-empty names")
-            return value
-
-        def numbers(name: str, size: int) -> tuple[float, ...]:
-            value = get(name, list)
-            if len(value) != size:
-                raise ConfigError(f"parameter '{name}': expected {size} values, got {len(value)}")
-            if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-                raise ConfigError(f"parameter '{name}': expected finite numbers, got {value}")
-            return tuple(float(v) for v in value)
-
-        arm, gripper = names("arm_joints"), names("gripper_joints")
-        joints = arm + gripper
-        duplicates = sorted({n for n in joints if joints.count(n) > 1})
-        if duplicates:
-            raise ConfigError(f"joint(s) listed twice in arm_joints/gripper_joints: {duplicates}")
-        rate = float(get("update_rate", (int, float)))
-        if not (math.isfinite(rate) and 1.0 <= rate <= 10000.0):
-            raise ConfigError(f"parameter 'update_rate': must be in [1, 10000] Hz, got {rate}")
-        controller_names = names("controllers")
+        """The flattened parameters checked: the stack's own entries by its schema
+        (:data:`ct_controllers.stack_parameters.PARAMETERS`), each controller instance's entries
+        gathered (its type checks them when it is built), and the plugin sections by their
+        schemas. ConfigError names the parameter."""
+        values = STACK_PARAMETERS.parse(params)
+        joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
-        for controller in controller_names:
+        for controller in values["controllers"]:
             prefix = f"{controller}."
             entries = {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
             if "type" not in entries:
                 raise ConfigError(f"controller '{controller}' has no 'type' parameter")
             controllers[controller] = entries
-        default = get("default_controller", str)
-        if default not in controllers:
-            raise ConfigError(
-                f"default_controller '{default}' is not among the controllers {controller_names}"
-            )
-        rate_limit = numbers("limiter.effort_rate_limit", len(joints))
-        if min(rate_limit) <= 0:
-            raise ConfigError(
-                f"parameter 'limiter.effort_rate_limit' must be > 0, got {list(rate_limit)}"
-            )
-        fraction = float(get("references.velocity_fraction", (int, float)))
-        if not (math.isfinite(fraction) and 0 < fraction <= 1):
-            raise ConfigError(
-                f"parameter 'references.velocity_fraction' must be in (0, 1], got {fraction}"
-            )
-
-        def seconds(name: str, allow_zero: bool = False) -> float:
-            value = float(get(name, (int, float)))
-            if not (math.isfinite(value) and (value > 0 or (allow_zero and value == 0))):
-                bound = ">= 0" if allow_zero else "> 0"
-                raise ConfigError(f"parameter '{name}' must be finite and {bound} s, got {value}")
-            return value
-
-        def one_of(name: str, choices: tuple[str, ...]) -> str:
-            value = get(name, str)
-            if value not in choices:
-                raise ConfigError(
-                    f"parameter '{name}': '{value}' is not one of {', '.join(choices)}"
-                )
-            return value
-
-        backend = get("backend", str)
-
+        backend = values["backend"]
         # Plugin sections, each checked by its plugin's schema: the selected backend's, sized
         # by the joint lists, and every other one present as it stands (a MuJoCo setup with
         # other joints need not rewrite the drive tables it does not use). A section nobody
@@ -268,62 +212,38 @@ class StackConfig:
             schema = section_schema(name)
             assert schema is not None
             sections[name] = schema.parse(params, len(joints) if name == backend else None)
-        try:
-            realtime = RealtimeSettings(
-                priority=get("realtime.priority", int),
-                cpu=get("realtime.cpu", int),
-                lock_memory=get("realtime.lock_memory", bool),
-            )
-        except ValueError as exc:
-            raise ConfigError(f"parameter {exc}") from None
-        overrun_fraction = float(get("overrun_fraction", (int, float)))
-        if not 0 < overrun_fraction <= 1:
-            raise ConfigError(
-                f"parameter 'overrun_fraction': must be in (0, 1] of a period, got "
-                f"{overrun_fraction}"
-            )
-        cartesian_rate = float(get("cartesian.update_rate", (int, float)))
-        if cartesian_rate:
-            ratio = rate / cartesian_rate if cartesian_rate > 0 else math.nan
-            if not (ratio >= 1 and abs(ratio - round(ratio)) < 1e-9):
-                raise ConfigError(
-                    "parameter 'cartesian.update_rate': must divide update_rate "
-                    f"({rate} Hz) into a whole number ≥ 1 of control ticks, got {cartesian_rate} "
-                    "Hz (0 = update_rate)"
-                )
-        acceleration = numbers("references.max_acceleration", len(joints))
-        jerk = numbers("references.max_jerk", len(joints))
-        for name, values in (("max_acceleration", acceleration), ("max_jerk", jerk)):
-            if min(values) <= 0:
-                raise ConfigError(f"parameter 'references.{name}' must be > 0, got {values}")
         return StackConfig(
-            update_rate=rate,
-            robot_description=get("robot_description", str),
-            backend=get("backend", str),
-            base_frame=get("base_frame", str),
-            tcp_frame=get("tcp_frame", str),
-            arm_joints=arm,
-            gripper_joints=gripper,
-            home_positions=numbers("home_positions", len(joints)),
-            default_controller=default,
+            update_rate=values["update_rate"],
+            robot_description=values["robot_description"],
+            backend=backend,
+            base_frame=values["base_frame"],
+            tcp_frame=values["tcp_frame"],
+            arm_joints=values["arm_joints"],
+            gripper_joints=values["gripper_joints"],
+            home_positions=values["home_positions"],
+            default_controller=values["default_controller"],
             controllers=controllers,
-            reference_velocity_fraction=fraction,
-            reference_max_acceleration=acceleration,
-            reference_max_jerk=jerk,
-            effort_rate_limit=rate_limit,
-            safe_hold_damping=numbers("safe_hold.damping", len(joints)),
-            armed=get("hardware.armed", bool),
-            max_state_age=seconds("hardware.max_state_age", allow_zero=True),
-            future_tolerance=seconds("hardware.future_tolerance", allow_zero=True),
-            frame_id=get("hardware.frame_id", str),
-            watchdog_enabled=get("watchdog.enabled", bool),
-            state_timeout=seconds("watchdog.state_timeout", allow_zero=True),
-            command_timeout=seconds("watchdog.command_timeout", allow_zero=True),
-            fault_reaction=one_of("watchdog.fault_reaction", FAULT_REACTIONS),
-            realtime=realtime,
-            cartesian_update_rate=cartesian_rate,
-            overrun_fraction=overrun_fraction,
-            allow_free_joints=get("allow_free_joints", bool),
+            reference_velocity_fraction=values["references.velocity_fraction"],
+            reference_max_acceleration=values["references.max_acceleration"],
+            reference_max_jerk=values["references.max_jerk"],
+            effort_rate_limit=values["limiter.effort_rate_limit"],
+            safe_hold_damping=values["safe_hold.damping"],
+            armed=values["hardware.armed"],
+            max_state_age=values["hardware.max_state_age"],
+            future_tolerance=values["hardware.future_tolerance"],
+            frame_id=values["hardware.frame_id"],
+            watchdog_enabled=values["watchdog.enabled"],
+            state_timeout=values["watchdog.state_timeout"],
+            command_timeout=values["watchdog.command_timeout"],
+            fault_reaction=values["watchdog.fault_reaction"],
+            realtime=RealtimeSettings(
+                priority=values["realtime.priority"],
+                cpu=values["realtime.cpu"],
+                lock_memory=values["realtime.lock_memory"],
+            ),
+            cartesian_update_rate=values["cartesian.update_rate"],
+            overrun_fraction=values["overrun_fraction"],
+            allow_free_joints=values["allow_free_joints"],
             parameters=dict(params),
             sections=sections,
         )

@@ -20,6 +20,7 @@ from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.parameter_schema import PARAMETERS, ParameterSchema, section_schema
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, known_plugins, load_plugin
 from ct_controllers.runtime.stack import build_stack
+from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
 
@@ -139,3 +140,40 @@ def test_live_gains_are_checked_by_the_same_specs():
             model, model.joint_names, {"stiffness": [-1.0] * 9, "damping": [1.0] * 9}
         )
     assert str(staged.value) in str(loaded.value)
+
+
+def test_the_bundled_stack_entries_are_the_stack_schemas_defaults():
+    """The stack's own entries have a schema too: every entry of the bundled file belongs to
+    the stack's schema, a registered section's or a controller instance, and the stack's entries
+    are the stack schema's defaults (described, read-only)."""
+    bundled = load_parameters()
+    instances = set(bundled["controllers"])
+    sections = set(known_plugins(PARAMETERS))
+    stack = STACK_PARAMETERS.defaults()
+    for name, value in bundled.items():
+        owner = name.split(".", 1)[0] if "." in name else ""
+        if owner in instances or owner in sections:
+            continue
+        assert name in stack, f"{name}: in the bundled file but in no schema"
+        assert value == stack[name], name
+    assert set(stack) <= set(bundled)
+    assert all(d and not live for d, live in STACK_PARAMETERS.describe().values())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"update_rate": 0.5}, "parameter 'update_rate': must be in [1, 10000] Hz, got 0.5"),
+        ({"realtime.priority": 100}, "parameter 'realtime.priority': must be 0 (off) or 1–99"),
+        ({"realtime.cpu": -2}, "parameter 'realtime.cpu': must be a CPU number or -1 (any)"),
+        ({"watchdog.fault_reaction": "explode"}, "'explode' is not one of damp, hold"),
+        ({"arm_joints": ["joint1", ""]}, "'arm_joints': expected a list of non-empty names"),
+        ({"hardware.future_tolerance": -1.0}, "must be finite and >= 0 s, got -1.0"),
+    ],
+    ids=["rate", "priority", "cpu", "reaction", "empty-name", "tolerance"],
+)
+def test_the_stack_schema_names_the_parameter_and_the_problem(overrides, message):
+    """load_config checks the stack's own entries with the stack's schema: the error names the
+    parameter and says what is wrong with it."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(overrides=overrides)

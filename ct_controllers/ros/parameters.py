@@ -1,8 +1,9 @@
 """Parameter declarations for the controller manager node: every entry of controllers.yaml is
 declared with a descriptor (description with units, read-only for structural ones), defaults taken
-from the bundled file, so a ``--params-file`` overrides them as ROS users expect. A plugin's
-parameters (a backend's section, a controller instance's entries) are declared from the plugin's
-schema (:mod:`ct_controllers.parameter_schema`); a controller's gains are live by its *type*,
+from the bundled file, so a ``--params-file`` overrides them as ROS users expect. Every
+declaration comes from a schema (:mod:`ct_controllers.parameter_schema`): the stack's own entries
+from the stack's (:mod:`ct_controllers.stack_parameters`), a plugin's (a backend's section, a
+controller instance's entries) from the plugin's; a controller's gains are live by its *type*,
 whatever the instance is called."""
 
 from __future__ import annotations
@@ -17,38 +18,7 @@ from rclpy.parameter import Parameter
 from ct_controllers.config import load_parameters
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
 from ct_controllers.plugins import CONTROLLERS, known_plugins, load_plugin
-
-DESCRIPTIONS = {
-    "update_rate": "Control loop rate [Hz]",
-    "overrun_fraction": "A tick starting this part of a period late is an overrun, in (0, 1]",
-    "robot_description": "URDF or xacro file; empty = the bundled ct_arm",
-    "backend": "Hardware backend (xacro argument): mujoco | ros2_control_bridge | canopen",
-    "base_frame": "Frame every goal pose must be expressed in",
-    "tcp_frame": "Tool centre point frame",
-    "arm_joints": "Arm joint names",
-    "gripper_joints": "Gripper joint names",
-    "home_positions": "Start pose of the simulator [rad | m], arm_joints then gripper_joints",
-    "default_controller": "Controller used when a goal names none",
-    "controllers": "Controllers to load",
-    "allow_free_joints": "Live gain sets may leave a joint with stiffness and damping both 0",
-    "references.velocity_fraction": "Reference velocity limit, fraction of the URDF limit [-]",
-    "references.max_acceleration": "Reference acceleration limit per joint [rad/s² | m/s²]",
-    "references.max_jerk": "Reference jerk limit per joint [rad/s³ | m/s³]",
-    "limiter.effort_rate_limit": "Effort-rate limit per joint [N·m/s | N/s]",
-    "safe_hold.damping": "Safe-hold joint damping [N·m·s/rad | N·s/m], per joint",
-    "hardware.armed": "Real drives refuse to activate unless true",
-    "hardware.max_state_age": "Oldest acceptable state sample, now − stamp [s]; 0 = state_timeout",
-    "hardware.future_tolerance": "How far a state stamp may lie ahead of this clock [s]",
-    "hardware.frame_id": "Frame id state messages must carry (empty = not checked)",
-    "cartesian.update_rate": "Task + differential IK rate [Hz], divides update_rate; 0 = same",
-    "realtime.priority": "SCHED_FIFO priority of the control thread, 1–99; 0 = normal",
-    "realtime.cpu": "CPU the control thread is pinned to; -1 = any",
-    "realtime.lock_memory": "Lock the process's memory in RAM (mlockall)",
-    "watchdog.enabled": "Watchdog on state and command freshness (on by default)",
-    "watchdog.state_timeout": "No fresh state this long → fault [s]; 0 = 3 control periods",
-    "watchdog.command_timeout": "No command written this long → fault [s]; 0 = 3 periods",
-    "watchdog.fault_reaction": "damp | hold | quick_stop | disable (drives that offer it)",
-}
+from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
 
 # Parameters of the ROS boundary itself (not in controllers.yaml): name → (default, description).
 ROS_ONLY: dict[str, tuple[float, str]] = {
@@ -103,15 +73,12 @@ def declare_all(node: Any) -> dict[str, Any]:
     bundled = load_parameters()
     sections = set(known_plugins(PARAMETERS))
     bundled_instances = set(bundled.get("controllers", ()))
-
-    def plugin_owned(name: str) -> bool:
-        prefix = name.split(".", 1)[0]
-        return "." in name and (prefix in sections or prefix in bundled_instances)
-
     values: dict[str, Any] = {}
-    for name, default in bundled.items():
-        if not plugin_owned(name):
-            values[name] = _declare(node, name, default, DESCRIPTIONS.get(name, name))
+    stack_defaults = STACK_PARAMETERS.defaults()
+    for name, (description, live) in STACK_PARAMETERS.describe().items():
+        values[name] = _declare(
+            node, name, bundled.get(name, stack_defaults[name]), description, live
+        )
     documented = {name.split(".", 1)[0] for name in bundled if "." in name}
     for section in sorted(({values["backend"]} | documented) & sections):
         schema = section_schema(section)

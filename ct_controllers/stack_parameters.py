@@ -1,0 +1,248 @@
+"""The stack's own parameters: the entries of controllers.yaml that belong to no plugin
+(the loop's rate, the joints, the references, the limiter, the safe hold, the hardware boundary,
+the Cartesian stage, scheduling, the watchdog), as a :class:`ParameterSchema` like a plugin's.
+
+From it come the validation (:meth:`StackConfig.from_parameters
+<ct_controllers.config.StackConfig.from_parameters>` parses with it), the ROS parameter
+descriptors (``ros/parameters.py``: description with unit, read-only) and the YAML defaults
+(``test/test_parameter_schema.py`` keeps the bundled file equal to them). Plain Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ct_controllers.hardware.interface import FAULT_REACTIONS
+from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
+
+ARM = tuple(f"joint{i}" for i in range(1, 8))
+GRIPPER = ("left_finger_joint", "right_finger_joint")
+
+
+def _names(value: tuple[str, ...]) -> str | None:
+    return None if all(value) else "expected a list of non-empty names"
+
+
+def _in_range(low: float, high: float, low_open: bool, what: str = "") -> Any:
+    """``value`` in [low, high] (``low_open``: (low, high]); ``what`` follows the interval."""
+
+    def check(value: float) -> str | None:
+        inside = (low < value if low_open else low <= value) and value <= high
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}]{what}"
+        return None if inside else f"must be in {interval}, got {value}"
+
+    return check
+
+
+def _seconds(value: float) -> str | None:
+    return None if value >= 0 else f"must be finite and >= 0 s, got {value}"
+
+
+def _priority(value: int) -> str | None:
+    return None if 0 <= value <= 99 else f"must be 0 (off) or 1–99, got {value}"
+
+
+def _cpu(value: int) -> str | None:
+    return None if value >= -1 else f"must be a CPU number or -1 (any), got {value}"
+
+
+def _joints_once(values: Mapping[str, Any], joint_count: int | None) -> str | None:
+    joints = values["arm_joints"] + values["gripper_joints"]
+    twice = sorted({n for n in joints if joints.count(n) > 1})
+    return f"joint(s) listed twice in arm_joints/gripper_joints: {twice}" if twice else None
+
+
+def _default_loaded(values: Mapping[str, Any], joint_count: int | None) -> str | None:
+    default, names = values["default_controller"], values["controllers"]
+    if default in names:
+        return None
+    return f"default_controller '{default}' is not among the controllers {names}"
+
+
+def _cartesian_divides(values: Mapping[str, Any], joint_count: int | None) -> str | None:
+    rate, cartesian = values["update_rate"], values["cartesian.update_rate"]
+    if not cartesian:
+        return None
+    ratio = rate / cartesian if cartesian > 0 else math.nan
+    if ratio >= 1 and abs(ratio - round(ratio)) < 1e-9:
+        return None
+    return (
+        "parameter 'cartesian.update_rate': must divide update_rate "
+        f"({rate} Hz) into a whole number ≥ 1 of control ticks, got {cartesian} Hz "
+        "(0 = update_rate)"
+    )
+
+
+def _per_joint(
+    name: str, default: tuple[float, ...], description: str, unit: str, **kw: Any
+) -> Any:
+    return ParameterSpec(name, float, default, description, unit, per_joint=True, **kw)
+
+
+# Section "": the entries sit at the top of ros__parameters (dotted where nested). Every one is
+# read-only once the stack runs. The joint lists come first: they size the per-joint entries.
+PARAMETERS = ParameterSchema(
+    "",
+    (
+        ParameterSpec("arm_joints", str, ARM, "Arm joint names", sequence=True, validator=_names),
+        ParameterSpec(
+            "gripper_joints", str, GRIPPER, "Gripper joint names", sequence=True, validator=_names
+        ),
+        ParameterSpec(
+            "update_rate",
+            float,
+            1000.0,
+            "Control loop rate",
+            "Hz",
+            validator=_in_range(1.0, 10000.0, low_open=False, what=" Hz"),
+        ),
+        ParameterSpec(
+            "overrun_fraction",
+            float,
+            0.5,
+            "A tick starting this part of a period late is an overrun, in (0, 1]",
+            validator=_in_range(0.0, 1.0, low_open=True, what=" of a period"),
+        ),
+        ParameterSpec(
+            "robot_description", str, "", "URDF or xacro file; empty = the bundled ct_arm"
+        ),
+        ParameterSpec(
+            "backend",
+            str,
+            "mujoco",
+            "Hardware backend (xacro argument): mujoco | ros2_control_bridge | canopen",
+        ),
+        ParameterSpec("base_frame", str, "base_link", "Frame every goal pose must be expressed in"),
+        ParameterSpec("tcp_frame", str, "tcp", "Tool centre point frame"),
+        _per_joint(
+            "home_positions",
+            (0.0, 0.4, 0.0, -1.6, 0.0, 1.2, 0.0, 0.02, 0.02),
+            "Start pose of the simulator, arm_joints then gripper_joints",
+            "rad | m",
+        ),
+        ParameterSpec(
+            "default_controller", str, "joint_impedance", "Controller used when a goal names none"
+        ),
+        ParameterSpec(
+            "controllers",
+            str,
+            ("joint_impedance", "computed_torque"),
+            "Controllers to load",
+            sequence=True,
+            validator=_names,
+        ),
+        ParameterSpec(
+            "allow_free_joints",
+            bool,
+            False,
+            "Live gain sets may leave a joint with stiffness and damping both 0",
+        ),
+        ParameterSpec(
+            "references.velocity_fraction",
+            float,
+            0.5,
+            "Reference velocity limit, fraction of the URDF limit",
+            "-",
+            validator=_in_range(0.0, 1.0, low_open=True),
+        ),
+        _per_joint(
+            "references.max_acceleration",
+            (3.0,) * 7 + (0.5,) * 2,
+            "Reference acceleration limit per joint",
+            "rad/s² | m/s²",
+            validator=positive,
+        ),
+        _per_joint(
+            "references.max_jerk",
+            (30.0,) * 7 + (5.0,) * 2,
+            "Reference jerk limit per joint",
+            "rad/s³ | m/s³",
+            validator=positive,
+        ),
+        _per_joint(
+            "limiter.effort_rate_limit",
+            (1000.0,) * 7 + (20000.0,) * 2,
+            "Effort-rate limit per joint",
+            "N·m/s | N/s",
+            validator=positive,
+        ),
+        _per_joint(
+            "safe_hold.damping",
+            (20.0, 20.0, 10.0, 10.0, 5.0, 5.0, 2.0, 2.0, 2.0),
+            "Safe-hold joint damping, per joint",
+            "N·m·s/rad | N·s/m",
+        ),
+        ParameterSpec("hardware.armed", bool, False, "Real drives refuse to activate unless true"),
+        ParameterSpec(
+            "hardware.max_state_age",
+            float,
+            0.0,
+            "Oldest acceptable state sample, now − stamp [s]; 0 = state_timeout",
+            validator=_seconds,
+        ),
+        ParameterSpec(
+            "hardware.future_tolerance",
+            float,
+            0.001,
+            "How far a state stamp may lie ahead of this clock",
+            "s",
+            validator=_seconds,
+        ),
+        ParameterSpec(
+            "hardware.frame_id",
+            str,
+            "",
+            "Frame id state messages must carry (empty = not checked)",
+        ),
+        ParameterSpec(
+            "cartesian.update_rate",
+            float,
+            0.0,
+            "Task + differential IK rate [Hz], divides update_rate; 0 = same",
+        ),
+        ParameterSpec(
+            "realtime.priority",
+            int,
+            50,
+            "SCHED_FIFO priority of the control thread, 1–99; 0 = normal",
+            validator=_priority,
+        ),
+        ParameterSpec(
+            "realtime.cpu", int, -1, "CPU the control thread is pinned to; -1 = any", validator=_cpu
+        ),
+        ParameterSpec(
+            "realtime.lock_memory", bool, False, "Lock the process's memory in RAM (mlockall)"
+        ),
+        ParameterSpec(
+            "watchdog.enabled",
+            bool,
+            True,
+            "Watchdog on state and command freshness (on by default)",
+        ),
+        ParameterSpec(
+            "watchdog.state_timeout",
+            float,
+            0.0,
+            "No fresh state this long → fault [s]; 0 = 3 control periods",
+            validator=_seconds,
+        ),
+        ParameterSpec(
+            "watchdog.command_timeout",
+            float,
+            0.0,
+            "No command written this long → fault [s]; 0 = 3 periods",
+            validator=_seconds,
+        ),
+        ParameterSpec(
+            "watchdog.fault_reaction",
+            str,
+            "damp",
+            "damp | hold | quick_stop | disable (drives that offer it)",
+            validator=one_of(*FAULT_REACTIONS),
+        ),
+    ),
+    checks=(_joints_once, _default_loaded, _cartesian_divides),
+    joint_lists=("arm_joints", "gripper_joints"),
+)
