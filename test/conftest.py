@@ -9,6 +9,7 @@ import gc
 import os
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -44,3 +45,31 @@ def frozen_module_heap() -> Iterator[None]:
     gc.freeze()
     yield
     gc.unfreeze()
+
+
+# --- fixtures shared by several modules (each module gets its own instance) ------------------
+@pytest.fixture(scope="module")
+def robot() -> Any:
+    """A RobotModel of the bundled arm, the module's own (its data is scratch: not shared)."""
+    from helpers import new_robot_model
+
+    return new_robot_model()
+
+
+@pytest.fixture(scope="module")
+def home(robot: Any) -> Any:
+    """The bundled home_positions as a configuration of ``robot`` (model order)."""
+    from helpers import home_configuration
+
+    return home_configuration(robot)
+
+
+@pytest.fixture(scope="module")
+def node_process() -> Iterator[Any]:
+    """The real node in a process of its own, as `ct-bringup sim` starts it, for the module's
+    tests; stopped (SIGINT, then waited for) after them."""
+    from ros_helpers import start_node, stop_node
+
+    process = start_node()
+    yield process
+    stop_node(process)

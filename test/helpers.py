@@ -15,6 +15,8 @@ from ct_controllers.controllers.controller import Controller, JointReference, Jo
 from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import FloatArray, RobotModel
 
+ARM = tuple(f"joint{i}" for i in range(1, 8))  # the bundled arm's joints
+
 
 @functools.cache
 def bundled_description(backend: str = "mujoco") -> RobotDescription:
@@ -44,6 +46,14 @@ def home_by_name(config: StackConfig | None = None) -> dict[str, float]:
     """The home pose of controllers.yaml, joint name -> position [rad | m]."""
     config = config or bundled_config()
     return dict(zip(config.joint_names, config.home_positions, strict=True))
+
+
+def home_configuration(model: RobotModel) -> FloatArray:
+    """The bundled home_positions as a configuration of ``model`` (model order)."""
+    q = model.neutral()
+    for name, value in home_by_name().items():
+        q[model.q_index(name)] = value
+    return q
 
 
 def random_configuration(model: RobotModel, rng: np.random.Generator) -> FloatArray:

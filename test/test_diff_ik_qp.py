@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import bundled_description, home_by_name, lockstep_config, new_robot_model
+from helpers import ARM, bundled_description, home_by_name, lockstep_config, new_robot_model
 
 from ct_controllers.controllers.controller import GainError, JointState
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
@@ -15,27 +15,12 @@ from ct_controllers.controllers.limiter import CommandLimiter
 from ct_controllers.hardware.interface import JointCommand
 from ct_controllers.hardware.mujoco_system import MujocoConfig, MujocoSystem
 from ct_controllers.model.frames import pose_error
-from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik import DlsDiffIk
 from ct_controllers.references.diff_ik_parameters import DiffIkParameters
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.reference_generator import CartesianTarget
 
-ARM = tuple(f"joint{i}" for i in range(1, 8))
 DT = 1e-3
-
-
-@pytest.fixture(scope="module")
-def robot() -> RobotModel:
-    return new_robot_model()
-
-
-@pytest.fixture(scope="module")
-def home(robot) -> np.ndarray:
-    q = robot.neutral()
-    for name, value in home_by_name().items():
-        q[robot.q_index(name)] = value
-    return q
 
 
 def parameters(**changes) -> DiffIkParameters:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import home_by_name, new_robot_model
+from helpers import ARM, new_robot_model
 
 from ct_controllers.controllers.controller import JointReference, JointState
 from ct_controllers.ik import IkOptions, IkSolver
@@ -17,21 +17,7 @@ from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.references.limit_approach import LimitApproach
 from ct_controllers.references.reference_generator import CartesianTarget
 
-ARM = tuple(f"joint{i}" for i in range(1, 8))
 DT = 1e-3
-
-
-@pytest.fixture(scope="module")
-def robot() -> RobotModel:
-    return new_robot_model()
-
-
-@pytest.fixture(scope="module")
-def home(robot) -> np.ndarray:
-    q = robot.neutral()
-    for name, value in home_by_name().items():
-        q[robot.q_index(name)] = value
-    return q
 
 
 def limits_for(robot: RobotModel) -> JointLimits:

@@ -17,7 +17,7 @@ from ct_interfaces.srv import ListControllers
 from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from ros_helpers import ARM, HOME, Client, goal, pose_message, ros_client, start_node, stop_node
+from ros_helpers import ARM, HOME, Client, goal, pose_message, ros_client
 
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
@@ -51,13 +51,6 @@ def spin_until(executor: Any, condition: Any, timeout: float) -> bool:
 
 def home_goal(duration: float = 0.5) -> MoveJoints.Goal:
     return goal(ARM, HOME.tolist(), duration)
-
-
-@pytest.fixture(scope="module")
-def node_process() -> Iterator[subprocess.Popen]:  # type: ignore[type-arg]
-    process = start_node()
-    yield process
-    stop_node(process)
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,6 @@ from ros_helpers import (
     Client,
     pose_message,
     ros_client,
-    start_node,
-    stop_node,
 )
 from ros_helpers import goal as joint_goal
 
@@ -30,13 +28,6 @@ from ct_controllers.model.robot import RobotModel
 
 MODEL = RobotModel(load_description().urdf, CONFIG.tcp_frame, CONFIG.base_frame)
 HOME_Q = np.array(CONFIG.home_positions)
-
-
-@pytest.fixture(scope="module")
-def node_process() -> Iterator[subprocess.Popen]:  # type: ignore[type-arg]
-    process = start_node()
-    yield process
-    stop_node(process)
 
 
 @pytest.fixture(scope="module")
