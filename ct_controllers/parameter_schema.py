@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, SupportsFloat
 
-from ct_controllers.errors import ConfigError
+from ct_controllers.errors import ConfigError, CtError
 from ct_controllers.plugins import UnknownPluginError, load_plugin
 
 PARAMETERS = "ct_controllers.parameters"
@@ -29,7 +29,7 @@ PARAMETERS = "ct_controllers.parameters"
 Validator = Callable[[Any], "str | None"]
 
 
-class ParameterProblem(ValueError):
+class ParameterProblem(CtError, ValueError):
     """What is wrong with a value, without the parameter's name (the caller names it: a
     section's ``parameter 'canopen.bitrate': ...``, a controller's ``stiffness: ...``)."""
 

@@ -82,7 +82,8 @@ def test_panda_is_loaded_from_the_installed_package():
 def test_diffik_bench_prints_every_solver_as_json(capsys):
     """``ct-bench diffik --steps 150 --json`` times our DLS and QP (OSQP, daqp) and pink (OSQP,
     daqp) on the same task; every solver tracks the same moving target (mean errors within
-    10 % of each other), and times are positive."""
+    10 % of each other), and times are positive; the binding-bound section times both QP
+    solvers on solves that ran."""
     assert diffik.main(["--robot", "panda", "--steps", "150", "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)
     solvers = outcome["solvers"]
@@ -96,4 +97,10 @@ def test_diffik_bench_prints_every_solver_as_json(capsys):
     errors = [row["mean_tracking_error_mm"] for row in solvers.values()]
     assert max(errors) <= 1.1 * min(errors)
     for row in solvers.values():
+        assert 0 < row["p50_us"] <= row["p99_us"]
+    # Where a bound binds, both QP solvers are timed on solves they actually ran.
+    binding = outcome["binding"]
+    assert set(binding) == {"osqp", "daqp"}
+    for row in binding.values():
+        assert row["solves"] > 0 and 0 < row["fraction"] <= 1
         assert 0 < row["p50_us"] <= row["p99_us"]

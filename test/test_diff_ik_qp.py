@@ -33,8 +33,11 @@ def test_long_random_runs_keep_integrated_positions_and_velocities_within_limits
     unreachable, some whose solution lies beyond the joint limits), random bandwidths and dt in
     [0.5, 4] ms: every integrated q* stays in [lower + margin, upper − margin] and every |v*| ≤
     velocity_scale × the URDF limit — exactly (no tolerance beyond 1e-12). Also with the QP
-    solved every 4th tick (update_divisor 4): the points between two solves stay inside too."""
+    solved every 4th tick (update_divisor 4): the points between two solves stay inside too.
+    Both ways of solving are exercised: ticks where no bound binds (the unconstrained
+    minimizer) and ticks where one does (DAQP)."""
     rng = np.random.default_rng(3)
+    statuses: set[str] = set()
     arm = robot.indices(ARM)
     margin = 0.05
     lower, upper = robot.limits.lower[arm] + margin, robot.limits.upper[arm] - margin
@@ -68,6 +71,8 @@ def test_long_random_runs_keep_integrated_positions_and_velocities_within_limits
                 assert np.all(np.abs(reference.v[arm]) <= velocity_limit + 1e-12)
                 assert generator.status is not None
                 assert not generator.status.solver.endswith("holding"), generator.status.solver
+                statuses.add(generator.status.solver)
+    assert statuses == {"unconstrained", "solved"}
 
 
 def test_unreachable_target_holds_the_limits_and_reports_its_residual(robot, home):
@@ -164,20 +169,80 @@ def test_far_goal_follows_the_dls_path(robot, home):
 
 
 def test_osqp_is_set_up_once_and_warm_started(robot, home):
-    """One OSQP problem per generator, kept across ticks; a repeated tick at the same state
-    (warm-started from the previous solution) takes no more ADMM iterations than the first."""
-    generator = QpDiffIk(new_robot_model(), ARM, parameters())
+    """With ``qp_solver="osqp"``: one OSQP problem per generator, kept across ticks; a repeated
+    tick at the same state (warm-started from the previous solution) takes no more ADMM
+    iterations than the first. The target is far and the velocity bounds tight, so that a
+    bound binds and OSQP runs (its iteration count is not 0)."""
+    generator = QpDiffIk(
+        new_robot_model(),
+        ARM,
+        parameters(bandwidth=np.full(7, 50.0), velocity_scale=0.05, max_linear_velocity=5.0),
+        qp_solver="osqp",
+    )
     problem = generator._problem
     assert problem is not None
     target = robot.frame_pose(home)
-    target[:3, 3] += [0.05, 0.0, 0.0]
+    target[:3, 3] += [0.2, 0.0, 0.0]
     state = JointState(0.0, home.copy(), np.zeros(9))
     generator.update(state, CartesianTarget(target, "base_link"), DT)
+    assert generator.status is not None and generator.status.solver == "solved"
     first = generator._solver.info.iter
+    assert first > 0
     generator.reset(state)
     generator.update(state, CartesianTarget(target, "base_link"), DT)
     assert generator._problem is problem
     assert generator._solver.info.iter <= first
+
+
+@pytest.mark.parametrize("backend", ["osqp", "daqp"])
+def test_the_unconstrained_minimizer_is_the_solvers_optimum_when_no_bound_binds(
+    robot, home, backend
+):
+    """At 30 random configurations, with near targets and postures (no bound binds) and far
+    ones (velocity bounds bind): where no bound binds, the tick's v* — from one Cholesky solve
+    of P u = −q, no solver call — is B u + v_ff for the u of DAQP (exact, an active-set method)
+    on the same QP, to 1e-10 of max |v*|, and of an LU solve; where a bound binds, the tick's
+    v* is the chosen solver's and within the bounds. DAQP to 1e-10; OSQP to 5e-5 in u (its 1e-6
+    tolerances hold on scaled residuals, and P ⪰ I bounds the error in u by them only up to
+    its scaling), i.e. B = 50 s⁻¹ times that in v*."""
+    rng = np.random.default_rng(11)
+    arm = robot.indices(ARM)
+    settings = parameters(
+        posture_weight=0.5,
+        velocity_scale=0.3,
+        bandwidth=np.full(7, 50.0),
+        max_linear_velocity=5.0,
+        max_angular_velocity=10.0,
+    )
+    generator = QpDiffIk(new_robot_model(), ARM, settings, qp_solver=backend)
+    exact = QpDiffIk(new_robot_model(), ARM, settings, qp_solver="daqp")
+    counts = {"unconstrained": 0, "solved": 0}
+    for trial in range(30):
+        q = home.copy()
+        q[arm] += rng.uniform(-0.4, 0.4, 7)
+        target = robot.frame_pose(q)
+        far = trial % 2 == 1
+        target[:3, 3] += rng.normal(scale=0.3 if far else 0.002, size=3)
+        posture = q[arm] + rng.normal(scale=0.3 if far else 0.002, size=7)
+        goal = CartesianTarget(target, "base_link")
+        task = generator._task.at(q, q[arm], goal, settings, posture).view
+        qp, v_low, v_high = generator.box_qp(task, DT)
+        velocity, _, status = generator._solve(task, DT)
+        counts[status] += 1
+        assert np.all(velocity >= v_low) and np.all(velocity <= v_high)
+        if status == "unconstrained":
+            u, ok, _ = exact.solve_bounded(qp)
+            np.testing.assert_allclose(
+                u, np.linalg.solve(qp.hessian, qp.descent), rtol=0, atol=1e-10 * np.abs(u).max()
+            )
+            tolerance = 1e-10 * np.abs(settings.bandwidth * u).max()
+        else:
+            u, ok, _ = generator.solve_bounded(qp)
+            tolerance = (5e-5 * 50.0) if backend == "osqp" else 1e-10 * np.abs(velocity).max()
+        assert ok
+        expected = settings.bandwidth * u + task.feedforward
+        np.testing.assert_allclose(velocity, expected, rtol=0, atol=tolerance)
+    assert counts["unconstrained"] >= 5 and counts["solved"] >= 5, counts
 
 
 def test_margin_leaving_no_range_is_rejected(robot):

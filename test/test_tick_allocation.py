@@ -158,3 +158,25 @@ def test_tracking_ticks_keep_no_memory(stack):
     assert status is not None and status.state == "running" and 0 < status.progress < 1
     assert loop.fault is None
     assert abs(growth.net) <= NET_BOUND, growth.report()
+
+
+def test_grasp_chain_ticks_keep_no_memory():
+    """The whole grasp chain — observation with the object sensor, the phase machine, the QP
+    differential IK, computed torque, the gripper servo — switched in as a goal does and
+    approaching the pre-grasp pose for the whole traced window (one stage: a new stage builds
+    its target and dwell timer, and a phase change is kept by the task on purpose): the same
+    bound on the net growth over 1,000 steady ticks."""
+    from ct_controllers.bench.grasp import grasp_setup, random_cubes, top_down_grasp
+    from ct_controllers.tasks.phases import GraspGoal, Phase
+
+    cube = next(random_cubes(1))
+    setup = grasp_setup(CONFIG, cube, install=False)
+    try:
+        setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*cube)))
+        growth = steady_tick_growth(setup.stack, setup.runner, warm_up=50)
+        print(f"\ngrasp chain: {growth.report()}")
+        assert setup.stack.loop.fault is None
+        assert setup.task.phase is Phase.APPROACH and setup.task.stage == "pre_grasp"
+        assert abs(growth.net) <= NET_BOUND, growth.report()
+    finally:
+        setup.stack.shut_down()

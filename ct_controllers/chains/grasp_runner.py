@@ -38,8 +38,9 @@ from ct_controllers.controllers.controller import (
     JointState,
 )
 from ct_controllers.controllers.gripper import GripperController
-from ct_controllers.controllers.safe_hold import safe_hold_effort
+from ct_controllers.controllers.safe_hold import safe_hold_at
 from ct_controllers.hardware.interface import POSITION, ObjectSensing, SystemInterface
+from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
@@ -99,6 +100,15 @@ class GraspRunner(Controller):
         self.diff_ik = diff_ik
         self.arm_controller = arm_controller
         self.gripper = gripper
+        # The tick's evaluation of the robot at the measured state, read by the observation,
+        # the arm controller, the gripper servo and the safe hold: the arm controller's own when
+        # it is of this runner's model (one evaluation per tick), else the runner's.
+        shared = arm_controller.model_state
+        self.model_state: ModelState = (
+            shared if shared is not None and shared.pin_model is model.model else ModelState(model)
+        )
+        self._gripper_shares = gripper.model.model is model.model
+        self._warm_up_state = ModelState(model)  # prepare() runs off the control thread
         self.sense_object = sense_object
         self.hold_damping = np.asarray(hold_damping, dtype=np.float64)
         self.base_frame = model.model.frames[model.base_frame_id].name
@@ -123,10 +133,10 @@ class GraspRunner(Controller):
     def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
         self.arm_controller.apply_gains(gains)
 
-    def observe(self, state: JointState) -> GraspObservation:
-        """The task's observation from the measured state and, where one exists, the object
-        sensor (without one: no object pose, no contact forces; the task judges by the
-        gripper)."""
+    def observe(self, state: JointState, evaluated: ModelState) -> GraspObservation:
+        """The task's observation from the measured state (``evaluated``: the model at it) and,
+        where one exists, the object sensor (without one: no object pose, no contact forces;
+        the task judges by the gripper)."""
         reading = (
             ObjectReading(state.stamp, None, None)
             if self.sense_object is None
@@ -136,7 +146,7 @@ class GraspRunner(Controller):
             # The joint state and the object sensor are separate sensors: the observation is
             # as old as the older of the two.
             stamp=min(state.stamp, reading.stamp),
-            tcp_pose=self.model.frame_pose(state.q),
+            tcp_pose=evaluated.frame_pose(),  # read-only, this tick's
             finger_positions=state.q[self.fingers].copy(),
             finger_velocities=state.v[self.fingers].copy(),
             # Measured finger efforts when the backend reports them; else none is claimed.
@@ -149,7 +159,7 @@ class GraspRunner(Controller):
         """Warm the observation (this runner's model; the object sensor, read once) and the
         differential IK toward the task's first target. The task does not step, and the arm
         controller, which the loop may be running, is not touched."""
-        self.observe(state)
+        self.observe(state, self._warm_up_state.at(state))
         target = self.task.target()
         if target is not None:
             self._target = CartesianTarget(pose=target, frame=self.base_frame)
@@ -167,9 +177,10 @@ class GraspRunner(Controller):
         clock = time.perf_counter
         start = clock()
         breakdown = self.stage_breakdown
+        evaluated = self.model_state.at(state)
         observation: GraspObservation | None = None
         if self._ticks % self.task_divisor == 0 or self.last_output is None:
-            observation = self.observe(state)
+            observation = self.observe(state, evaluated)
             output = self.task.update(state.stamp, observation)
             self.last_output = output
         else:  # between two task steps: follow its last output; no task stage this tick
@@ -178,7 +189,7 @@ class GraspRunner(Controller):
         self._ticks += 1
         after_task = clock()
         if output.tcp_target is None:  # DONE or FAILED: safe hold from the measured state
-            tau = safe_hold_effort(self.model, state.q, state.v, self.hold_damping)
+            tau = safe_hold_at(evaluated, self.hold_damping)
             if self._frozen_reference is None:
                 self._frozen_reference = JointReference.hold(state.q)
             joint_reference = self._frozen_reference
@@ -202,7 +213,9 @@ class GraspRunner(Controller):
                 )
             finger_target, limit = self._finger_arrays
             tau = np.array(tau, dtype=np.float64)
-            tau[self.fingers] = self.gripper.compute(state, finger_target, limit, dt)
+            tau[self.fingers] = self.gripper.compute(
+                state, finger_target, limit, dt, evaluated if self._gripper_shares else None
+            )
             joint_reference = self._with_fingers(joint_reference)
             after_controller = clock()
         if observation is not None:
@@ -216,15 +229,10 @@ class GraspRunner(Controller):
         return ControlOutput(tau, joint_reference, drive_limits)
 
     def _with_fingers(self, arm: JointReference) -> JointReference:
-        """``arm`` (the differential IK's, every joint) with the gripper servo's reference on
-        the fingers: q* = r [m], v* = ṙ [m/s], a* = 0."""
-        finger_q = self.gripper.reference
-        assert finger_q is not None  # set by the gripper's compute this tick
-        q, v, a = arm.q.copy(), arm.v.copy(), arm.a.copy()
-        q[self.fingers] = finger_q
-        v[self.fingers] = self.gripper.reference_velocity
-        a[self.fingers] = 0.0
-        return JointReference(q, v, a)
+        """``arm`` (the differential IK's, every joint; its arrays are this tick's own) completed
+        in place with the gripper servo's reference on the fingers."""
+        self.gripper.fill_reference(arm)
+        return arm
 
     def _record(self, now: float, output: TaskOutput, observation: GraspObservation) -> TaskRecord:
         error = (
@@ -266,7 +274,7 @@ def build_grasp_runner(
     fingers, and the backend's object sensor where it offers one (else the task judges by the
     joint state alone)."""
     config = stack.config
-    model = RobotModel(stack.model.model, config.tcp_frame, config.base_frame)
+    model = stack.model.with_own_data()
     sensor = stack.hardware.object_sensor()
     return GraspRunner(
         model=model,
@@ -316,5 +324,6 @@ def _measured(effort: FloatArray | None, fingers: np.ndarray) -> FloatArray | No
     """|effort| [N] of the fingers when the backend measures it (finite), else None."""
     if effort is None:
         return None
-    values = np.abs(effort[fingers])
-    return values if np.all(np.isfinite(values)) else None
+    values = effort[fingers]  # a copy (fancy indexing)
+    # The sum of a few values is finite exactly when each is (no sensor reports 1e308).
+    return np.abs(values, out=values) if math.isfinite(values.sum()) else None

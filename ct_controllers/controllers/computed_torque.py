@@ -21,9 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-import pinocchio as pin
-
 from ct_controllers.controllers.controller import (
     Controller,
     FloatArray,
@@ -32,6 +29,7 @@ from ct_controllers.controllers.controller import (
     JointState,
     feedback_matrices,
 )
+from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import (
     ParameterSchema,
@@ -103,9 +101,7 @@ class ComputedTorqueController(Controller):
         gains = self.validate_gains({"kp": kp, "kd": kd})
         self.kp = gains["kp"]
         self.kd = gains["kd"]
-        # Scratch, reused every tick.
-        self._pin_model = model.model
-        self._pin_data = model.data
+        self.model_state: ModelState = ModelState(model)
 
     @classmethod
     def from_parameters(
@@ -131,14 +127,13 @@ class ComputedTorqueController(Controller):
         return feedback_matrices(model or self.model, q, kp, kd, self.mode == COMPUTED_TORQUE)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        feedback = self.kp * (reference.q - state.q) + self.kd * (reference.v - state.v)
+        tau = self.kp * (reference.q - state.q)
+        tau += self.kd * (reference.v - state.v)
         if self.mode == COMPUTED_TORQUE:
-            command = reference.a + feedback
-            tau = np.array(pin.rnea(self._pin_model, self._pin_data, state.q, state.v, command))
+            tau += reference.a
+            tau = self.model_state.at(state).inverse_dynamics(tau)
         elif self.mode == PD_GRAVITY:
-            tau = feedback + self.model.gravity(state.q)
-        else:
-            tau = feedback
+            tau += self.model_state.at(state).gravity()
         if reference.effort is not None:
             tau += reference.effort
         return tau

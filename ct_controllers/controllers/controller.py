@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ct_controllers.errors import GainError
+from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import (
     ParameterProblem,
@@ -118,6 +119,10 @@ class Controller(ABC):
     # GAIN_NAMES is its live names).
     PARAMETERS: ClassVar[ParameterSchema | None] = None
     GAIN_NAMES: tuple[str, ...] = ()
+    # The controller's per-tick evaluation of its own model at the measured state, for
+    # controllers that use the model; a chain running this controller on the same model reads
+    # the same one (one evaluation per tick; see ct_controllers.model.model_state).
+    model_state: ModelState | None = None
     model: RobotModel  # the controller's own model (set by subclasses)
 
     @classmethod

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ct_controllers.controllers.controller import FloatArray, JointState
+from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
+from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 
 
@@ -41,6 +42,7 @@ class GripperController:
         self.speed = speed
         self._reference: FloatArray | None = None
         self._reference_velocity = np.zeros(len(self.joint_names))
+        self.model_state = ModelState(model)
 
     def reset(self) -> None:
         """Restart the servo reference from the measured opening on the next tick."""
@@ -58,22 +60,53 @@ class GripperController:
         """ṙ [m/s] per finger over the last :meth:`compute` (within ±``speed``)."""
         return self._reference_velocity.copy()
 
+    def fill_reference(self, reference: JointReference) -> None:
+        """Write the servo's reference into a full joint reference (model order), in place, on
+        the fingers: q* = r [m], v* = ṙ [m/s], a* = 0 — what fingers on the position interface
+        are sent. After a :meth:`compute`."""
+        if self._reference is None:
+            raise RuntimeError("no servo reference before the first compute")
+        indices = self.indices
+        reference.q[indices] = self._reference
+        reference.v[indices] = self._reference_velocity
+        reference.a[indices] = 0.0
+
     def compute(
-        self, state: JointState, target: FloatArray, effort_limit: FloatArray, dt: float
+        self,
+        state: JointState,
+        target: FloatArray,
+        effort_limit: FloatArray,
+        dt: float,
+        evaluated: ModelState | None = None,
     ) -> FloatArray:
         """Finger efforts [N] in ``joint_names`` order for finger targets [m] and force limits
-        [N] (each capped at the URDF effort limit; a negative or NaN limit counts as 0)."""
-        q = state.q[self.indices]
-        v = state.v[self.indices]
+        [N] (each capped at the URDF effort limit; a negative or NaN limit counts as 0).
+        ``evaluated``: the tick's model state at ``state`` when the caller has one (a chain
+        sharing its evaluation), else the gripper's own."""
+        indices = self.indices
+        q = state.q[indices]
         if self._reference is None:
             self._reference = q.copy()
         step = self.speed * dt
-        # reference += clip(target − reference, −step, step), with min/max (np.clip is slower).
-        change = np.minimum(np.maximum(target - self._reference, -step), step)
-        self._reference = self._reference + change
-        self._reference_velocity = change / dt if dt > 0 else np.zeros_like(change)
-        # fmax ignores NaN: a NaN or negative limit gives 0 N.
-        limit = np.minimum(np.fmax(effort_limit, 0.0), self.max_effort)
-        gravity = self.model.gravity(state.q)[self.indices]
-        tau = self.stiffness * (self._reference - q) - self.damping * v + gravity
-        return np.minimum(np.maximum(tau, -limit), limit)
+        # r += clip(target − r, −step, step), with min/max (np.clip is slower); in place.
+        change = target - self._reference
+        np.maximum(change, -step, out=change)
+        np.minimum(change, step, out=change)
+        self._reference += change
+        if dt > 0:
+            np.divide(change, dt, out=self._reference_velocity)
+        else:
+            self._reference_velocity.fill(0.0)
+        if evaluated is None:
+            evaluated = self.model_state.at(state)
+        # τ = K (r − q) − D q̇ + g, then clipped at ±limit; fmax ignores NaN: a NaN or
+        # negative limit gives 0 N.
+        tau = self._reference - q
+        tau *= self.stiffness
+        tau -= self.damping * state.v[indices]
+        tau += evaluated.gravity()[indices]
+        limit = np.fmax(effort_limit, 0.0)
+        np.minimum(limit, self.max_effort, out=limit)
+        np.minimum(tau, limit, out=tau)
+        np.negative(limit, out=limit)
+        return np.maximum(tau, limit, out=tau)

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-import pinocchio as pin
-
 from ct_controllers.controllers.controller import (
     Controller,
     FloatArray,
@@ -23,6 +20,7 @@ from ct_controllers.controllers.controller import (
     JointState,
     feedback_matrices,
 )
+from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, non_negative
 
@@ -86,6 +84,7 @@ class JointImpedanceController(Controller):
         self.gravity_compensation = gravity_compensation
         self.coriolis_compensation = coriolis_compensation
         self.inertia_decoupling = inertia_decoupling
+        self.model_state: ModelState = ModelState(model)
 
     @classmethod
     def from_parameters(
@@ -118,27 +117,28 @@ class JointImpedanceController(Controller):
         )
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        feedback = self.stiffness * (reference.q - state.q) + self.damping * (reference.v - state.v)
-        model, data = self.model.model, self.model.data
+        tau = self.stiffness * (reference.q - state.q)
+        tau += self.damping * (reference.v - state.v)
+        evaluated = self.model_state.at(state)
         gravity, coriolis = self.gravity_compensation, self.coriolis_compensation
         if self.inertia_decoupling:
-            command = reference.a + feedback
+            tau += reference.a
             if gravity and coriolis:
-                tau = np.array(pin.rnea(model, data, state.q, state.v, command))
+                tau = evaluated.inverse_dynamics(tau)
             else:
-                tau = self.model.mass_matrix(state.q) @ command
+                tau = evaluated.mass_matrix().dot(tau)
                 if gravity:
-                    tau += self.model.gravity(state.q)
+                    tau += evaluated.gravity()
                 elif coriolis:
-                    tau += self.model.bias(state.q, state.v) - self.model.gravity(state.q)
-        else:
-            tau = feedback
-            if gravity and coriolis:
-                tau = tau + self.model.bias(state.q, state.v)
-            elif gravity:
-                tau = tau + self.model.gravity(state.q)
-            elif coriolis:
-                tau = tau + self.model.bias(state.q, state.v) - self.model.gravity(state.q)
+                    tau += evaluated.bias()
+                    tau -= evaluated.gravity()
+        elif gravity and coriolis:
+            tau += evaluated.bias()
+        elif gravity:
+            tau += evaluated.gravity()
+        elif coriolis:
+            tau += evaluated.bias()
+            tau -= evaluated.gravity()
         if reference.effort is not None:
-            tau = tau + reference.effort
+            tau += reference.effort
         return tau

@@ -194,6 +194,9 @@ class SystemInterface(ABC):
     measurement_delay = 1
     # The backend's clock is simulated: the node publishes /clock from it (sim time).
     publishes_clock = False
+    # The `backend:` value that selects this plugin; None: the plugin is taken as the robot
+    # description names it, whatever `backend:` says.
+    BACKEND: ClassVar[str | None] = None
     # Its section of controllers.yaml (named as the `backend:` value that selects it), parsed by
     # from_config; None: a backend without parameters of its own.
     PARAMETERS: ClassVar[ParameterSchema | None] = None

@@ -12,6 +12,7 @@ Conventions
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -158,6 +159,15 @@ class RobotModel:
     def inverse_dynamics(self, q: FloatArray, v: FloatArray, a: FloatArray) -> FloatArray:
         """τ = M(q) a + b(q, v) by RNEA [N·m | N]."""
         return np.array(pin.rnea(self.model, self.data, q, v, a))
+
+    def with_own_data(self) -> RobotModel:
+        """The same robot — the same ``pin.Model``, shared and never modified — with scratch data
+        of its own: for another thread, or another owner on the same thread, without parsing
+        or copying the model. Model states built on either (:class:`~ct_controllers.model.
+        model_state.ModelState`) are of the same model (``pin_model`` identical)."""
+        clone = copy.copy(self)
+        clone.data = self.model.createData()
+        return clone
 
     def with_mass_scale(self, scale: float) -> RobotModel:
         """A copy whose every link mass is multiplied by ``scale``, each link's rotational inertia

@@ -37,8 +37,8 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,9 +56,9 @@ from ct_controllers.references.reference_generator import (
 from ct_controllers.types import FloatArray, JointReference, JointState
 
 
-@dataclass(frozen=True)
-class DiffIkStatus:
-    """What the last tick did, measured at the reference q* it started from.
+class DiffIkStatus(NamedTuple):
+    """What the last tick did, measured at the reference q* it started from. (A NamedTuple: one
+    is built every tick, in half the time of a frozen dataclass.)
 
     position_error     [m]   ‖p* − p(q*)‖
     orientation_error  [rad] ‖log3(R* R(q*)ᵀ)‖

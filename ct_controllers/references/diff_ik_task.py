@@ -32,12 +32,12 @@ import pinocchio as pin
 from numpy.typing import NDArray
 from scipy.linalg import lapack
 
+from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_parameters import MANIPULABILITY, DiffIkParameters
 from ct_controllers.references.reference_generator import CartesianTarget
 from ct_controllers.types import FloatArray
 
-_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 _dpotrf = lapack.dpotrf
 _dposv = lapack.dposv
 
@@ -48,6 +48,7 @@ class TaskView:
     J_w⁺ = J_wᵀ (J_w J_wᵀ + λ² I)⁻¹ (the damped pseudo-inverse):
 
     jacobian (m, n)     J_w, the active rows of W J at q*
+    gram (m, m)         J_w J_wᵀ (undamped; the QP damps it with its own μ²)
     error (m,)          e_w [m | rad]
     damping_squared     λ² [m² | -]
     task_step (n,)      J_w⁺ e_w [rad | m], the DLS correction before the bandwidth
@@ -60,6 +61,7 @@ class TaskView:
     """
 
     jacobian: FloatArray
+    gram: FloatArray
     error: FloatArray
     damping_squared: float
     task_step: FloatArray
@@ -105,6 +107,7 @@ class TaskCache:
     damping_squared: float
     damping_squared_span: float
     velocity_limit: FloatArray
+    identity: tuple[FloatArray, ...]  # identity[k]: the k x k identity, k ≤ 6
 
 
 def rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:
@@ -136,6 +139,7 @@ class WeightedTask:
         self.v_sel = v_sel
         self.velocity_limit = velocity_limit
         self._cache: TaskCache | None = None
+        self._at_reference = ModelState(model)  # the model evaluated at q*
 
     def cache_for(self, parameters: DiffIkParameters) -> TaskCache:
         """Values derived from one (immutable) parameter set, computed once per set."""
@@ -152,6 +156,7 @@ class WeightedTask:
                 damping_squared=parameters.damping**2,
                 damping_squared_span=parameters.max_damping**2 - parameters.damping**2,
                 velocity_limit=self.velocity_limit * parameters.velocity_scale,
+                identity=tuple(np.eye(k) for k in range(7)),
             )
         return self._cache
 
@@ -167,14 +172,13 @@ class WeightedTask:
         ``goal`` (validated, base frame), with the posture ``posture`` of the controlled
         joints."""
         cache = self.cache_for(parameters)
-        data = self.model.data
-        full_jacobian = pin.computeFrameJacobian(
-            self.model.model, data, q_ref, self.frame_id, _LWA
-        )  # also updates oMf of the frame
-        placement = data.oMf[self.frame_id]
+        evaluated = self._at_reference.update(q_ref)
+        full_jacobian = evaluated.frame_jacobian(self.frame_id)  # and the frame's pose with it
+        pose = evaluated.frame_pose(self.frame_id)
+        goal_pose = goal.pose
         error = np.empty(6)
-        error[:3] = goal.pose[:3, 3] - placement.translation
-        error[3:] = pin.log3(goal.pose[:3, :3].dot(placement.rotation.T))
+        error[:3] = goal_pose[:3, 3] - pose[:3, 3]
+        error[3:] = pin.log3(goal_pose[:3, :3].dot(pose[:3, :3].T))
         ex, ey, ez, erx, ery, erz = error.tolist()  # scalar maths: cheaper than 4 array calls
         position_error = math.sqrt(ex * ex + ey * ey + ez * ez)
         orientation_error = math.sqrt(erx * erx + ery * ery + erz * erz)
@@ -187,7 +191,7 @@ class WeightedTask:
             weighted = cache.row_weights[:, None] * active
             weighted_error = cache.row_weights * (error if cache.all_rows else error[cache.rows])
         m, n = weighted.shape
-        gram = weighted.dot(weighted.T)
+        gram = weighted.dot(weighted.T)  # a new array: the TaskView keeps it
         # The singularity measure is the arm's, on the unweighted active rows (a small task
         # weight must not read as a singularity): ∏σᵢ = sqrt(det(J Jᵀ)) (det(JᵀJ) if m > n),
         # the product of a Cholesky diagonal.
@@ -219,10 +223,10 @@ class WeightedTask:
         else:
             twist_rows = cache.row_weights * goal.twist[cache.rows]
         right_hand = np.array((weighted_error, twist_rows, weighted.dot(posture_step)))
-        gram.flat[:: m + 1] += damping_squared
-        # gram is symmetric, so its transpose is the same matrix in the Fortran order LAPACK
-        # wants; right_hand.T likewise: no copies.
-        _, solved, info = _dposv(gram.T, right_hand.T)
+        damped = gram + cache.identity[m] * damping_squared
+        # damped is symmetric, so its transpose is the same matrix in the Fortran order LAPACK
+        # wants (and LAPACK may overwrite it: it is this tick's); right_hand.T likewise.
+        _, solved, info = _dposv(damped.T, right_hand.T, overwrite_a=1)
         if info != 0:
             raise FloatingPointError(f"J_w J_wᵀ + λ²I not positive definite (LAPACK info {info})")
         pseudo = weighted.T.dot(solved)  # J_w⁺ applied to the three columns
@@ -240,6 +244,7 @@ class WeightedTask:
             feedforward = feedforward * scale
         view = TaskView(
             jacobian=weighted,
+            gram=gram,
             error=weighted_error,
             damping_squared=damping_squared,
             task_step=task_step,

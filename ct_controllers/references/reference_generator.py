@@ -83,7 +83,8 @@ class ReferenceGenerator(ABC, Generic[ParametersT]):
             self._staged = parameters
 
     def update(self, state: JointState, target: CartesianTarget, dt: float) -> JointReference:
-        """One tick: install staged parameters, then compute the references."""
+        """One tick: install staged parameters, then compute the references. The arrays of the
+        reference returned are new and the caller's (a chain may complete them in place)."""
         if self._staged is not None:
             with self._staged_lock:
                 staged, self._staged = self._staged, None

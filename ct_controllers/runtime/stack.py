@@ -168,7 +168,7 @@ def build_stack(
     hardware_type = load_plugin(HARDWARE, plugin)
     # The plugin says which `backend:` value selects it (its BACKEND; one that says none is
     # taken as it is): a description given directly (robot_description) must agree.
-    selected_by = getattr(hardware_type, "BACKEND", None)
+    selected_by = hardware_type.BACKEND
     if selected_by is not None and selected_by != config.backend:
         raise ConfigError(
             f"parameter 'backend' is '{config.backend}' but the robot description's "
@@ -191,12 +191,14 @@ def build_stack(
             f"{description.hardware.plugin} (offers: {', '.join(hardware.fault_reactions)})"
         )
     # Every configured controller is loaded (configure time: unknown types and bad gains fail
-    # here); the default one runs. Each owns its model: it may differ from the plant's, and it
-    # is not shared across threads.
+    # here); the default one runs. Each owns its model's scratch data (not shared across
+    # threads) and may make the model its own (a mass-scaled copy); otherwise the kinematic
+    # tree is the stack's, shared read-only, so that chains can share a controller's per-tick
+    # model state.
     controllers: dict[str, Controller] = {}
     for name, params in config.controllers.items():
         controller_type = load_plugin(CONTROLLERS, str(params["type"]))
-        controller_model = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
+        controller_model = model.with_own_data()
         controllers[name] = controller_type.from_parameters(
             controller_model, config.joint_names, params
         )

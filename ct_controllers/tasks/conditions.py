@@ -40,10 +40,14 @@ class DwellCondition:
         self._since: float | None = None  # stamp of the first sample of the current window
         self._last_fresh: float | None = None
         self._last_stamp = -math.inf
+        self._fresh = False  # the last sample judged was fresh
 
-    def update(self, now: float, stamp: float, satisfied: bool) -> ConditionState:
-        """Judge one sample measured at ``stamp`` at time ``now``."""
+    def met(self, now: float, stamp: float, satisfied: bool) -> bool:
+        """Judge one sample measured at ``stamp`` at time ``now``: whether the condition has now
+        held for the whole dwell (what :meth:`update` reports as ``met``, without building the
+        report: the task machine asks this every tick)."""
         fresh = math.isfinite(stamp) and 0.0 <= now - stamp <= self.freshness
+        self._fresh = fresh
         if fresh and stamp > self._last_stamp:
             self._last_stamp = stamp
             self._last_fresh = now
@@ -54,11 +58,13 @@ class DwellCondition:
                 self._since = None
         elif not fresh:
             self._since = None  # a stale sample counts as "not satisfied"
+        since = self._since
+        return since is not None and self._last_stamp - since >= self.dwell - 1e-12
+
+    def update(self, now: float, stamp: float, satisfied: bool) -> ConditionState:
+        """Judge one sample measured at ``stamp`` at time ``now``, with the whole report."""
+        met = self.met(now, stamp, satisfied)
+        fresh = self._fresh
         held_for = 0.0 if self._since is None else self._last_stamp - self._since
         stale_for = 0.0 if fresh else (now - self._last_fresh if self._last_fresh else math.inf)
-        return ConditionState(
-            met=self._since is not None and held_for >= self.dwell - 1e-12,
-            held_for=held_for,
-            fresh=fresh,
-            stale_for=stale_for,
-        )
+        return ConditionState(met=met, held_for=held_for, fresh=fresh, stale_for=stale_for)

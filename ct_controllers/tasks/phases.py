@@ -43,7 +43,7 @@ from enum import Enum
 import numpy as np
 
 from ct_controllers.model.frames import check_pose, pose_error_norms
-from ct_controllers.tasks.conditions import ConditionState, DwellCondition
+from ct_controllers.tasks.conditions import DwellCondition
 from ct_controllers.types import FloatArray
 
 
@@ -211,6 +211,7 @@ class GraspTask:
         self._carry_targets: list[tuple[str, FloatArray]] = []
         self._phase_durations: dict[Phase, float] = {}
         self._stage_target: FloatArray | None = None  # of the current stage, read-only
+        self._stage_output: TaskOutput | None = None  # of the current stage
         self._grip_width: float | None = None  # [m] both fingers' openings when CLOSE ended
         self._checks: dict[str, None] = {}  # the checks that ended a phase or stage, in order
 
@@ -286,7 +287,7 @@ class GraspTask:
         position, angle = pose_error_norms(obs.tcp_pose, target) if usable else (math.inf, math.inf)
         p = self.parameters
         within = position <= p.position_tolerance and angle <= p.orientation_tolerance
-        if self._judge(now, obs, usable and within).met:
+        if self._judge(now, obs, usable and within):
             values = {"position_error": position, "orientation_error": angle}
             self._checked("tcp_pose")
             if self.stage == "pre_grasp":
@@ -318,7 +319,7 @@ class GraspTask:
                 or np.all(np.abs(obs.finger_efforts) >= 0.8 * self.goal.grasp_effort)  # type: ignore[union-attr]
             )
         )
-        if self._judge(now, obs, usable and (contact or stalled)).met:
+        if self._judge(now, obs, usable and (contact or stalled)):
             if contact:
                 self._checked("finger_contact")
             else:
@@ -394,7 +395,7 @@ class GraspTask:
             values["hold_slip"] = hold_slip
             condition = condition and hold_slip <= p.slip_tolerance
             checks.append("object_slip")
-        if self._judge(now, obs, condition).met:
+        if self._judge(now, obs, condition):
             self._checked(*checks)
             if stage_index + 1 < len(self._carry_targets):
                 self._next_stage(now, names[stage_index + 1])
@@ -413,7 +414,7 @@ class GraspTask:
         p = self.parameters
         opening = np.asarray(obs.finger_positions)
         if self.stage == "opening":
-            if self._judge(now, obs, usable and bool(np.all(opening >= p.release_width))).met:
+            if self._judge(now, obs, usable and bool(np.all(opening >= p.release_width))):
                 self._checked("fingers_open")
                 self._next_stage(now, "retreat")
                 # The object settles as the fingers let go; it must stay put from here on.
@@ -431,7 +432,7 @@ class GraspTask:
             object_moved = 0.0  # nothing to observe: the retreat distance alone decides
         stays = object_moved <= p.slip_tolerance
         away = moved_away >= p.retreat_distance
-        if self._judge(now, obs, usable and stays and away).met:
+        if self._judge(now, obs, usable and stays and away):
             observed = obs.object_pose is not None and self._release_object is not None
             self._checked("tcp_retreat", *(["object_stayed"] if observed else []))
             self._enter(
@@ -488,13 +489,15 @@ class GraspTask:
         """The object's pose in the TCP frame."""
         return np.asarray(np.linalg.inv(tcp_pose) @ np.asarray(object_pose), dtype=np.float64)
 
-    def _judge(self, now: float, obs: GraspObservation, satisfied: bool) -> ConditionState:
+    def _judge(self, now: float, obs: GraspObservation, satisfied: bool) -> bool:
+        """Whether the stage's condition has held for its dwell, with this sample."""
         stamp = obs.stamp if math.isfinite(obs.stamp) else -math.inf
-        return self._condition.update(now, stamp, satisfied)
+        return self._condition.met(now, stamp, satisfied)
 
     def _next_stage(self, now: float, stage: str) -> None:
         self.stage = stage
         self._stage_target = None
+        self._stage_output = None
         self._stage_start = now
         # The "hold" stage's window is the goal's hold duration; every other one is the dwell.
         dwell = self.goal.hold_duration if stage == "hold" and self.goal else self.parameters.dwell
@@ -519,12 +522,18 @@ class GraspTask:
         return TaskOutput(self.phase, self.stage, None, math.nan, 0.0)
 
     def _output(self) -> TaskOutput:
-        goal = self.goal
-        assert goal is not None
-        p = self.parameters
-        closed = self.phase == Phase.CLOSE or self.phase == Phase.HOLD
-        finger_target = 0.0 if closed else p.open_width
-        return TaskOutput(self.phase, self.stage, self._target(), finger_target, goal.grasp_effort)
+        """The stage's output: built when the stage begins, then the same object every tick
+        (phase, stage, target and finger references change only with the stage)."""
+        output = self._stage_output
+        if output is None:
+            goal = self.goal
+            assert goal is not None
+            closed = self.phase == Phase.CLOSE or self.phase == Phase.HOLD
+            finger_target = 0.0 if closed else self.parameters.open_width
+            output = self._stage_output = TaskOutput(
+                self.phase, self.stage, self._target(), finger_target, goal.grasp_effort
+            )
+        return output
 
     def _target(self) -> FloatArray:
         """The TCP target of the current stage: computed once when the stage begins, then the

@@ -1,0 +1,169 @@
+"""The robot evaluated at one configuration, each quantity at most once: the per-tick model
+state that the stages of a tick share.
+
+A tick needs, at the measured q, v: the TCP pose (the task's observation), the inverse dynamics
+or M and b (the joint controller), g (the gripper servo, the safe hold); the differential IK needs
+the TCP pose and Jacobian at its own reference q*. Each stage asking Pinocchio again on its own
+scratch data repeats work and scatters the evaluation; a :class:`ModelState` is bound to one
+configuration (:meth:`ModelState.at` / :meth:`ModelState.update`) and computes what is asked of it
+lazily, once, with Pinocchio's combined algorithms (a frame's Jacobian pass also gives its
+placement), into its own ``pin.Data``.
+
+Conventions are :mod:`ct_controllers.model.robot`'s: model order, 4x4 poses in the base frame,
+6 x nv Jacobians (linear; angular) at the frame origin with world-aligned axes.
+
+The arrays returned are read-only views of this state's own buffers (the same array objects
+every tick), valid until the next :meth:`~ModelState.update` — the next tick — which overwrites
+them: copy what you keep. Not thread-safe: the control
+thread owns the loop's model states; any other thread (goal checks, gain checks) keeps its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.types import FloatArray, JointState
+
+_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+# What has been computed at the current configuration (bit flags).
+_JOINTS = 1  # every joint placement (data.oMi)
+_GRAVITY = 4
+_BIAS = 8
+_MASS = 16
+
+
+def _read_only(array: FloatArray) -> FloatArray:
+    """A read-only view of ``array`` (which its owner may still write)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _buffer(shape: tuple[int, ...]) -> tuple[FloatArray, FloatArray]:
+    """A buffer this state writes and the read-only view of it that it hands out. (Arrays that
+    Pinocchio returns are copied in rather than marked read-only themselves: setting the flag
+    on them keeps a few bytes alive now and then, which the tick's allocation test sees.)"""
+    array = np.zeros(shape)
+    return array, _read_only(array)
+
+
+class ModelState:
+    """One configuration of ``model`` (q [rad | m], v [rad/s | m/s], model order) and what has
+    been evaluated there. ``model`` supplies the kinematic tree, the frame names and the TCP;
+    the state has its own ``pin.Data`` (``model``'s scratch data is untouched)."""
+
+    def __init__(self, model: RobotModel) -> None:
+        self.robot = model
+        self.pin_model = model.model
+        self.data = model.model.createData()
+        self.tcp_frame_id = model.tcp_frame_id
+        nv = model.nv
+        self._zeros = _read_only(np.zeros(nv))
+        self.q: FloatArray = model.neutral()
+        self.v: FloatArray = self._zeros
+        self._state: JointState | None = None
+        self._done = 0
+        # Per frame id: (buffer, read-only view), made on the first request; and the frames
+        # evaluated at the current configuration.
+        self._jacobians: dict[int, tuple[FloatArray, FloatArray]] = {}
+        self._poses: dict[int, tuple[FloatArray, FloatArray]] = {}
+        self._jacobian_done: set[int] = set()
+        self._posed: set[int] = set()
+        # Own buffers, written in place; handed out as read-only views.
+        self._gravity = np.zeros(nv)
+        self._bias = np.zeros(nv)
+        self._mass = np.zeros((nv, nv))
+        self._gravity_view = _read_only(self._gravity)
+        self._bias_view = _read_only(self._bias)
+        self._mass_view = _read_only(self._mass)
+        self._strict_lower = np.tril_indices(nv, -1)
+
+    # --- binding ---------------------------------------------------------------------------
+    def at(self, state: JointState) -> ModelState:
+        """Bound to the measured ``state`` (its q and v): nothing is recomputed while the same
+        state object is asked again (a JointState's arrays never change after it is built)."""
+        if state is not self._state:
+            self.update(state.q, state.v)
+            self._state = state
+        return self
+
+    def update(self, q: FloatArray, v: FloatArray | None = None) -> ModelState:
+        """Bound to ``q`` (and ``v``; zeros when None): everything is recomputed on demand.
+        The arrays are used as given, not copied: they must not change until the next
+        update."""
+        self.q = q
+        self.v = self._zeros if v is None else v
+        self._state = None
+        self._done = 0
+        self._jacobian_done.clear()
+        self._posed.clear()
+        return self
+
+    # --- kinematics ------------------------------------------------------------------------
+    def frame_pose(self, frame_id: int | None = None) -> FloatArray:
+        """4x4 pose of a frame (default: the TCP) in the base frame."""
+        fid = self.tcp_frame_id if frame_id is None else frame_id
+        if fid not in self._posed:
+            if not self._done & _JOINTS:
+                pin.forwardKinematics(self.pin_model, self.data, self.q)
+                self._done |= _JOINTS
+            self._store_pose(fid, pin.updateFramePlacement(self.pin_model, self.data, fid))
+        return self._poses[fid][1]
+
+    def frame_jacobian(self, frame_id: int | None = None) -> FloatArray:
+        """6 x nv Jacobian of a frame (default: the TCP) at its origin, world-aligned axes.
+        Its pose comes with it (one pass over the frame's support)."""
+        fid = self.tcp_frame_id if frame_id is None else frame_id
+        buffers = self._jacobians.get(fid)
+        if buffers is None:
+            buffers = self._jacobians[fid] = _buffer((6, self.robot.nv))
+        if fid not in self._jacobian_done:
+            np.copyto(
+                buffers[0],
+                pin.computeFrameJacobian(self.pin_model, self.data, self.q, fid, _LWA),
+            )
+            self._jacobian_done.add(fid)
+            if fid not in self._posed:  # the pass placed this frame (only the joints it needs)
+                self._store_pose(fid, self.data.oMf[fid])
+        return buffers[1]
+
+    def _store_pose(self, fid: int, placement: pin.SE3) -> None:
+        buffers = self._poses.get(fid)
+        if buffers is None:
+            buffers = self._poses[fid] = _buffer((4, 4))
+        np.copyto(buffers[0], placement.homogeneous)
+        self._posed.add(fid)
+
+    # --- dynamics --------------------------------------------------------------------------
+    def gravity(self) -> FloatArray:
+        """g(q) [N·m | N]."""
+        if not self._done & _GRAVITY:
+            np.copyto(
+                self._gravity, pin.computeGeneralizedGravity(self.pin_model, self.data, self.q)
+            )
+            self._done |= _GRAVITY
+        return self._gravity_view
+
+    def bias(self) -> FloatArray:
+        """b(q, v) = C(q, v) v + g(q) [N·m | N]."""
+        if not self._done & _BIAS:
+            np.copyto(self._bias, pin.nonLinearEffects(self.pin_model, self.data, self.q, self.v))
+            self._done |= _BIAS
+        return self._bias_view
+
+    def mass_matrix(self) -> FloatArray:
+        """M(q), symmetric [kg·m² | kg] (``pin.crba`` fills the upper triangle only)."""
+        if not self._done & _MASS:
+            mass = self._mass
+            np.copyto(mass, pin.crba(self.pin_model, self.data, self.q))
+            lower = self._strict_lower
+            mass[lower] = mass.T[lower]
+            self._done |= _MASS
+        return self._mass_view
+
+    def inverse_dynamics(self, a: FloatArray) -> FloatArray:
+        """τ = M(q) a + b(q, v) by RNEA [N·m | N] (a new array: it depends on ``a``)."""
+        return np.array(pin.rnea(self.pin_model, self.data, self.q, self.v, a))
