@@ -31,15 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading
+from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
 from ct_controllers.config import ConfigError, StackConfig, load_config
-from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
 from ct_controllers.hardware.mujoco_scene import CUBE_BODY, CUBE_HALF_SIZE
 from ct_controllers.hardware.mujoco_system import MujocoSystem
-from ct_controllers.model.robot import RobotModel
-from ct_controllers.references.diff_ik_qp import QpDiffIk
-from ct_controllers.runtime.stack import Stack, build_stack, to_model_order
+from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim_demo import RunObserver
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
 
@@ -138,22 +135,13 @@ def grasp_setup(
         return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
 
     reader = sense or default_sense
-    model = RobotModel(stack.description.urdf, config.tcp_frame, config.base_frame)
     task = GraspTask()
-    diff_ik = QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor)
-    arm = stack.controllers["computed_torque"]
-    runner = GraspRunner(
-        model=model,
-        task=task,
-        diff_ik=diff_ik,
-        arm_controller=arm,
-        gripper=GripperController(model, config.gripper_joints),
+    runner = build_grasp_runner(
+        stack,
+        stack.controllers["computed_torque"],
+        task,
+        record,
         sense_object=(lambda: reader(sensor)) if sensing == "full" else None,
-        hold_damping=to_model_order(
-            model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
-        ),
-        record=record,
-        task_divisor=config.cartesian_divisor,
     )
     if install:
         stack.loop.switch_controller(runner)

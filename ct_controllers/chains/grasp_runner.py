@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final, Literal
 
 import numpy as np
 
@@ -262,27 +263,38 @@ def object_reader(sensor: ObjectSensing) -> Callable[[], ObjectReading]:
     return sense
 
 
+BACKEND_SENSOR: Final = "backend"  # build_grasp_runner: the backend's object sensor
+
+
 def build_grasp_runner(
     stack: Stack,
     arm_controller: Controller,
     task: GraspTask | None = None,
     record: bool = False,
+    sense_object: Callable[[], ObjectReading] | Literal["backend"] | None = BACKEND_SENSOR,
 ) -> GraspRunner:
-    """The grasp runner the Grasp action installs, for ``stack``: its own copy of the stack's
-    model (not a new parse of the URDF), QP differential IK for the arm at the Cartesian rate,
+    """The grasp runner the Grasp action installs, for ``stack``: the stack's model with scratch
+    data of its own (shared with ``arm_controller`` when that one's is the stack's, and so the
+    per-tick model state), QP differential IK for the arm at the Cartesian rate,
     ``arm_controller`` (one of ``stack.controllers``) for the arm, the gripper servo for the
-    fingers, and the backend's object sensor where it offers one (else the task judges by the
-    joint state alone)."""
+    fingers, and ``sense_object``: by default the backend's object sensor where it offers one
+    (else the task judges by the joint state alone); a reader of one's own, or None for
+    none."""
     config = stack.config
     model = stack.model.with_own_data()
-    sensor = stack.hardware.object_sensor()
+    reader: Callable[[], ObjectReading] | None
+    if isinstance(sense_object, str):  # BACKEND_SENSOR
+        sensor = stack.hardware.object_sensor()
+        reader = None if sensor is None else object_reader(sensor)
+    else:
+        reader = sense_object
     return GraspRunner(
         model=model,
         task=task or GraspTask(),
         diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
         arm_controller=arm_controller,
         gripper=GripperController(model, config.gripper_joints),
-        sense_object=None if sensor is None else object_reader(sensor),
+        sense_object=reader,
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
         ),
