@@ -39,6 +39,8 @@ class GripperController:
         self.stiffness = stiffness
         self.damping = damping
         self.max_effort = model.limits.effort[self.indices]
+        self._index_list = self.indices.tolist()
+        self._max_effort_list = self.max_effort.tolist()
         self.speed = speed
         self._reference: FloatArray | None = None
         self._reference_velocity = np.zeros(len(self.joint_names))
@@ -83,30 +85,37 @@ class GripperController:
         [N] (each capped at the URDF effort limit; a negative or NaN limit counts as 0).
         ``evaluated``: the tick's model state at ``state`` when the caller has one (a chain
         sharing its evaluation), else the gripper's own."""
-        indices = self.indices
-        q = state.q[indices]
-        if self._reference is None:
-            self._reference = q.copy()
-        step = self.speed * dt
-        # r += clip(target − r, −step, step), with min/max (np.clip is slower); in place.
-        change = target - self._reference
-        np.maximum(change, -step, out=change)
-        np.minimum(change, step, out=change)
-        self._reference += change
-        if dt > 0:
-            np.divide(change, dt, out=self._reference_velocity)
-        else:
-            self._reference_velocity.fill(0.0)
         if evaluated is None:
             evaluated = self.model_state.at(state)
-        # τ = K (r − q) − D q̇ + g, then clipped at ±limit; fmax ignores NaN: a NaN or
-        # negative limit gives 0 N.
-        tau = self._reference - q
-        tau *= self.stiffness
-        tau -= self.damping * state.v[indices]
-        tau += evaluated.gravity()[indices]
-        limit = np.fmax(effort_limit, 0.0)
-        np.minimum(limit, self.max_effort, out=limit)
-        np.minimum(tau, limit, out=tau)
-        np.negative(limit, out=limit)
-        return np.maximum(tau, limit, out=tau)
+        if self._reference is None:
+            self._reference = state.q[self.indices]  # a copy (fancy indexing)
+        # Per finger, in scalar arithmetic (two fingers: cheaper than a dozen numpy calls on
+        # two-element arrays). NaN propagates as in numpy: a NaN target or state gives a NaN
+        # effort, which the limiter refuses.
+        q, v, gravity = state.q, state.v, evaluated.gravity()
+        reference, reference_velocity = self._reference, self._reference_velocity
+        step = self.speed * dt
+        efforts = []
+        for finger, (index, target_i, limit_i, maximum) in enumerate(
+            zip(
+                self._index_list,
+                target.tolist(),
+                effort_limit.tolist(),
+                self._max_effort_list,
+                strict=True,
+            )
+        ):
+            r = float(reference[finger])
+            # r += clip(target − r, −step, step)
+            change = min(max(target_i - r, -step), step)
+            reference[finger] = r + change
+            reference_velocity[finger] = change / dt if dt > 0 else 0.0
+            # τ = K (r − q) − D q̇ + g, clipped at ±limit; a NaN or negative limit gives 0 N.
+            tau = (
+                self.stiffness * (r + change - float(q[index]))
+                - self.damping * float(v[index])
+                + float(gravity[index])
+            )
+            limit = min(limit_i if limit_i > 0.0 else 0.0, maximum)
+            efforts.append(max(min(tau, limit), -limit))
+        return np.array(efforts)
