@@ -181,6 +181,35 @@ def test_absurd_grasp_amounts_are_invalid(client):
     assert "lift_height must be within [0, 1]" in result.message, result.message
 
 
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"approach_offset": 2.0}, "approach_offset must be within [0, 1] m"),
+        ({"hold_duration": float("nan")}, "hold_duration must be within [0, 3600] s"),
+        ({"grasp_effort": 0.0}, "grasp_effort must be finite and > 0 N"),
+        ({"grasp_effort": float("inf")}, "grasp_effort must be finite and > 0 N"),
+    ],
+    ids=["offset", "hold-nan", "effort-zero", "effort-inf"],
+)
+def test_grasp_amounts_are_checked_once_into_the_goal(client, changes, words):
+    """Each out-of-range Grasp amount is INVALID_GOAL naming it and its bound, the message of
+    GraspGoal's own check (the one the action's boundary builds the goal through)."""
+    action = ActionClient(client.node, Grasp, "/ct/grasp")
+    assert action.wait_for_server(timeout_sec=10.0)
+    amounts = {
+        "approach_offset": 0.08,
+        "lift_height": 0.1,
+        "grasp_effort": 20.0,
+        "hold_duration": 0.3,
+    } | changes
+    message = Grasp.Goal(grasp_pose=pose_message((0.5, 0.0, 0.025)), **amounts)
+    future = action.send_goal_async(message)
+    assert client.spin_until(future.done, 5.0)
+    result = client.result(future.result(), 10.0)
+    assert result.error_code == Grasp.Result.INVALID_GOAL, result.message
+    assert words in result.message, result.message
+
+
 # --- bursts ----------------------------------------------------------------------------------
 def test_a_burst_of_200_goals_from_one_client_is_answered_in_full(client):
     """200 goals sent at once: every one gets a goal response, every accepted one a result (the

@@ -276,14 +276,44 @@ def test_reset_after_failure_returns_a_clean_approach() -> None:
         ({"grasp_pose": np.diag([1.0, 1, -1, 1])}, "rigid"),  # a reflection: det −1
         ({"lift_height": -0.1}, "lift_height"),
         ({"grasp_effort": 0.0}, "grasp_effort"),
+        ({"place_pose": np.diag([1.0, -1, 1, 1])}, "place_pose is not a rigid"),
+        ({"approach_offset": 2.0}, r"approach_offset must be within \[0, 1\] m"),
+        ({"lift_height": 1e300}, r"lift_height must be within \[0, 1\] m"),
+        ({"hold_duration": 1e9}, r"hold_duration must be within \[0, 3600\] s"),
+        ({"hold_duration": math.nan}, "hold_duration"),
+        ({"grasp_effort": math.inf}, "grasp_effort must be finite and > 0 N"),
     ],
 )
 def test_bad_goals_are_rejected(changes: dict, words: str) -> None:
-    """Non-finite or non-rigid poses (a reflection included) and negative or zero amounts raise
-    ValueError naming them."""
+    """Non-finite or non-rigid poses (a reflection included) and negative, zero, non-finite or
+    out-of-bound amounts raise ValueError naming them (and the bound)."""
     arguments = {"grasp_pose": top_down(0.5, 0.0, CUBE_HALF)} | changes
     with pytest.raises(ValueError, match=words):
         GraspGoal(**arguments)
+
+
+def test_a_goal_holds_read_only_checked_copies_and_its_pre_grasp_pose() -> None:
+    """A GraspGoal keeps read-only copies of its poses (the caller changing its arrays after
+    does not change the goal) and derives the pre-grasp pose once: the grasp pose with its
+    origin moved by −approach_offset along its own tool z, same rotation — for a tilted tool
+    too — and that array is the task's first target."""
+    grasp = top_down(0.5, 0.0, CUBE_HALF)
+    grasp[:3, :3] = pin.exp3(np.array([0.3, -0.2, 0.1])) @ grasp[:3, :3]
+    place = top_down(0.4, 0.1, CUBE_HALF)
+    goal = GraspGoal(grasp_pose=grasp, place_pose=place, approach_offset=0.05)
+    expected = grasp.copy()
+    expected[:3, 3] -= 0.05 * grasp[:3, 2]
+    grasp[0, 3] = place[0, 3] = 9.0
+    assert goal.grasp_pose[0, 3] == 0.5 and goal.place_pose is not None
+    assert goal.place_pose[0, 3] == 0.4
+    np.testing.assert_allclose(goal.pre_grasp_pose, expected, atol=1e-15)
+    for array in (goal.grasp_pose, goal.place_pose, goal.pre_grasp_pose):
+        assert not array.flags.writeable
+    task = GraspTask()
+    task.start(goal)
+    first = task.target()
+    assert first is not None
+    np.testing.assert_array_equal(first, goal.pre_grasp_pose)
 
 
 def test_slip_is_the_object_displacement_in_the_tcp_frame() -> None:

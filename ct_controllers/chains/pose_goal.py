@@ -15,6 +15,8 @@ chain before the approach existed, kept for the side-by-side figures of ``ct-ben
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.controllers.controller import Controller, FloatArray
 from ct_controllers.ik.solver import IkOptions, IkSolver
@@ -30,6 +32,29 @@ SUCCESS_DWELL = 0.1  # [s] the measured TCP within both tolerances this long: SU
 # Reachability at the boundary is not a hot path: a generous budget, so that a loaded machine
 # does not turn "not found in 5 ms" into UNREACHABLE.
 IK_TIME_BUDGET = 0.2  # [s]
+
+
+@dataclass(frozen=True)
+class PoseRequest:
+    """A MoveToPose goal as checked, once, at the boundary (``ros/move_to_pose.py``
+    ``validate``) and handed down as is: nothing downstream checks it again.
+
+    pose                   4x4 TCP target [m] in the base frame: a rigid transform (from a unit
+                           quaternion), its origin within ``MAX_GOAL_DISTANCE`` of the base's
+                           (``ros/pose_goals.py``)
+    position_tolerance     [m] > 0: the goal's, or ``DEFAULT_POSITION_TOLERANCE`` for its 0
+    orientation_tolerance  [rad] > 0: the goal's, or ``DEFAULT_ORIENTATION_TOLERANCE`` for its 0
+    timeout                [s]: the goal's, within [0, ``MAX_DURATION``], or the node's
+                           ``move_to_pose.default_timeout`` for its 0
+    solution               the goal check's converged IK solution for ``pose`` [rad | m], full
+                           model order: where the chain's joint-space approach goes
+    """
+
+    pose: FloatArray
+    position_tolerance: float
+    orientation_tolerance: float
+    timeout: float
+    solution: FloatArray
 
 
 def goal_ik(stack: Stack) -> IkSolver:

@@ -27,12 +27,10 @@ from ct_controllers.chains.grasp_runner import (
     grip_force_refusal,
 )
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
 from ct_controllers.ros.pose_goals import (
     GoalRejected,
     clock_source,
-    non_negative,
     pose_from_message,
     summarize_pose,
 )
@@ -40,7 +38,6 @@ from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Pha
 
 Result = Grasp.Result
 FEEDBACK_PERIOD = 0.05  # [s]
-MAX_OFFSET = 1.0  # [m] approach_offset and lift_height: beyond the arm's reach, not a grasp
 
 
 class GraspServer:
@@ -75,6 +72,11 @@ class GraspServer:
         return parameter_value(self.node, name)
 
     def validate(self, goal: Any, q: np.ndarray) -> GraspGoal:
+        """The goal as a :class:`GraspGoal`, or GoalRejected. Checked once each: the message
+        (frames, stamps, finite values, unit quaternions: :func:`pose_from_message`), the goal's
+        own values (rigid poses, amounts within their bounds: GraspGoal, the one place), what
+        depends on this robot and backend (the finger effort limit, a grip force the backend
+        can enforce) and reachability (grasp, pre-grasp and place poses)."""
         now = self.node.get_clock().now().nanoseconds * 1e-9
         age, future = self._parameter("max_goal_age"), self._parameter("goal_future_tolerance")
         base = self.config.base_frame
@@ -85,13 +87,24 @@ class GraspServer:
             if goal.place_pose.header.frame_id == ""
             else pose_from_message(goal.place_pose, base, now, age, future, "place_pose", clock)
         )
-        effort = non_negative(goal.grasp_effort, "grasp_effort")
+        try:
+            request = GraspGoal(
+                grasp_pose=grasp,
+                place_pose=place,
+                approach_offset=goal.approach_offset,
+                lift_height=goal.lift_height,
+                grasp_effort=goal.grasp_effort,
+                hold_duration=goal.hold_duration,
+            )
+        except ValueError as exc:
+            raise GoalRejected(Result.INVALID_GOAL, str(exc)) from None
+        effort = request.grasp_effort
         finger_limit = float(
             min(
                 self.stack.model.limits.effort[self.stack.model.indices(self.config.gripper_joints)]
             )
         )
-        if not 0 < effort <= finger_limit:
+        if effort > finger_limit:
             raise GoalRejected(
                 Result.INVALID_GOAL,
                 f"grasp_effort must be in (0, {finger_limit}] N per finger, got {effort}",
@@ -101,23 +114,10 @@ class GraspServer:
         refusal = grip_force_refusal(self.stack.hardware, self.config.gripper_joints, effort)
         if refusal is not None:
             raise GoalRejected(Result.INVALID_GOAL, refusal)
-        try:
-            request = GraspGoal(
-                grasp_pose=grasp,
-                place_pose=place,
-                approach_offset=non_negative(goal.approach_offset, "approach_offset", MAX_OFFSET),
-                lift_height=non_negative(goal.lift_height, "lift_height", MAX_OFFSET),
-                grasp_effort=effort,
-                hold_duration=non_negative(goal.hold_duration, "hold_duration", MAX_DURATION),
-            )
-        except ValueError as exc:
-            raise GoalRejected(Result.INVALID_GOAL, str(exc)) from None
-        pre_grasp = grasp.copy()
-        pre_grasp[:3, 3] -= request.approach_offset * grasp[:3, 2]
         for name, pose in (
-            ("grasp_pose", grasp),
-            ("pre-grasp pose", pre_grasp),
-            ("place_pose", place),
+            ("grasp_pose", request.grasp_pose),
+            ("pre-grasp pose", request.pre_grasp_pose),
+            ("place_pose", request.place_pose),
         ):
             if pose is None:
                 continue

@@ -1,12 +1,14 @@
 """``/ct/move_to_pose`` (ct_interfaces/action/MoveToPose): the TCP to a pose through the chain
 joint-space approach to the goal check's IK solution, then differential IK (QP, joint limits as
-constraints) → the selected joint controller (``runtime/pose_goal.py``, shared with
+constraints) → the selected joint controller (``chains/pose_goal.py``, shared with
 ``ct-bench reach``).
 
 Boundary checks (each aborts at once with its code and a message): frame (UNKNOWN_FRAME), stamp
 (STALE_GOAL), non-finite values or a non-unit quaternion or negative tolerances (INVALID_GOAL), no
-IK solution within the joint limits (UNREACHABLE, with the residual). Success needs the measured
-TCP within both tolerances for a continuous 0.1 s; the goal's timeout gives TIMEOUT.
+IK solution within the joint limits (UNREACHABLE, with the residual). What passes is a
+:class:`~ct_controllers.chains.pose_goal.PoseRequest`, built once in :meth:`validate`, from which
+the chain is built and the goal followed. Success needs the measured TCP within both tolerances
+for a continuous 0.1 s; the goal's timeout gives TIMEOUT.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ct_controllers.chains.pose_goal import (
     DEFAULT_ORIENTATION_TOLERANCE,
     DEFAULT_POSITION_TOLERANCE,
     SUCCESS_DWELL,
+    PoseRequest,
     goal_ik,
     pose_chain,
 )
@@ -61,11 +64,9 @@ class MoveToPoseServer:
     def _parameter(self, name: str) -> float:
         return parameter_value(self.node, name)
 
-    def validate(
-        self, goal: Any, q: np.ndarray
-    ) -> tuple[np.ndarray, float, float, float, np.ndarray]:
-        """(target pose, position tolerance [m], orientation tolerance [rad], timeout [s], the
-        IK solution the approach goes to [rad | m, model order]) or GoalRejected."""
+    def validate(self, goal: Any, q: np.ndarray) -> PoseRequest:
+        """The goal checked, once, into a :class:`PoseRequest` (its IK solution seeded with the
+        measured ``q``, model order), or GoalRejected."""
         now = self.node.get_clock().now().nanoseconds * 1e-9
         pose = pose_from_message(
             goal.target,
@@ -88,12 +89,12 @@ class MoveToPoseServer:
                 f"no IK solution within the joint limits: residual "
                 f"{candidate.position_residual:.4f} m, {candidate.orientation_residual:.4f} rad",
             )
-        return (
-            pose,
-            position or DEFAULT_POSITION_TOLERANCE,
-            orientation or DEFAULT_ORIENTATION_TOLERANCE,
-            timeout,
-            candidate.q,
+        return PoseRequest(
+            pose=pose,
+            position_tolerance=position or DEFAULT_POSITION_TOLERANCE,
+            orientation_tolerance=orientation or DEFAULT_ORIENTATION_TOLERANCE,
+            timeout=timeout,
+            solution=candidate.q,
         )
 
     def _execute(self, goal_handle: Any) -> Any:
@@ -103,23 +104,22 @@ class MoveToPoseServer:
             message = self.loop.stopped_reason or "no state from the control loop"
             return Result(error_code=Result.FAULT, message=message)
         try:
-            pose, position_tolerance, orientation_tolerance, timeout, solution = self.validate(
-                goal_handle.request, snapshot.position
-            )
+            request = self.validate(goal_handle.request, snapshot.position)
         except GoalRejected as rejection:
             goal_handle.abort()
             return Result(error_code=rejection.code, message=str(rejection))
         chain = pose_chain(
-            self.stack, self.stack.controllers[self.manager.selected], pose, solution
+            self.stack,
+            self.stack.controllers[self.manager.selected],
+            request.pose,
+            request.solution,
         )
         token, _ = self.arbiter.start(
             lambda: self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain),
-            target=lambda: pose,  # the ct_goal TF frame
+            target=lambda: request.pose,  # the ct_goal TF frame
         )
         try:
-            return self._follow(
-                goal_handle, token, chain, position_tolerance, orientation_tolerance, timeout
-            )
+            return self._follow(goal_handle, token, chain, request)
         finally:
             if self.arbiter.is_current(token):
                 self.loop.hold()  # the joint controller resumes from where the arm is
@@ -131,9 +131,7 @@ class MoveToPoseServer:
         goal_handle: Any,
         token: int,
         chain: CartesianChain,
-        position_tolerance: float,
-        orientation_tolerance: float,
-        timeout: float,
+        request: PoseRequest,
     ) -> Any:
         errors = (float("nan"), float("nan"))
 
@@ -172,13 +170,16 @@ class MoveToPoseServer:
             goal_handle.publish_feedback(
                 MoveToPose.Feedback(position_error=errors[0], orientation_error=errors[1])
             )
-            ok = errors[0] <= position_tolerance and errors[1] <= orientation_tolerance
+            ok = (
+                errors[0] <= request.position_tolerance
+                and errors[1] <= request.orientation_tolerance
+            )
             if within.update(snapshot.stamp, snapshot.stamp, ok).met:
                 return finish(Result.SUCCESS, "TCP within tolerance")
-            if snapshot.stamp - start > timeout:
+            if snapshot.stamp - start > request.timeout:
                 return finish(
                     Result.TIMEOUT,
-                    f"not within tolerance after {timeout} s: {errors[0]:.4f} m, "
+                    f"not within tolerance after {request.timeout} s: {errors[0]:.4f} m, "
                     f"{errors[1]:.4f} rad",
                 )
             time.sleep(FEEDBACK_PERIOD)

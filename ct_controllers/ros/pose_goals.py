@@ -1,9 +1,9 @@
 """Pose goals at the boundary: frame, stamp, finiteness and quaternion checks, each failure with
 its result code and a message naming the problem (codes are shared by all ct_interfaces
 actions). Values no goal can mean (non-finite, farther than ``MAX_GOAL_DISTANCE`` from the base,
-amounts beyond their bound) are INVALID_GOAL here, before any IK; a stamp off by more than
-``CLOCK_MISMATCH`` names the node's clock, the usual cause being a wall-clock stamp sent to a
-node on sim time."""
+amounts beyond their bound: ``non_negative`` here, a Grasp's in ``GraspGoal``) are INVALID_GOAL,
+before any IK; a stamp off by more than ``CLOCK_MISMATCH`` names the node's clock, the usual
+cause being a wall-clock stamp sent to a node on sim time."""
 
 from __future__ import annotations
 

@@ -43,6 +43,7 @@ from enum import Enum
 import numpy as np
 
 from ct_controllers.model.frames import check_pose, pose_error_norms
+from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.tasks.conditions import DwellCondition
 from ct_controllers.types import FloatArray
 
@@ -59,11 +60,25 @@ class Phase(Enum):
 ACTIVE_PHASES = (Phase.APPROACH, Phase.CLOSE, Phase.HOLD, Phase.RELEASE)
 
 
+MAX_OFFSET = 1.0  # [m] approach_offset and lift_height: beyond the arm's reach, not a grasp
+
+
 @dataclass(frozen=True)
 class GraspGoal:
-    """grasp_pose: TCP pose at grasp; place_pose: where to put the object down (None = back where
-    it was); approach_offset [m] along −tool z for the pre-grasp and the retreat; lift_height [m]
-    along base z; grasp_effort [N] per finger, an upper bound; hold_duration [s]."""
+    """A grasp goal, checked once, here: whoever builds one (the ``/ct/grasp`` boundary, a
+    bench, a test) gets a checked goal, and nothing downstream checks it again.
+
+    grasp_pose: TCP pose at grasp (4x4, base frame [m]); place_pose: where to put the object
+    down (None = back where it was); approach_offset [m] along −tool z for the pre-grasp and the
+    retreat, and lift_height [m] along base z, each within [0, ``MAX_OFFSET``]; grasp_effort [N]
+    per finger, an upper bound, > 0; hold_duration [s] within [0, ``MAX_DURATION``].
+
+    The poses must be rigid transforms (finite, a proper rotation: determinant +1, no
+    reflection; :func:`~ct_controllers.model.frames.check_pose`); the goal holds read-only copies
+    of them. ``pre_grasp_pose`` (derived once, here, read-only) is the grasp pose backed off
+    along its tool z, p_pre = p_grasp − approach_offset · z_tool, same rotation: the first
+    APPROACH target, and the pose the ``/ct/grasp`` boundary checks for reachability. A bad value
+    raises ValueError naming it."""
 
     grasp_pose: FloatArray
     place_pose: FloatArray | None = None
@@ -71,6 +86,7 @@ class GraspGoal:
     lift_height: float = 0.1
     grasp_effort: float = 20.0
     hold_duration: float = 0.5
+    pre_grasp_pose: FloatArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("grasp_pose", "place_pose"):
@@ -78,15 +94,26 @@ class GraspGoal:
             if pose is None:
                 continue
             try:  # finite, rigid, a proper rotation (no reflection)
-                check_pose(pose, name)
+                checked = check_pose(pose, name)
             except ValueError as exc:
                 raise ValueError(f"{name} is not a rigid transform: {exc}") from None
-        for name in ("approach_offset", "lift_height", "grasp_effort", "hold_duration"):
+            checked.setflags(write=False)
+            object.__setattr__(self, name, checked)
+        bounds = (
+            ("approach_offset", MAX_OFFSET, "m"),
+            ("lift_height", MAX_OFFSET, "m"),
+            ("hold_duration", MAX_DURATION, "s"),
+        )
+        for name, maximum, unit in bounds:
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be finite and >= 0, got {value}")
-        if self.grasp_effort <= 0:
-            raise ValueError("grasp_effort must be > 0 N")
+            if not (math.isfinite(value) and 0 <= value <= maximum):
+                raise ValueError(f"{name} must be within [0, {maximum:g}] {unit}, got {value}")
+        if not (math.isfinite(self.grasp_effort) and self.grasp_effort > 0):
+            raise ValueError(f"grasp_effort must be finite and > 0 N, got {self.grasp_effort}")
+        tool_z = self.grasp_pose[:3, 2]
+        pre_grasp = _translated(self.grasp_pose, -self.approach_offset * tool_z)
+        pre_grasp.setflags(write=False)
+        object.__setattr__(self, "pre_grasp_pose", pre_grasp)
 
 
 @dataclass(frozen=True)
@@ -449,8 +476,7 @@ class GraspTask:
         goal = self.goal
         assert goal is not None
         if self.stage == "pre_grasp":
-            tool_z = goal.grasp_pose[:3, 2]
-            return _translated(goal.grasp_pose, -goal.approach_offset * tool_z)
+            return np.array(goal.pre_grasp_pose)
         return np.array(goal.grasp_pose)
 
     def _plan_carry(self) -> list[tuple[str, FloatArray]]:
