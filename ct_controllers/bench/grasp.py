@@ -17,6 +17,7 @@ printed in trial order.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import multiprocessing
@@ -129,19 +130,12 @@ def grasp_setup(
         raise TypeError("the grasp benchmark needs the MuJoCo backend")
     place_object(hardware, CUBE_BODY, cube_pose(*cube))
     sensor = ObjectSensor(hardware)
-
-    def default_sense(sensor: ObjectSensor) -> ObjectReading:
-        observation = sensor.observe()
-        return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
-
-    reader = sense or default_sense
+    reader: Callable[[], ObjectReading] | None = None  # "joints": no object sensor
+    if sensing == "full":
+        reader = sensor.observe if sense is None else functools.partial(sense, sensor)
     task = GraspTask()
     runner = build_grasp_runner(
-        stack,
-        stack.controllers["computed_torque"],
-        task,
-        record,
-        sense_object=(lambda: reader(sensor)) if sensing == "full" else None,
+        stack, stack.controllers["computed_torque"], task, record, sense_object=reader
     )
     if install:
         stack.loop.switch_controller(runner)

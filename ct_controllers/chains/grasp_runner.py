@@ -40,7 +40,12 @@ from ct_controllers.controllers.controller import (
 )
 from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.controllers.safe_hold import safe_hold_at
-from ct_controllers.hardware.interface import POSITION, ObjectSensing, SystemInterface
+from ct_controllers.hardware.interface import (
+    POSITION,
+    ObjectObservation,
+    ObjectSensing,
+    SystemInterface,
+)
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
@@ -48,15 +53,10 @@ from ct_controllers.references.reference_generator import CartesianTarget, Refer
 from ct_controllers.runtime.stack import Stack, to_model_order
 from ct_controllers.tasks.phases import GraspObservation, GraspTask, Phase, TaskOutput
 
-
-@dataclass(frozen=True)
-class ObjectReading:
-    """What the object sensor reports: stamp [s]; pose 4x4 (base frame) or None; per-finger
-    contact normal forces [N] or None."""
-
-    stamp: float
-    pose: FloatArray | None
-    contact_forces: FloatArray | None
+# What the runner reads from an object sensor: stamp [s]; pose 4x4 (base frame) or None;
+# per-finger contact normal forces [N] or None — the hardware interface's own type, handed
+# through unwrapped.
+ObjectReading = ObjectObservation
 
 
 @dataclass(frozen=True)
@@ -254,13 +254,8 @@ class GraspRunner(Controller):
 
 
 def object_reader(sensor: ObjectSensing) -> Callable[[], ObjectReading]:
-    """The runner's view of an object sensor."""
-
-    def sense() -> ObjectReading:
-        observation = sensor.observe()
-        return ObjectReading(observation.stamp, observation.pose, observation.contact_forces)
-
-    return sense
+    """The runner's view of an object sensor: its own reading, as it reports it."""
+    return sensor.observe
 
 
 BACKEND_SENSOR: Final = "backend"  # build_grasp_runner: the backend's object sensor

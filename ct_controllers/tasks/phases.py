@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -144,11 +145,11 @@ class GraspParameters:
     retreat_distance: float = 0.03  # TCP travel away from the object before DONE [m]
 
 
-@dataclass(frozen=True)
-class GraspObservation:
+class GraspObservation(NamedTuple):
     """One measured sample. finger_* are per finger (left, right): opening [m], speed [m/s],
     effort [N] (None if the backend does not measure it); contact_forces [N] per finger if a
-    contact sensor exists, else None; object_pose (4x4, base frame) if observed, else None."""
+    contact sensor exists, else None; object_pose (4x4, base frame) if observed, else None.
+    (A NamedTuple: one is built every tick, in half the time of a frozen dataclass.)"""
 
     stamp: float
     tcp_pose: FloatArray
