@@ -85,9 +85,12 @@ class ModelState:
     def at(self, state: JointState) -> ModelState:
         """Bound to the measured ``state`` (its q and v): nothing is recomputed while the same
         state object is asked again (a JointState's arrays never change after it is built)."""
-        if state is not self._state:
-            self.update(state.q, state.v)
-            self._state = state
+        if state is not self._state:  # :meth:`update`, inlined: this runs on every tick
+            self.q, self.v, self._state, self._done = state.q, state.v, state, 0
+            if self._posed:
+                self._posed.clear()
+            if self._jacobian_done:
+                self._jacobian_done.clear()
         return self
 
     def update(self, q: FloatArray, v: FloatArray | None = None) -> ModelState:
