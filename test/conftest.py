@@ -56,6 +56,22 @@ def robot() -> Any:
     return new_robot_model()
 
 
+@pytest.fixture
+def lockstep_stack() -> Iterator[Any]:
+    """The bundled stack on MuJoCo in lockstep, brought up without a loop thread (the test
+    drives ``loop.run_ticks``), shut down after the test."""
+    from helpers import bundled_description, lockstep_config
+
+    from ct_controllers.runtime.stack import build_stack
+
+    stack = build_stack(lockstep_config(), bundled_description())
+    stack.bring_up()
+    try:
+        yield stack
+    finally:
+        stack.shut_down()
+
+
 @pytest.fixture(scope="module")
 def home(robot: Any) -> Any:
     """The bundled home_positions as a configuration of ``robot`` (model order)."""

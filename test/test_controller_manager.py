@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from helpers import bundled_description, lockstep_config
+from helpers import lockstep_config
 
 from ct_controllers.runtime.controller_manager import ControllerManager
-from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.runtime.stack import Stack
 
 CONFIG = lockstep_config()
 
 
 @pytest.fixture
-def stack() -> Iterator[Stack]:
-    stack = build_stack(CONFIG, bundled_description())
-    stack.bring_up()
-    try:
-        yield stack
-    finally:
-        stack.shut_down()
+def stack(lockstep_stack: Stack) -> Stack:
+    return lockstep_stack
 
 
 @pytest.fixture

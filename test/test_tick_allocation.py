@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from helpers import bundled_description, lockstep_config
+from helpers import lockstep_config
 
 from ct_controllers.controllers.controller import Controller
-from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.runtime.stack import Stack
 
 CONFIG = lockstep_config()
 TICKS = 1000  # steady ticks traced
@@ -127,13 +126,8 @@ def steady_tick_growth(
 
 
 @pytest.fixture
-def stack() -> Iterator[Stack]:
-    stack = build_stack(CONFIG, bundled_description())
-    stack.bring_up()
-    try:
-        yield stack
-    finally:
-        stack.shut_down()
+def stack(lockstep_stack: Stack) -> Stack:
+    return lockstep_stack
 
 
 def test_holding_ticks_keep_no_memory(stack):
