@@ -5,12 +5,15 @@ ERROR."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from helpers import lockstep_config
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
 from sensor_msgs.msg import JointState as JointStateMessage
 
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
@@ -51,45 +54,68 @@ def stack_running(
     return stack, manager, controller
 
 
+@contextmanager
+def telemetry_nodes(
+    name: str, listener_name: str
+) -> Iterator[tuple[Node, Node, SingleThreadedExecutor]]:
+    """rclpy in this process: a node for the publishers (namespace /ct) and a listener, on one
+    executor; destroyed when done, not left to the garbage collector — a node's DDS participant
+    outlives rclpy.shutdown() while the node object lives, and would serve its latched topics
+    (/robot_description) to the later tests of the session."""
+    rclpy.init()
+    try:
+        node = rclpy.create_node(name, namespace="/ct")
+        listener = rclpy.create_node(listener_name)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.add_node(listener)
+        try:
+            yield node, listener, executor
+        finally:
+            executor.shutdown()
+            listener.destroy_node()
+            node.destroy_node()
+    finally:
+        rclpy.shutdown()
+
+
 def test_an_injected_overrun_is_counted_and_reported_on_diagnostics() -> None:
     """A controller that computes for 5 ms once makes the loop count it as an overrun, and
     /diagnostics reports the count, the per-stage times and a compute maximum above 5 ms."""
     stack, manager, _ = stack_running(SlowOnce)
     publishers: StatePublishers | None = None
-    rclpy.init()
-    try:
-        node = rclpy.create_node("ct_telemetry_test", namespace="/ct")
-        listener = rclpy.create_node("ct_telemetry_listener")
-        received: list[DiagnosticArray] = []
-        listener.create_subscription(DiagnosticArray, "/diagnostics", received.append, 10)
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.add_node(listener)
-        stack.bring_up()
-        publishers = StatePublishers(node, stack, manager, diagnostics_rate=5.0)
-        stack.loop.run_ticks(500)  # lockstep: 0.5 s of sim time, the slow tick among them
-        publishers.start()
-        overruns = stack.loop.timing.overruns
-        assert overruns >= 1  # the slow tick (others may overrun on a loaded machine, too)
-        deadline = time.monotonic() + 10.0
-        values: dict[str, str] = {}
-        while time.monotonic() < deadline and not values:
-            executor.spin_once(timeout_sec=0.1)
-            for message in received:
-                for status in message.status:
-                    if "control loop" in status.name:
-                        values = {kv.key: kv.value for kv in status.values}
-        assert values, "no control-loop status on /diagnostics"
-        assert int(values["overruns"]) == overruns
-        assert float(values["compute_max_us"]) >= 5000.0
-        assert float(values["stage_controller_max_us"]) >= 5000.0
-        for stage in ("read", "guard", "controller", "limiter", "write"):
-            assert np.isfinite(float(values[f"stage_{stage}_p50_us"]))
-    finally:
-        if publishers is not None:
-            publishers.stop()
-        stack.shut_down()
-        rclpy.shutdown()
+    with telemetry_nodes("ct_telemetry_test", "ct_telemetry_listener") as (
+        node,
+        listener,
+        executor,
+    ):
+        try:
+            received: list[DiagnosticArray] = []
+            listener.create_subscription(DiagnosticArray, "/diagnostics", received.append, 10)
+            stack.bring_up()
+            publishers = StatePublishers(node, stack, manager, diagnostics_rate=5.0)
+            stack.loop.run_ticks(500)  # lockstep: 0.5 s of sim time, the slow tick among them
+            publishers.start()
+            overruns = stack.loop.timing.overruns
+            assert overruns >= 1  # the slow tick (others may overrun on a loaded machine, too)
+            deadline = time.monotonic() + 10.0
+            values: dict[str, str] = {}
+            while time.monotonic() < deadline and not values:
+                executor.spin_once(timeout_sec=0.1)
+                for message in received:
+                    for status in message.status:
+                        if "control loop" in status.name:
+                            values = {kv.key: kv.value for kv in status.values}
+            assert values, "no control-loop status on /diagnostics"
+            assert int(values["overruns"]) == overruns
+            assert float(values["compute_max_us"]) >= 5000.0
+            assert float(values["stage_controller_max_us"]) >= 5000.0
+            for stage in ("read", "guard", "controller", "limiter", "write"):
+                assert np.isfinite(float(values[f"stage_{stage}_p50_us"]))
+        finally:
+            if publishers is not None:
+                publishers.stop()
+            stack.shut_down()
 
 
 class Kill(BaseException):
@@ -114,43 +140,41 @@ def test_a_dead_loop_stops_joint_states_and_is_an_error_on_diagnostics() -> None
     stack, manager, dying = stack_running(DiesAfterArmed)
     assert isinstance(dying, DiesAfterArmed)
     publishers: StatePublishers | None = None
-    rclpy.init()
-    try:
-        node = rclpy.create_node("ct_dead_loop_test", namespace="/ct")
-        listener = rclpy.create_node("ct_dead_loop_listener")
-        states: list[JointStateMessage] = []
-        diagnostics: list[DiagnosticArray] = []
-        listener.create_subscription(JointStateMessage, "/ct/joint_states", states.append, 100)
-        listener.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.add_node(listener)
-        publishers = StatePublishers(node, stack, manager, diagnostics_rate=5.0)
-        stack.start()
-        publishers.start()
-        dying.armed_at = time.monotonic()
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline and stack.loop.running:
-            executor.spin_once(timeout_sec=0.05)
-        assert not stack.loop.running and stack.loop.stopped_reason is not None
-        diagnostics.clear()
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:  # settle: messages sent before the death arrive
-            executor.spin_once(timeout_sec=0.05)
-        after = len(states)
-        assert after > 10, "too few joint states before the death to tell"
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.05)
-        assert len(states) == after, "joint states still published by a dead loop"
-        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in states]
-        assert len(stamps) == len(set(stamps)), "a stamp was published twice"
-        statuses = [s for m in diagnostics for s in m.status if "control loop" in s.name]
-        assert statuses, "no diagnostics after the death"
-        assert all(s.level == DiagnosticStatus.ERROR for s in statuses)
-        assert all("control loop stopped: Kill: injected" in s.message for s in statuses)
-    finally:
-        if publishers is not None:
-            publishers.stop()
-        stack.shut_down()
-        rclpy.shutdown()
+    with telemetry_nodes("ct_dead_loop_test", "ct_dead_loop_listener") as (
+        node,
+        listener,
+        executor,
+    ):
+        try:
+            states: list[JointStateMessage] = []
+            diagnostics: list[DiagnosticArray] = []
+            listener.create_subscription(JointStateMessage, "/ct/joint_states", states.append, 100)
+            listener.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+            publishers = StatePublishers(node, stack, manager, diagnostics_rate=5.0)
+            stack.start()
+            publishers.start()
+            dying.armed_at = time.monotonic()
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline and stack.loop.running:
+                executor.spin_once(timeout_sec=0.05)
+            assert not stack.loop.running and stack.loop.stopped_reason is not None
+            diagnostics.clear()
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:  # settle: messages sent before the death arrive
+                executor.spin_once(timeout_sec=0.05)
+            after = len(states)
+            assert after > 10, "too few joint states before the death to tell"
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.05)
+            assert len(states) == after, "joint states still published by a dead loop"
+            stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in states]
+            assert len(stamps) == len(set(stamps)), "a stamp was published twice"
+            statuses = [s for m in diagnostics for s in m.status if "control loop" in s.name]
+            assert statuses, "no diagnostics after the death"
+            assert all(s.level == DiagnosticStatus.ERROR for s in statuses)
+            assert all("control loop stopped: Kill: injected" in s.message for s in statuses)
+        finally:
+            if publishers is not None:
+                publishers.stop()
+            stack.shut_down()

@@ -13,9 +13,10 @@ Conventions are :mod:`ct_controllers.model.robot`'s: model order, 4x4 poses in t
 6 x nv Jacobians (linear; angular) at the frame origin with world-aligned axes.
 
 The arrays returned are read-only views of this state's own buffers (the same array objects
-every tick), valid until the next :meth:`~ModelState.update` — the next tick — which overwrites
-them: copy what you keep. Not thread-safe: the control
-thread owns the loop's model states; any other thread (goal checks, gain checks) keeps its own.
+every tick), valid until the state is bound to the next configuration — the next tick — which
+overwrites them: copy what you keep. Not thread-safe: the control thread owns the model states
+of the controllers and chains it runs; any other thread (goal checks, gain checks, a chain's
+``prepare``) keeps its own.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 
 # What has been computed at the current configuration (bit flags).
 _JOINTS = 1  # every joint placement (data.oMi)
-_GRAVITY = 4
-_BIAS = 8
-_MASS = 16
+_GRAVITY = 2
+_BIAS = 4
+_MASS = 8
 
 
 def _read_only(array: FloatArray) -> FloatArray:

@@ -140,6 +140,7 @@ class QpDiffIk(DifferentialIkBase):
         self._solver: Any = None
         self._no_constraints = np.zeros((0, n))  # DAQP: simple bounds only, no general rows
         self._identity = np.eye(n)
+        # μ² I for each number m ≤ 6 of active task rows.
         self._projector_damping = tuple(np.eye(m) * PROJECTOR_DAMPING_SQUARED for m in range(7))
         if qp_solver == OSQP:
             # The builtin algebra named, not looked up: OSQP's default lookup tries to import

@@ -107,7 +107,7 @@ class TaskCache:
     damping_squared: float
     damping_squared_span: float
     velocity_limit: FloatArray
-    identity: tuple[FloatArray, ...]  # identity[k]: the k x k identity, k ≤ 6
+    identity: tuple[FloatArray, ...]  # identity[m]: the m x m identity, m ≤ 6 task rows
 
 
 def rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:
