@@ -26,7 +26,7 @@ from ct_controllers.hardware.interface import (
 @pytest.fixture(scope="module", params=BACKENDS)
 def rig(request, frozen_module_heap) -> Iterator[Rig]:
     """One rig per backend for the whole module; each test leaves it healthy. Real-time
-    deadlines of 30-60 ms against threads of this process: the heap is frozen before the first
+    deadlines of 100-200 ms against threads of this process: the heap is frozen before the first
     rig (conftest.frozen_module_heap)."""
     rig = make_rig(request.param)
     try:

@@ -47,7 +47,7 @@ ORIENTATION_TOLERANCE = 0.01  # [rad]
 @pytest.fixture(scope="module", params=MODES, ids=[f"{b}-{m}" for b, m, _ in MODES])
 def rig(request: pytest.FixtureRequest, frozen_module_heap: None) -> Iterator[Rig]:
     """One rig per backend and mode for the module; each test leaves it holding, healthy.
-    Real-time deadlines of 30-60 ms against threads of this process: the heap is frozen before
+    Real-time deadlines of 100-200 ms against threads of this process: the heap is frozen before
     the first rig (conftest.frozen_module_heap)."""
     backend, mode, overrides = request.param
     rig = make_rig(backend, **overrides)

@@ -32,8 +32,8 @@ Scenarios, each from rest at the home pose, in this order on one rig per backend
   MoveJoints goal replaces it; ok when the first ends PREEMPTED and the second is reached as in
   ``joint_motion``. Error: the second's, [rad]; time: the whole scenario.
 
-The 100 Hz CANopen rig runs here with 100 ms state, command and PDO deadlines (``SLACK``; the
-tests' rigs: 60 ms): this bench measures motions, not fault reactions (``ct-bench faults``
+The 100 Hz CANopen rig runs with 100 ms state, command and PDO deadlines, as in the tests
+(``sim/rigs.py``): this bench measures motions, not fault reactions (``ct-bench faults``
 does), and a loaded machine stalls the pure-Python bus for longer than 60 ms now and then.
 Times are on the backend's clock (sim time for MuJoCo).
 
@@ -89,17 +89,6 @@ OBJECT_WIDTH = 0.05  # [m] the plant rigs' object, as wide as MuJoCo's cube
 GRASP_TIMEOUT = 30.0  # [s] the phase machine's own timeouts end it first
 REST_SPEED = 0.02  # [rad/s] "at rest": the 100 Hz torque rigs' quarter gains ring at ~0.01
 REST_TIMEOUT = 2.0  # [s] after a cancel
-# Deadlines of the 100 Hz CANopen rig for this bench: it measures motions, not fault reactions
-# (``ct-bench faults`` does), and a loaded 2-core machine stalls the pure-Python bus and its
-# simulated drives for 60-90 ms now and then (seen here), past the tests' 60 ms. Not more: a
-# stalled loop leaves torque drives on their last torque until a deadline ends it.
-SLACK: dict[str, dict[str, float]] = {
-    "canopen": {
-        "watchdog.state_timeout": 0.1,
-        "watchdog.command_timeout": 0.1,
-        "canopen.pdo_timeout": 0.1,
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -364,7 +353,7 @@ def run_backend(
     # of the process for tens of ms, longer than a 100 Hz bus's deadlines.
     gc.collect()
     gc.freeze()
-    rig = make_rig(backend, **MODES[(backend, mode)], **SLACK.get(backend, {}))
+    rig = make_rig(backend, **MODES[(backend, mode)])
     try:
         bench = Scenarios(rig, independent)
         bench.run_for(0.2)

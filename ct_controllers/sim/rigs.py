@@ -204,11 +204,13 @@ def make_rig(backend: str, object_width: float | None = None, **overrides: Any) 
                 "canopen.channel": f"ct_contract_can_{next(_unique)}",
                 "canopen.heartbeat_timeout": 0.1,  # python-can's software timers: slack
                 "canopen.master_heartbeat_timeout": 0.1,  # the drives watching us: the same
-                # 6 periods, not the default 3: the pure-Python bus jitters by several ms (a
-                # 30 ms deadline was missed by 1.8 ms in CI); the contract bounds scale with it.
-                "watchdog.state_timeout": 0.06,
-                "watchdog.command_timeout": 0.06,
-                "canopen.pdo_timeout": 0.06,
+                # 10 periods, not the default 3: the drives, the bus and the loop share this
+                # process's GIL in pure Python, and a full test session stalls them now and then
+                # (a 30 ms deadline was missed by 1.8 ms in CI, a 60 ms one by 1.9 ms); the
+                # contract bounds scale with it.
+                "watchdog.state_timeout": 0.1,
+                "watchdog.command_timeout": 0.1,
+                "canopen.pdo_timeout": 0.1,
                 **SLOW_LOOP_GAINS,
                 **overrides,
             }
