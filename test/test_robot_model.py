@@ -232,3 +232,23 @@ def test_a_model_built_from_another_is_an_independent_copy_with_the_same_dynamic
     assert copy.data is not original.data and copy.model is not original.model
     copy.model.armature[0] += 1.0
     assert copy.model.armature[0] != original.model.armature[0]
+
+
+def test_with_own_data_shares_the_tree_and_keeps_its_scratch_data_apart():
+    """``with_own_data`` gives the same pin.Model (shared, so per-tick model states of the
+    two are of one model) with scratch data of its own: evaluating one at a configuration
+    leaves what the other evaluated in its data untouched, and both evaluate alike."""
+    original = new_robot_model()
+    other = original.with_own_data()
+    assert other.model is original.model and other.data is not original.data
+    assert other.joint_names == original.joint_names and other.tcp_frame_id == original.tcp_frame_id
+    rng = np.random.default_rng(8)
+    q1, q2 = (pin.randomConfiguration(original.model) for _ in range(2))
+    pin.framesForwardKinematics(original.model, original.data, q1)
+    before = original.data.oMf[original.tcp_frame_id].homogeneous
+    np.testing.assert_array_equal(other.frame_pose(q2), original.frame_pose(q2))
+    pin.framesForwardKinematics(original.model, original.data, q1)
+    other.frame_pose(q2)  # evaluates in other.data only
+    np.testing.assert_array_equal(original.data.oMf[original.tcp_frame_id].homogeneous, before)
+    v = rng.normal(size=original.nv)
+    np.testing.assert_array_equal(other.bias(q1, v), original.bias(q1, v))
