@@ -202,7 +202,7 @@ class Scenarios:
     def cartesian(self) -> tuple[bool, float | None, str, float, str]:
         snapshot = self.loop.snapshot()
         assert snapshot is not None
-        model = RobotModel(self.model.model, self.config.tcp_frame, self.config.base_frame)
+        model = self.model.with_own_data()
         target = model.frame_pose(snapshot.position).copy()
         target[:3, 3] += OFFSET
         chain = CartesianChain(

@@ -24,7 +24,6 @@ import threading
 import time
 
 from ct_controllers.config import load_config
-from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL
 from ct_controllers.runtime.stack import build_stack
@@ -41,7 +40,7 @@ def run(seconds: float, switch_interval: float, every: float | None) -> dict:
         nonlocal builds
         assert every is not None
         while not stop.wait(every):
-            model = RobotModel(stack.model.model, config.tcp_frame, config.base_frame)
+            model = stack.model.with_own_data()
             QpDiffIk(model, config.arm_joints)
             builds += 1
 

@@ -39,9 +39,7 @@ class CartesianChain(Controller):
         self.stage_breakdown: dict[str, float] = {"diff_ik": 0.0, "joint_controller": 0.0}
         # A second model for errors() on the goal's thread (Pinocchio scratch data is not
         # thread-safe; the control thread uses ``model``).
-        self._error_model = RobotModel(
-            model.model, model.model.frames[model.tcp_frame_id].name, self.base_frame
-        )
+        self._error_model = model.with_own_data()
         self._target = CartesianTarget(
             pose=np.array(target, dtype=np.float64), frame=self.base_frame
         ).validated(self.base_frame)

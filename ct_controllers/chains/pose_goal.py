@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.controllers.controller import Controller, FloatArray
 from ct_controllers.ik.solver import IkOptions, IkSolver
-from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.joint_approach import JointSpaceApproach
 from ct_controllers.references.reference_generator import ReferenceGenerator
@@ -61,7 +60,7 @@ def goal_ik(stack: Stack) -> IkSolver:
     """The goal check's IK (its own model: the solver is not thread-safe): the TCP, the gripper
     joints locked, the arm's joint limits less the margin of the loop's limit approach."""
     config = stack.config
-    model = RobotModel(stack.model.model, config.tcp_frame, config.base_frame)
+    model = stack.model.with_own_data()
     approach = stack.loop.reference_limits.approach
     margin = 0.0
     if approach is not None:
@@ -77,11 +76,12 @@ def pose_chain(
     stack: Stack, joint_controller: Controller, pose: FloatArray, goal: FloatArray | None
 ) -> CartesianChain:
     """The chain of one goal: toward ``pose`` (4x4, base frame) through ``goal`` (the goal check's
-    IK solution, model order; None: the differential IK alone) → ``joint_controller``. Its own
-    model (a copy of the parsed one: this runs on a goal's thread, which shares the GIL with the
-    control loop, and parsing the URDF holds it for ~0.8 ms — an overrun at 1 kHz)."""
+    IK solution, model order; None: the differential IK alone) → ``joint_controller``. The
+    stack's model with scratch data of its own (not a parse of the URDF nor a copy of the tree:
+    this runs on a goal's thread, which shares the GIL with the control loop, and parsing the
+    URDF holds it for ~0.8 ms — an overrun at 1 kHz)."""
     config = stack.config
-    model = RobotModel(stack.model.model, config.tcp_frame, config.base_frame)
+    model = stack.model.with_own_data()
     diff_ik = QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor)
     generator: ReferenceGenerator = diff_ik
     if goal is not None:

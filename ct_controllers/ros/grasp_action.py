@@ -26,7 +26,6 @@ from ct_controllers.chains.grasp_runner import (
     build_grasp_runner,
     grip_force_refusal,
 )
-from ct_controllers.model.robot import RobotModel
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
 from ct_controllers.ros.pose_goals import (
     GoalRejected,
@@ -53,9 +52,7 @@ class GraspServer:
         )
         self.config = stack.config
         self.loop = stack.loop
-        self._feedback_model = RobotModel(
-            stack.description.urdf, self.config.tcp_frame, self.config.base_frame
-        )
+        self._feedback_model = stack.model.with_own_data()  # this node's goal threads
         self.server = motion_action_server(
             node,
             Grasp,
