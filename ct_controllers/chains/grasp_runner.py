@@ -217,7 +217,9 @@ class GraspRunner(Controller):
             tau[self.fingers] = self.gripper.compute(
                 state, finger_target, limit, dt, evaluated if self._gripper_shares else None
             )
-            joint_reference = self._with_fingers(joint_reference)
+            # The differential IK's reference (its arrays are this tick's own) completed in place
+            # with the gripper servo's on the fingers.
+            self.gripper.fill_reference(joint_reference)
             after_controller = clock()
         if observation is not None:
             breakdown["task"] = after_task - start
@@ -228,12 +230,6 @@ class GraspRunner(Controller):
         # Frozen (DONE, FAILED): the drives' default limits, holding the measured position.
         drive_limits = None if output.tcp_target is None else self._effort_limit
         return ControlOutput(tau, joint_reference, drive_limits)
-
-    def _with_fingers(self, arm: JointReference) -> JointReference:
-        """``arm`` (the differential IK's, every joint; its arrays are this tick's own) completed
-        in place with the gripper servo's reference on the fingers."""
-        self.gripper.fill_reference(arm)
-        return arm
 
     def _record(self, now: float, output: TaskOutput, observation: GraspObservation) -> TaskRecord:
         error = (
