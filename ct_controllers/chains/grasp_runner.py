@@ -43,7 +43,6 @@ from ct_controllers.controllers.safe_hold import safe_hold_at
 from ct_controllers.hardware.interface import (
     POSITION,
     ObjectObservation,
-    ObjectSensing,
     SystemInterface,
 )
 from ct_controllers.model.model_state import ModelState
@@ -249,11 +248,6 @@ class GraspRunner(Controller):
         )
 
 
-def object_reader(sensor: ObjectSensing) -> Callable[[], ObjectReading]:
-    """The runner's view of an object sensor: its own reading, as it reports it."""
-    return sensor.observe
-
-
 BACKEND_SENSOR: Final = "backend"  # build_grasp_runner: the backend's object sensor
 
 
@@ -276,7 +270,7 @@ def build_grasp_runner(
     reader: Callable[[], ObjectReading] | None
     if isinstance(sense_object, str):  # BACKEND_SENSOR
         sensor = stack.hardware.object_sensor()
-        reader = None if sensor is None else object_reader(sensor)
+        reader = None if sensor is None else sensor.observe  # its reading, as it reports it
     else:
         reader = sense_object
     return GraspRunner(
