@@ -158,10 +158,12 @@ def test_a_dead_loop_stops_joint_states_and_is_an_error_on_diagnostics() -> None
             while time.monotonic() < deadline and stack.loop.running:
                 executor.spin_once(timeout_sec=0.05)
             assert not stack.loop.running and stack.loop.stopped_reason is not None
-            diagnostics.clear()
             deadline = time.monotonic() + 1.5
             while time.monotonic() < deadline:  # settle: messages sent before the death arrive
                 executor.spin_once(timeout_sec=0.05)
+            # Judged from here on: a status sent just before the death may arrive after the
+            # death was seen (it was cleared too early, and read OK, once in CI).
+            diagnostics.clear()
             after = len(states)
             assert after > 10, "too few joint states before the death to tell"
             deadline = time.monotonic() + 1.0
