@@ -245,6 +245,59 @@ def test_the_unconstrained_minimizer_is_the_solvers_optimum_when_no_bound_binds(
     assert counts["unconstrained"] >= 5 and counts["solved"] >= 5, counts
 
 
+def test_the_quick_feasibility_test_agrees_with_the_bounds(robot, home):
+    """The tick tests the unconstrained minimizer on v and q* + dt·v rather than on the QP's
+    bounds [l, u]; it must take the same branch. At 200 random q* — a third of them within
+    0.1 rad of a joint limit, some outside the margin — toward near and far targets: where the
+    minimizer of P u = −q (LU solve) lies in [l, u] the tick says "unconstrained" and gives
+    B u (1e-10); where it does not, the tick asked DAQP and its v* is DAQP's on the same QP,
+    inside [v_lo, v_hi]. Both branches are seen, position bounds binding among them."""
+    rng = np.random.default_rng(5)
+    arm = robot.indices(ARM)
+    lower, upper = robot.limits.lower[arm], robot.limits.upper[arm]
+    settings = parameters(bandwidth=np.full(7, 20.0), velocity_scale=0.5, position_margin=0.05)
+    generator = QpDiffIk(new_robot_model(), ARM, settings)
+    exact = QpDiffIk(new_robot_model(), ARM, settings)
+    counts = {"unconstrained": 0, "solved": 0, "position": 0}
+    for trial in range(200):
+        q = home.copy()
+        q[arm] += rng.uniform(-0.5, 0.5, 7)
+        if trial % 3 == 0:  # one joint near (or past the margin of) a limit
+            joint = rng.integers(7)
+            edge = lower[joint] if rng.random() < 0.5 else upper[joint]
+            q[arm[joint]] = edge - np.sign(edge - q[arm[joint]]) * rng.uniform(0.0, 0.1)
+        target = robot.frame_pose(q)
+        target[:3, 3] += rng.normal(scale=0.003 if trial % 2 else 0.05, size=3)
+        posture = q[arm] + rng.normal(scale=0.2, size=7)
+        goal = CartesianTarget(target, "base_link")
+        task = generator._task.at(q, q[arm], goal, settings, posture).view
+        qp, v_low, v_high = exact.box_qp(task, DT)
+        velocity, _, status = generator._solve(task, DT)
+        u = np.linalg.solve(qp.hessian, qp.descent)
+        inside = bool(np.all(qp.lower <= u) and np.all(u <= qp.upper))
+        if inside:
+            assert status == "unconstrained"
+            np.testing.assert_allclose(
+                velocity, settings.bandwidth * u, rtol=0, atol=1e-10 * np.abs(velocity).max()
+            )
+        else:
+            assert status == "solved"
+            expected, ok, _ = exact.solve_bounded(qp)
+            assert ok
+            np.testing.assert_allclose(
+                velocity, settings.bandwidth * expected, rtol=0, atol=1e-9
+            )
+            position_bound = (v_low > -task.velocity_limit) | (v_high < task.velocity_limit)
+            speeds = settings.bandwidth * u
+            counts["position"] += bool(
+                np.any(position_bound & ((speeds < v_low) | (speeds > v_high)))
+            )
+        assert np.all(velocity >= v_low) and np.all(velocity <= v_high)
+        counts[status] += 1
+    assert counts["unconstrained"] >= 20 and counts["solved"] >= 20, counts
+    assert counts["position"] >= 5, counts
+
+
 def test_margin_leaving_no_range_is_rejected(robot):
     """A position margin of half a joint's range or more is a GainError naming the parameter
     and the joints."""

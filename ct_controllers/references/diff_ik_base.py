@@ -251,7 +251,8 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
             self._synchronise(state)
             resynced = True
         elif parameters.resync_threshold is not None:
-            drift = np.abs(np.asarray(state.q)[q_sel] - integrator.q_ref[q_sel]).max()
+            offsets = (np.asarray(state.q)[q_sel] - integrator.q_ref[q_sel]).tolist()
+            drift = max(max(offsets), -min(offsets))  # max |q − q*|
             if drift > parameters.resync_threshold:
                 self._synchronise(state)
                 integrator.forget_velocity()
@@ -274,18 +275,18 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         reference = integrator.integrate(
             q, velocity, dt, parameters.acceleration == FINITE_DIFFERENCE and not resynced
         )
-        self.status = DiffIkStatus(
-            position_error=tick.position_error,
-            orientation_error=tick.orientation_error,
-            converged=tick.position_error <= parameters.position_tolerance
+        self.status = DiffIkStatus(  # positional: built every tick
+            tick.position_error,
+            tick.orientation_error,
+            tick.position_error <= parameters.position_tolerance
             and tick.orientation_error <= parameters.orientation_tolerance,
-            damping=math.sqrt(tick.view.damping_squared),
-            manipulability=tick.manipulability,
-            condition_number=tick.condition_number,
-            rate_scale=scale,
-            velocity_limited=velocity_limited,
-            resynced=resynced,
-            solver=solver,
+            math.sqrt(tick.view.damping_squared),
+            tick.manipulability,
+            tick.condition_number,
+            scale,
+            velocity_limited,
+            resynced,
+            solver,
         )
         return reference
 

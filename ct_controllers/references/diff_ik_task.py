@@ -42,10 +42,10 @@ _dpotrf = lapack.dpotrf
 _dposv = lapack.dposv
 
 
-@dataclass
-class TaskView:
+class TaskView(NamedTuple):
     """The weighted task of one tick, handed to :meth:`DifferentialIkBase._solve`; with
-    J_w⁺ = J_wᵀ (J_w J_wᵀ + λ² I)⁻¹ (the damped pseudo-inverse):
+    J_w⁺ = J_wᵀ (J_w J_wᵀ + λ² I)⁻¹ (the damped pseudo-inverse) (a NamedTuple: one is built
+    every tick):
 
     jacobian (m, n)     J_w, the active rows of W J at q*
     gram (m, m)         J_w J_wᵀ (undamped; the QP damps it with its own μ²)
@@ -103,11 +103,14 @@ class TaskCache:
     all_rows: bool
     unit_weights: bool
     row_weights: FloatArray
-    zeros_rows: FloatArray
     damping_squared: float
     damping_squared_span: float
     velocity_limit: FloatArray
-    identity: tuple[FloatArray, ...]  # identity[m]: the m x m identity, m ≤ 6 task rows
+    identity: FloatArray  # the m x m identity, m = the number of active task rows
+    minimum_damping: FloatArray  # λ_min² I (m x m): the damping away from singularities
+    # The three right-hand sides of the task's solve (m x 3, Fortran order, as LAPACK takes
+    # them): written each tick, column 1 only with a target twist (else zeros).
+    right_hand: FloatArray
 
 
 def rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:
@@ -139,6 +142,7 @@ class WeightedTask:
         self.v_sel = v_sel
         self.velocity_limit = velocity_limit
         self._cache: TaskCache | None = None
+        self._twist_written = False  # column 1 of the cache's right_hand holds a twist
         self._at_reference = ModelState(model)  # the model evaluated at q*
 
     def cache_for(self, parameters: DiffIkParameters) -> TaskCache:
@@ -146,17 +150,19 @@ class WeightedTask:
         if self._cache is None or self._cache.parameters is not parameters:
             weights = parameters.task_weights
             rows = np.flatnonzero(weights > 0)
+            identity = np.eye(rows.size)
             self._cache = TaskCache(
                 parameters=parameters,
                 rows=rows,
                 all_rows=rows.size == 6,
                 unit_weights=bool(np.all(weights[rows] == 1.0)),
                 row_weights=weights[rows].copy(),
-                zeros_rows=np.zeros(rows.size),
                 damping_squared=parameters.damping**2,
                 damping_squared_span=parameters.max_damping**2 - parameters.damping**2,
                 velocity_limit=self.velocity_limit * parameters.velocity_scale,
-                identity=tuple(np.eye(k) for k in range(7)),
+                identity=identity,
+                minimum_damping=identity * parameters.damping**2,
+                right_hand=np.zeros((rows.size, 3), order="F"),
             )
         return self._cache
 
@@ -199,7 +205,7 @@ class WeightedTask:
         if m > n:
             physical = active.T.dot(active)
         factor, info = _dpotrf(physical, lower=0, clean=0)
-        manipulability = float(factor.diagonal().prod()) if info == 0 else 0.0
+        manipulability = math.prod(factor.diagonal().tolist()) if info == 0 else 0.0
         condition = math.nan
         if parameters.singularity_measure == MANIPULABILITY:
             closeness = 1.0 - manipulability / parameters.singularity_threshold
@@ -212,21 +218,26 @@ class WeightedTask:
         damping_squared = cache.damping_squared
         if closeness > 0:
             damping_squared += cache.damping_squared_span * closeness * closeness
+            damped = gram + cache.identity * damping_squared
+        else:
+            damped = gram + cache.minimum_damping
 
         # One factorization of (J_w J_wᵀ + λ² I), three right-hand sides: the task error, the
         # feedforward twist and the posture displacement seen by the task.
         posture_step = posture - q
-        if goal.twist is None:
-            twist_rows = cache.zeros_rows
-        elif cache.all_rows:
-            twist_rows = cache.row_weights * goal.twist
-        else:
-            twist_rows = cache.row_weights * goal.twist[cache.rows]
-        right_hand = np.array((weighted_error, twist_rows, weighted.dot(posture_step)))
-        damped = gram + cache.identity[m] * damping_squared
+        right_hand = cache.right_hand
+        right_hand[:, 0] = weighted_error
+        if goal.twist is not None:
+            twist = goal.twist if cache.all_rows else goal.twist[cache.rows]
+            right_hand[:, 1] = cache.row_weights * twist
+        elif self._twist_written:
+            right_hand[:, 1] = 0.0
+        self._twist_written = goal.twist is not None
+        np.dot(weighted, posture_step, out=right_hand[:, 2])
         # damped is symmetric, so its transpose is the same matrix in the Fortran order LAPACK
-        # wants (and LAPACK may overwrite it: it is this tick's); right_hand.T likewise.
-        _, solved, info = _dposv(damped.T, right_hand.T, overwrite_a=1)
+        # wants (and LAPACK may overwrite it: it is this tick's); right_hand is read, not
+        # overwritten (the solution is a new array).
+        _, solved, info = _dposv(damped.T, right_hand, overwrite_a=1)
         if info != 0:
             raise FloatingPointError(f"J_w J_wᵀ + λ²I not positive definite (LAPACK info {info})")
         pseudo = weighted.T.dot(solved)  # J_w⁺ applied to the three columns
@@ -237,7 +248,10 @@ class WeightedTask:
         # the one factor α ≤ 1 that brings it within the TCP bounds. A far goal is then approached
         # at bounded speed along the DLS direction, and the QP's joint velocity bounds are not
         # what shapes the path (clipping joints one by one would bend it).
-        scale = rate_scale(jacobian.dot(parameters.bandwidth * task_step + feedforward), parameters)
+        motion = parameters.bandwidth * task_step
+        if goal.twist is not None:
+            motion += feedforward
+        scale = rate_scale(jacobian.dot(motion), parameters)
         if scale < 1.0:
             weighted_error = weighted_error * scale
             task_step = task_step * scale
