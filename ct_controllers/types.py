@@ -13,12 +13,13 @@ from numpy.typing import NDArray
 FloatArray = NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class JointState:
+class JointState(NamedTuple):
     """Measured state in model order: q [rad | m], v [rad/s | m/s], stamp [s] (the measurement
     time, on the hardware's clock), and the measured effort [N·m | N] — what the backend reports
     as applied on each joint, measured at the same stamp, NaN on joints it does not measure.
-    The control loop always fills effort; None only in states built by hand (tests, benches)."""
+    The control loop always fills effort; None only in states built by hand (tests, benches).
+    (A NamedTuple, immutable like a frozen dataclass: the loop builds one every tick, in a third
+    of a frozen dataclass's time.)"""
 
     stamp: float
     q: FloatArray

@@ -60,6 +60,9 @@ class ModelState:
         self.robot = model
         self.pin_model = model.model
         self.data = model.model.createData()
+        # The frame placements Pinocchio writes (a live view of ``data.oMf``, looked up once:
+        # the lookup through ``data`` costs more than the indexing).
+        self._placements = self.data.oMf
         self.tcp_frame_id = model.tcp_frame_id
         nv = model.nv
         self._zeros = _read_only(np.zeros(nv))
@@ -114,7 +117,8 @@ class ModelState:
             if not self._done & _JOINTS:
                 pin.forwardKinematics(self.pin_model, self.data, self.q)
                 self._done |= _JOINTS
-            self._store_pose(fid, pin.updateFramePlacement(self.pin_model, self.data, fid))
+            pin.updateFramePlacement(self.pin_model, self.data, fid)
+            self._store_pose(fid)
         return self._poses[fid][1]
 
     def frame_jacobian(self, frame_id: int | None = None) -> FloatArray:
@@ -131,14 +135,15 @@ class ModelState:
             )
             self._jacobian_done.add(fid)
             if fid not in self._posed:  # the pass placed this frame (only the joints it needs)
-                self._store_pose(fid, self.data.oMf[fid])
+                self._store_pose(fid)
         return buffers[1]
 
-    def _store_pose(self, fid: int, placement: pin.SE3) -> None:
+    def _store_pose(self, fid: int) -> None:
+        """Copy the frame's placement, as Pinocchio just wrote it, into this state's buffer."""
         buffers = self._poses.get(fid)
         if buffers is None:
             buffers = self._poses[fid] = _buffer((4, 4))
-        np.copyto(buffers[0], placement.homogeneous)
+        np.copyto(buffers[0], self._placements[fid].homogeneous)
         self._posed.add(fid)
 
     # --- dynamics --------------------------------------------------------------------------
