@@ -284,9 +284,7 @@ def test_the_quick_feasibility_test_agrees_with_the_bounds(robot, home):
             assert status == "solved"
             expected, ok, _ = exact.solve_bounded(qp)
             assert ok
-            np.testing.assert_allclose(
-                velocity, settings.bandwidth * expected, rtol=0, atol=1e-9
-            )
+            np.testing.assert_allclose(velocity, settings.bandwidth * expected, rtol=0, atol=1e-9)
             position_bound = (v_low > -task.velocity_limit) | (v_high < task.velocity_limit)
             speeds = settings.bandwidth * u
             counts["position"] += bool(

@@ -19,7 +19,6 @@ Fault classes (``FAULTS``):
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 
 import numpy as np
 
@@ -122,8 +121,8 @@ class InjectingSystem(SystemInterface):
             stamp -= 1.0
         elif fault == "future":
             stamp += 1.0
-        return replace(
-            sample, stamp=stamp, joint_names=tuple(names), position=position, velocity=velocity
+        return sample._replace(
+            stamp=stamp, joint_names=tuple(names), position=position, velocity=velocity
         )
 
     def _write(self, command: JointCommand, values: FloatArray) -> None:
