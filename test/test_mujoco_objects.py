@@ -7,9 +7,11 @@ import math
 
 import mujoco
 import numpy as np
+import pytest
 
 from ct_controllers.bench.grasp import grasp_setup, top_down_grasp
 from ct_controllers.config import load_config
+from ct_controllers.hardware import mujoco_objects
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
 CONFIG = load_config(overrides={"mujoco.mode": "lockstep"})
@@ -30,10 +32,15 @@ def _forces_by_mj_contact_force(model, data, cube: int, fingers: tuple[int, ...]
     return forces
 
 
-def test_grasp_contact_forces_match_mujoco_per_contact_extraction() -> None:
+@pytest.mark.parametrize("few_contacts", [mujoco_objects.FEW_CONTACTS, 0])
+def test_grasp_contact_forces_match_mujoco_per_contact_extraction(
+    few_contacts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """While the fingers hold the cube (several contacts per finger), the sensor's finger forces
     equal the sum of mj_contactForce normals over the cube–finger contacts, and its pose equals
-    the cube body's; both fingers press (> 1 N)."""
+    the cube body's; both fingers press (> 1 N). Read contact by contact (a few contacts) and
+    all at once (``FEW_CONTACTS`` 0: the path for many)."""
+    monkeypatch.setattr(mujoco_objects, "FEW_CONTACTS", few_contacts)
     setup = grasp_setup(CONFIG, CUBE)
     try:
         setup.task.start(GraspGoal(grasp_pose=top_down_grasp(*CUBE)))

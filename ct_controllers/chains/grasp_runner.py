@@ -147,8 +147,8 @@ class GraspRunner(Controller):
             # as old as the older of the two.
             stamp=min(state.stamp, reading.stamp),
             tcp_pose=evaluated.frame_pose(),  # read-only, this tick's
-            finger_positions=state.q[self.fingers].copy(),
-            finger_velocities=state.v[self.fingers].copy(),
+            finger_positions=state.q[self.fingers],  # copies (fancy indexing)
+            finger_velocities=state.v[self.fingers],
             # Measured finger efforts when the backend reports them; else none is claimed.
             finger_efforts=_measured(state.effort, self.fingers),
             contact_forces=reading.contact_forces,
@@ -322,5 +322,9 @@ def _measured(effort: FloatArray | None, fingers: np.ndarray) -> FloatArray | No
     if effort is None:
         return None
     values = effort[fingers]  # a copy (fancy indexing)
-    # The sum of a few values is finite exactly when each is (no sensor reports 1e308).
-    return np.abs(values, out=values) if math.isfinite(values.sum()) else None
+    # The sum of a few values is finite exactly when each is (no sensor reports 1e308); summed
+    # in Python floats, cheaper than numpy's sum on a few.
+    total = 0.0
+    for value in values.tolist():
+        total += value
+    return np.abs(values, out=values) if math.isfinite(total) else None

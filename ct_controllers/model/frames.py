@@ -89,9 +89,14 @@ def pose_error(current: FloatArray, desired: FloatArray) -> FloatArray:
 def pose_error_norms(current: FloatArray, desired: FloatArray) -> tuple[float, float]:
     """(‖p* − p‖ [m], ‖log3(R* Rᵀ)‖ [rad]): the sizes of :func:`pose_error`'s two parts, as
     plain floats (tolerance checks)."""
-    offset = np.asarray(desired)[:3, 3] - np.asarray(current)[:3, 3]
-    rotation = pin.log3(np.asarray(desired)[:3, :3] @ np.asarray(current)[:3, :3].T)
-    return math.sqrt(offset.dot(offset)), math.sqrt(rotation.dot(rotation))
+    current = np.asarray(current)
+    desired = np.asarray(desired)
+    # Three-element vectors in Python floats (cheaper than numpy calls); R* Rᵀ stays numpy's.
+    x, y, z = current[:3, 3].tolist()
+    dx, dy, dz = desired[:3, 3].tolist()
+    dx, dy, dz = dx - x, dy - y, dz - z
+    rx, ry, rz = pin.log3(desired[:3, :3] @ current[:3, :3].T).tolist()
+    return math.sqrt(dx * dx + dy * dy + dz * dz), math.sqrt(rx * rx + ry * ry + rz * rz)
 
 
 def shift_jacobian(jacobian: FloatArray, offset: FloatArray) -> FloatArray:

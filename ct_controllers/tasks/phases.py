@@ -191,19 +191,37 @@ def _finite(observation: GraspObservation) -> bool:
     """Every number of the observation is finite: a sum of squares is finite exactly when every
     term is (a finite one past 1e154 overflows and reads as not finite: no sensor reports
     such numbers)."""
-    vdot = np.vdot
-    total = (
-        vdot(observation.tcp_pose, observation.tcp_pose)
-        + vdot(observation.finger_positions, observation.finger_positions)
-        + vdot(observation.finger_velocities, observation.finger_velocities)
-    )
-    if observation.finger_efforts is not None:
-        total += vdot(observation.finger_efforts, observation.finger_efforts)
-    if observation.contact_forces is not None:
-        total += vdot(observation.contact_forces, observation.contact_forces)
+    # The poses by one numpy dot each; the per-finger arrays (a few values) in Python floats,
+    # cheaper than a numpy call each.
+    pose = observation.tcp_pose.ravel()
+    total = pose.dot(pose)
+    for values in (
+        observation.finger_positions,
+        observation.finger_velocities,
+        observation.finger_efforts,
+        observation.contact_forces,
+    ):
+        if values is not None:
+            for value in values.tolist():
+                total += value * value
     if observation.object_pose is not None:
-        total += vdot(observation.object_pose, observation.object_pose)
+        pose = observation.object_pose.ravel()
+        total += pose.dot(pose)
     return math.isfinite(observation.stamp) and math.isfinite(total)
+
+
+def _summed(values: list[float]) -> float:
+    """Σ values, added in order from the first (as numpy sums fewer than 8 values)."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+def _distance(a: list[float], b: list[float]) -> float:
+    """‖a − b‖ [m] of two 3-vectors, in Python floats (cheaper than numpy on three values)."""
+    x, y, z = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+    return math.sqrt(x * x + y * y + z * z)
 
 
 class GraspTask:
@@ -237,6 +255,7 @@ class GraspTask:
         self._release_object: FloatArray | None = None
         self._release_tcp: FloatArray | None = None
         self._carry_targets: list[tuple[str, FloatArray]] = []
+        self._carry_stages: list[str] = []  # the names of _carry_targets' stages, in order
         self._phase_durations: dict[Phase, float] = {}
         self._stage_target: FloatArray | None = None  # of the current stage, read-only
         self._stage_output: TaskOutput | None = None  # of the current stage
@@ -327,24 +346,26 @@ class GraspTask:
 
     def _close(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
         p = self.parameters
-        aperture = np.asarray(obs.finger_positions)
-        if usable and np.all(aperture < p.empty_minimum):
+        # Per-finger values as Python floats: a few comparisons, cheaper than numpy calls.
+        aperture = obs.finger_positions.tolist()
+        if usable and all(opening < p.empty_minimum for opening in aperture):
             return self._fail(
                 now,
                 "fingers closed on nothing",
                 {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])},
             )
-        contact = obs.contact_forces is not None and bool(
-            np.all(np.asarray(obs.contact_forces) >= p.contact_force)
+        contact = obs.contact_forces is not None and all(
+            force >= p.contact_force for force in obs.contact_forces.tolist()
         )
         # Stalled: still, above the empty minimum (blocked short of the closed target, 0), and
         # pressing with the grasp force where the effort is measured.
-        stalled = bool(
-            np.all(np.abs(obs.finger_velocities) <= p.stall_speed)
-            and np.all(aperture > p.empty_minimum)
+        minimum = 0.8 * self.goal.grasp_effort  # type: ignore[union-attr]
+        stalled = (
+            all(abs(speed) <= p.stall_speed for speed in obs.finger_velocities.tolist())
+            and all(opening > p.empty_minimum for opening in aperture)
             and (
                 obs.finger_efforts is None
-                or np.all(np.abs(obs.finger_efforts) >= 0.8 * self.goal.grasp_effort)  # type: ignore[union-attr]
+                or all(abs(effort) >= minimum for effort in obs.finger_efforts.tolist())
             )
         )
         if self._judge(now, obs, usable and (contact or stalled)):
@@ -353,7 +374,7 @@ class GraspTask:
             else:
                 measured = obs.finger_efforts is not None
                 self._checked("finger_stall_effort" if measured else "finger_stall_position")
-            self._grip_width = float(aperture.sum())
+            self._grip_width = _summed(aperture)
             self._object_in_tcp = (
                 None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
             )
@@ -365,6 +386,7 @@ class GraspTask:
                     "right_force": float(obs.contact_forces[1]),
                 }
             self._carry_targets = self._plan_carry()
+            self._carry_stages = [name for name, _ in self._carry_targets]
             self._enter(
                 now,
                 Phase.HOLD,
@@ -383,9 +405,11 @@ class GraspTask:
         slip = self._slip(obs, self._object_in_tcp) if usable else math.inf
         if usable and slip > p.slip_failure:
             return self._fail(now, "object slipped out of the grasp", {"slip": slip})
-        aperture = np.asarray(obs.finger_positions)
-        drift = self._width_change(aperture) if usable else math.inf
-        if usable and aperture.sum() < 2 * p.empty_minimum:
+        # Per-finger values as Python floats: a few comparisons, cheaper than numpy calls.
+        aperture = obs.finger_positions.tolist()
+        width = _summed(aperture)
+        drift = self._width_change(width) if usable else math.inf
+        if usable and width < 2 * p.empty_minimum:
             return self._fail(
                 now,
                 "object lost: the fingers closed on nothing",
@@ -399,33 +423,38 @@ class GraspTask:
         efforts = obs.finger_efforts
         if efforts is not None:
             minimum = p.grip_effort_fraction * self.goal.grasp_effort  # type: ignore[union-attr]
-            grip = grip and bool(np.all(np.abs(efforts) >= minimum))
-        names = [name for name, _ in self._carry_targets]
-        stage_index = names.index(self.stage)
+            grip = grip and all(abs(effort) >= minimum for effort in efforts.tolist())
         target = self._target()
         position, angle = pose_error_norms(obs.tcp_pose, target) if usable else (math.inf, math.inf)
         reached = position <= p.position_tolerance and angle <= p.orientation_tolerance
-        values = {
-            "position_error": position,
-            "orientation_error": angle,
-            "slip": slip,
-            "grip_width_change": drift,
-        }
         condition = usable and reached and grip
-        checks = ["tcp_pose", "aperture"] + ([] if efforts is None else ["grip_effort"])
+        rise: float | None = None  # [m] judged in the lift stage where the object is observed
+        hold_slip: float | None = None  # [m] judged in the hold stage where it is observed
         if self.stage == "lift" and obs.object_pose is not None and self._grasp_height is not None:
-            checks.append("object_rise")
-            rise = float(obs.object_pose[2, 3]) - self._grasp_height
-            values["object_rise"] = rise
+            rise = obs.object_pose.item(2, 3) - self._grasp_height
             condition = condition and rise >= 0.8 * self.goal.lift_height  # type: ignore[union-attr]
         if self.stage == "hold" and obs.object_pose is not None:
             hold_slip = self._slip(obs, self._object_in_tcp_at_hold) if usable else math.inf
-            values["hold_slip"] = hold_slip
             condition = condition and hold_slip <= p.slip_tolerance
-            checks.append("object_slip")
         if self._judge(now, obs, condition):
+            # The verdict's values and checks, built only when it is reached (not every tick).
+            values = {
+                "position_error": position,
+                "orientation_error": angle,
+                "slip": slip,
+                "grip_width_change": drift,
+            }
+            checks = ["tcp_pose", "aperture"] + ([] if efforts is None else ["grip_effort"])
+            if rise is not None:
+                values["object_rise"] = rise
+                checks.append("object_rise")
+            if hold_slip is not None:
+                values["hold_slip"] = hold_slip
+                checks.append("object_slip")
             self._checked(*checks)
-            if stage_index + 1 < len(self._carry_targets):
+            names = self._carry_stages
+            stage_index = names.index(self.stage)
+            if stage_index + 1 < len(names):
                 self._next_stage(now, names[stage_index + 1])
                 if self.stage == "hold":
                     self._object_in_tcp_at_hold = (
@@ -440,9 +469,9 @@ class GraspTask:
 
     def _release(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
         p = self.parameters
-        opening = np.asarray(obs.finger_positions)
         if self.stage == "opening":
-            if self._judge(now, obs, usable and bool(np.all(opening >= p.release_width))):
+            opened = all(opening >= p.release_width for opening in obs.finger_positions.tolist())
+            if self._judge(now, obs, usable and opened):
                 self._checked("fingers_open")
                 self._next_stage(now, "retreat")
                 # The object settles as the fingers let go; it must stay put from here on.
@@ -451,10 +480,10 @@ class GraspTask:
                 )
             return None
         assert self._release_tcp is not None
-        moved_away = float(np.linalg.norm(obs.tcp_pose[:3, 3] - self._release_tcp[:3, 3]))
+        moved_away = _distance(obs.tcp_pose[:3, 3].tolist(), self._release_tcp[:3, 3].tolist())
         if obs.object_pose is not None and self._release_object is not None:
-            object_moved = float(
-                np.linalg.norm(obs.object_pose[:3, 3] - self._release_object[:3, 3])
+            object_moved = _distance(
+                obs.object_pose[:3, 3].tolist(), self._release_object[:3, 3].tolist()
             )
         else:
             object_moved = 0.0  # nothing to observe: the retreat distance alone decides
@@ -493,11 +522,11 @@ class GraspTask:
         stages.append(("put_down", np.array(place)))
         return stages
 
-    def _width_change(self, aperture: FloatArray) -> float:
-        """Change [m] of the grip width (both openings summed) since CLOSE ended."""
+    def _width_change(self, width: float) -> float:
+        """Change [m] of the grip width ``width`` (both openings summed) since CLOSE ended."""
         if self._grip_width is None:
             return 0.0
-        return abs(float(aperture.sum()) - self._grip_width)
+        return abs(width - self._grip_width)
 
     def _slip(self, obs: GraspObservation, reference: FloatArray | None) -> float:
         """Displacement [m] of the object relative to the TCP since ``reference`` (the object's
@@ -506,10 +535,12 @@ class GraspTask:
             return 0.0  # unobserved: slip cannot be judged (a real gripper needs a sensor)
         tcp = obs.tcp_pose
         # The object's position in the TCP frame, R_tcpᵀ (p_object − p_tcp): the translation of
-        # T_tcp⁻¹ T_object without inverting a 4x4 (the TCP pose is a rigid transform).
-        offset = tcp[:3, :3].T.dot(np.asarray(obs.object_pose)[:3, 3] - tcp[:3, 3])
-        offset -= reference[:3, 3]
-        return math.sqrt(offset.dot(offset))
+        # T_tcp⁻¹ T_object without inverting a 4x4 (the TCP pose is a rigid transform). The
+        # product stays numpy's (its BLAS may fuse multiply-adds); the rest in Python floats.
+        x, y, z = tcp[:3, :3].T.dot(np.asarray(obs.object_pose)[:3, 3] - tcp[:3, 3]).tolist()
+        x0, y0, z0 = reference[:3, 3].tolist()
+        x, y, z = x - x0, y - y0, z - z0
+        return math.sqrt(x * x + y * y + z * z)
 
     @staticmethod
     def _relative(tcp_pose: FloatArray, object_pose: FloatArray) -> FloatArray:
