@@ -113,6 +113,22 @@ class TaskCache:
     right_hand: FloatArray
 
 
+class _FrameViews(NamedTuple):
+    """Views into the model state's buffers of the frame's pose and Jacobian (the same arrays
+    every tick, rewritten in place): sliced once, not every tick."""
+
+    pose: FloatArray
+    jacobian: FloatArray
+    position: FloatArray  # pose[:3, 3]
+    rotation_transposed: FloatArray  # pose[:3, :3]ᵀ
+    controlled: FloatArray | None  # jacobian[:, v_sel] when that is a view (v_sel a slice)
+
+    @staticmethod
+    def of(pose: FloatArray, jacobian: FloatArray, v_sel: slice | NDArray[np.intp]) -> _FrameViews:
+        controlled = jacobian[:, v_sel] if isinstance(v_sel, slice) else None
+        return _FrameViews(pose, jacobian, pose[:3, 3], pose[:3, :3].T, controlled)
+
+
 def rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:
     """The largest α ≤ 1 with ‖α twist_lin‖ ≤ v_max and ‖α twist_ang‖ ≤ ω_max."""
     vx, vy, vz, wx, wy, wz = twist.tolist()
@@ -144,6 +160,16 @@ class WeightedTask:
         self._cache: TaskCache | None = None
         self._twist_written = False  # column 1 of the cache's right_hand holds a twist
         self._at_reference = ModelState(model)  # the model evaluated at q*
+        self._views = _FrameViews.of(
+            self._at_reference.frame_pose(frame_id),
+            self._at_reference.frame_jacobian(frame_id),
+            v_sel,
+        )
+        self._goal_views: tuple[FloatArray | None, FloatArray, FloatArray] = (
+            None,
+            np.zeros(3),
+            np.eye(3),
+        )
 
     def cache_for(self, parameters: DiffIkParameters) -> TaskCache:
         """Values derived from one (immutable) parameter set, computed once per set."""
@@ -181,15 +207,23 @@ class WeightedTask:
         evaluated = self._at_reference.update(q_ref)
         full_jacobian = evaluated.frame_jacobian(self.frame_id)  # and the frame's pose with it
         pose = evaluated.frame_pose(self.frame_id)
+        views = self._views
+        if pose is not views.pose or full_jacobian is not views.jacobian:
+            views = self._views = _FrameViews.of(pose, full_jacobian, self.v_sel)
         goal_pose = goal.pose
+        goal_views = self._goal_views
+        if goal_pose is not goal_views[0]:
+            goal_views = self._goal_views = (goal_pose, goal_pose[:3, 3], goal_pose[:3, :3])
         error = np.empty(6)
-        error[:3] = goal_pose[:3, 3] - pose[:3, 3]
-        error[3:] = pin.log3(goal_pose[:3, :3].dot(pose[:3, :3].T))
+        error[:3] = goal_views[1] - views.position
+        error[3:] = pin.log3(goal_views[2].dot(views.rotation_transposed))
         ex, ey, ez, erx, ery, erz = error.tolist()  # scalar maths: cheaper than 4 array calls
         position_error = math.sqrt(ex * ex + ey * ey + ez * ez)
         orientation_error = math.sqrt(erx * erx + ery * ery + erz * erz)
 
-        jacobian = full_jacobian[:, self.v_sel]
+        jacobian = (
+            views.controlled if views.controlled is not None else full_jacobian[:, self.v_sel]
+        )
         active = jacobian if cache.all_rows else jacobian[cache.rows]
         if cache.unit_weights:
             weighted, weighted_error = active, error if cache.all_rows else error[cache.rows]
