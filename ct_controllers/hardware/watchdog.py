@@ -76,6 +76,9 @@ class Expiry:
 class Watchdog:
     def __init__(self, config: WatchdogConfig | None = None) -> None:
         self.config = config or WatchdogConfig()
+        # The deadlines' bounds [s] (timeout + SLACK), taken from the config once: checked a tick.
+        self._state_limit = self.config.state_timeout + SLACK
+        self._command_limit = self.config.command_timeout + SLACK
         self._lock = threading.Lock()
         self._state_at = -math.inf
         self._command_at = -math.inf
@@ -87,17 +90,27 @@ class Watchdog:
             self._state_at = now
             self._command_at = now
 
+    # The control thread's calls, every tick: the lock taken by hand, not by ``with`` (about
+    # two thirds of the cost).
     def state_fresh(self, now: float) -> None:
         """A fresh state sample was taken in at ``now`` [s]."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if now > self._state_at:
                 self._state_at = now
+        finally:
+            lock.release()
 
     def command_written(self, now: float) -> None:
         """A command was written at ``now`` [s]."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if now > self._command_at:
                 self._command_at = now
+        finally:
+            lock.release()
 
     def state_silence(self, now: float) -> float:
         """[s] since the last fresh state."""
@@ -121,12 +134,14 @@ class Watchdog:
         """The first expired deadline at ``now`` [s] (state before command), or None."""
         if not self.config.enabled:
             return None
-        with self._lock:
-            state_at, command_at = self._state_at, self._command_at
-        if now - state_at > self.config.state_timeout + SLACK:
+        lock = self._lock
+        lock.acquire()
+        state_at, command_at = self._state_at, self._command_at
+        lock.release()
+        if now - state_at > self._state_limit:
             self.expiries[STATE] += 1
             return Expiry(STATE, state_at, now - state_at, self.config.state_timeout)
-        if check_command and now - command_at > self.config.command_timeout + SLACK:
+        if check_command and now - command_at > self._command_limit:
             self.expiries[COMMAND] += 1
             return Expiry(COMMAND, command_at, now - command_at, self.config.command_timeout)
         return None

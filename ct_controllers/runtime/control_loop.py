@@ -377,6 +377,8 @@ class ControlLoop:
             self._consecutive_errors = 0
 
     def _tick(self) -> None:
+        # Hot path: what is used more than once is bound to a local; the fault is read where it
+        # can have changed (supervision, requests, the controller).
         clock = time.perf_counter
         supervisor = self._supervisor
         hardware = self.hardware
@@ -397,23 +399,26 @@ class ControlLoop:
         if not self._watchdog_started:
             self.watchdog.start(now)
             self._watchdog_started = True
+        state: JointState | None
         if fresh:
             # Fresh as of when it was measured (its stamp), not when this tick took it in: a
             # sample that waited in a queue does not extend the state deadline.
-            self.watchdog.state_fresh(min(sample.stamp, now))
-            self._last_state = self._state_from(sample.stamp)
+            stamp = sample.stamp
+            self.watchdog.state_fresh(now if now < stamp else stamp)  # min(stamp, now)
+            self._last_state = state = self._state_from(stamp)
         else:
             self.stale_ticks += 1
-        state = self._last_state
-        supervisor.supervise(state, now, fresh, self._last_values is not None)
+            state = self._last_state
+        last_values = self._last_values
+        supervisor.supervise(state, now, fresh, last_values is not None)
         if state is None:
             return  # nothing measured yet: nothing can be computed, nothing is written
         self._stage = "requests"
         if self._requests.waiting:
             self._take_requests(state, now)
-        if supervisor.fault is None and not fresh and self._last_values is not None:
+        if supervisor.fault is None and not fresh and last_values is not None:
             self._stage = "write"
-            self._write(self._last_values, state.stamp, now)  # zero-order hold, no new data
+            self._write(last_values, state.stamp, now)  # zero-order hold, no new data
             return
         self._stage = "reference"
         reference = self._motions.reference(state)
@@ -430,7 +435,9 @@ class ControlLoop:
                 limits = output.effort_limit
             except Exception as exc:  # a controller bug must not leave the arm uncommanded
                 self._latch_fault(f"controller raised {type(exc).__name__}: {exc}", state, now, now)
-        if supervisor.fault is not None:
+        # Nothing from here to the write latches a fault (a stage that raises ends the tick).
+        healthy = supervisor.fault is None
+        if not healthy:
             self._stage = "fault reaction"
             requested, reference = supervisor.reaction_command(state.q, state.v, now)
         assert requested is not None
@@ -442,23 +449,20 @@ class ControlLoop:
             self._breakdown = getattr(controller, "stage_breakdown", None)
         breakdown = self._breakdown
         if breakdown:  # a chained controller's own stages (task, diff_ik, joint_controller)
-            record = self.stages.record
-            for stage, seconds in breakdown.items():
-                record(stage, seconds)
+            self.stages.record_all(breakdown)
         self._stage = "limiter"
         limited = self.limiter.limit(requested, self._fallback, self.period)
-        values = self._targets.values(
-            limited.effort, reference.q, state.q, limit_steps=supervisor.fault is None
-        )
+        targets = self._targets
+        values = targets.values(limited.effort, reference.q, state.q, healthy)
         before_write = clock()
         self._limiter_ring.add(before_write - before_limiter)
-        if self._targets.any and supervisor.fault is None:
+        if healthy and targets.any:
             self._stage = "effort limits"  # hardware I/O: timed with the write
             self._effort_limits.apply(limits)
         self._stage = "write"
         self._write(values, state.stamp, now)
         self._write_ring.add(clock() - before_write)
-        if supervisor.fault is not None:
+        if not healthy:
             supervisor.note_safe_command(now)
         if self.timing.ticks % self.snapshot_decimation == 0:
             self._stage = "snapshot"
@@ -466,9 +470,7 @@ class ControlLoop:
                 state,
                 reference,
                 limited.effort,
-                self._targets.saturated(
-                    limited.saturated | limited.rate_limited | limited.non_finite
-                ),
+                targets.saturated(limited.saturated | limited.rate_limited | limited.non_finite),
                 fresh,
             )
 
@@ -491,11 +493,9 @@ class ControlLoop:
             self._source_order = order
             self._gather = order[self._hardware_index]
         gather = self._gather
+        # Positional (stamp, q, v, effort): a NamedTuple builds faster without keywords.
         return JointState(
-            stamp=stamp,
-            q=guard.position[gather],
-            v=guard.velocity[gather],
-            effort=guard.effort[gather],
+            stamp, guard.position[gather], guard.velocity[gather], guard.effort[gather]
         )
 
     def _take_requests(self, state: JointState, now: float) -> None:
@@ -606,8 +606,22 @@ class ControlLoop:
         scheduled = self._schedule if self._schedule is not None else now
         if scheduled < now - self.period:
             scheduled = now
-        for _ in range(count):
-            scheduled = self._one_timed_tick(scheduled)
+        if self.paced:
+            for _ in range(count):
+                scheduled = self._one_timed_tick(scheduled)
+        else:  # _one_timed_tick unpaced, its calls bound once: each tick starts when scheduled
+            clock = time.perf_counter
+            tick = self.tick
+            record = self.timing.record
+            period = self.period
+            # Started when scheduled: late only for a negative overrun_fraction.
+            late = is_overrun(0.0, 0.0, period, self.overrun_fraction)
+            for _ in range(count):
+                start = clock()
+                tick()
+                compute = clock() - start
+                record(start, start, compute, late or compute > period)
+                scheduled = start + period
         self._schedule = scheduled
 
     def _one_timed_tick(self, scheduled: float) -> float:

@@ -120,7 +120,7 @@ class FaultSupervisor:
         when it has been missing for ``state_timeout``."""
         if self.fault is None:
             hardware_fault = self.hardware.fault()
-            expiry = self.watchdog.check(now, check_command=written)
+            expiry = self.watchdog.check(now, written)
             if hardware_fault is not None:
                 self.latch(hardware_fault, state, now, now)
             elif expiry is not None:

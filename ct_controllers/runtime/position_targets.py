@@ -40,6 +40,7 @@ class PositionTargets:
         self.any = bool(self.mask.any())  # some joint is on the position interface
         self.joints = np.zeros(model.nv, dtype=bool)  # the position joints, model order
         self.joints[model_index] = self.mask
+        self._effort_joints = ~self.joints  # model order
         # [rad | m] per period: the most a position target moves in one tick (URDF velocity).
         self.step = model.limits.velocity * period
         self._targets: FloatArray | None = None  # last written, model order
@@ -79,5 +80,8 @@ class PositionTargets:
 
     def saturated(self, effort_flags: np.ndarray) -> np.ndarray:
         """Per joint (model order), what the last command changed: ``effort_flags`` (the
-        limiter's) where an effort is written, the step limit where a position target is."""
-        return effort_flags & ~self.joints | self.step_limited
+        limiter's) where an effort is written, the step limit where a position target is
+        (``effort_flags`` itself when every joint takes an effort)."""
+        if not self.any:
+            return effort_flags  # every joint takes an effort, and nothing was step-limited
+        return effort_flags & self._effort_joints | self.step_limited
