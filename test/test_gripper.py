@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import new_robot_model
 
-from ct_controllers.controllers.controller import JointState
+from ct_controllers.controllers.controller import JointReference, JointState
 from ct_controllers.controllers.gripper import GripperController
 
 FINGERS = ("left_finger_joint", "right_finger_joint")
@@ -80,3 +80,42 @@ def test_bad_gains_and_unknown_fingers_are_rejected() -> None:
         GripperController(model, FINGERS, stiffness=-1.0)
     with pytest.raises(KeyError, match="thumb"):
         GripperController(model, ("thumb",))
+
+
+@pytest.mark.parametrize("target", [0.0, 0.0205, 0.06, np.nan])
+def test_compute_into_writes_what_compute_returns_and_fills_the_reference(target) -> None:
+    """compute_into (a chain's: model-order efforts, finger values as floats) writes on the
+    fingers bit for bit what compute returns, leaves the other joints as they were, and fills
+    the reference as fill_reference does — tick after tick, NaN target and limit included."""
+    model = new_robot_model()
+    state = _state(model, (0.020, 0.021), (0.01, -0.02))
+    mine, twin = GripperController(model, FINGERS), GripperController(model, FINGERS)
+    index = model.indices(FINGERS)
+    arm = np.setdiff1d(np.arange(model.nv), index)
+    gravity = model.gravity(state.q)[index].tolist()
+    maximum = model.limits.effort[index].tolist()
+    servo = state.q[index].tolist()  # r, written out: the law with Python's min and max
+    step = 0.1 * 0.001  # speed [m/s] · dt [s]
+    for limit in (40.0, 5.0, np.nan, -1.0):
+        effort = np.linspace(-3.0, 3.0, model.nv)
+        before = effort.copy()
+        reference = JointReference(
+            q=np.full(model.nv, 0.5), v=np.full(model.nv, 0.25), a=np.full(model.nv, 0.125)
+        )
+        twin_reference = JointReference(reference.q.copy(), reference.v.copy(), reference.a.copy())
+        mine.compute_into(effort, state, [target] * 2, [limit] * 2, 0.001, reference=reference)
+        expected = twin.compute(state, np.full(2, target), np.full(2, limit), 0.001)
+        twin.fill_reference(twin_reference)
+        assert effort[index].tobytes() == expected.tobytes()
+        law = []
+        for i in range(2):
+            servo[i] += min(max(target - servo[i], -step), step)
+            tau = 2000.0 * (servo[i] - state.q[index[i]]) - 20.0 * state.v[index[i]] + gravity[i]
+            bound = min(limit if limit > 0.0 else 0.0, maximum[i])
+            law.append(max(min(tau, bound), -bound))
+        assert expected.tobytes() == np.array(law).tobytes()
+        assert effort[arm].tobytes() == before[arm].tobytes()
+        for name in ("q", "v", "a"):
+            assert getattr(reference, name).tobytes() == getattr(twin_reference, name).tobytes()
+        assert mine.reference.tobytes() == twin.reference.tobytes()
+        assert mine.reference_velocity.tobytes() == twin.reference_velocity.tobytes()

@@ -153,6 +153,80 @@ def test_saturation_and_rate_flags_mark_exactly_the_limited_joints(scenario):
         previous = result.effort
 
 
+def _limited_as_specified(
+    request: np.ndarray,
+    fallback: np.ndarray,
+    previous: np.ndarray | None,
+    limit: np.ndarray,
+    step: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The law in plain numpy, step after step: (effort, saturated, rate_limited, non_finite)."""
+    non_finite = ~np.isfinite(request)
+    target = np.where(non_finite, np.nan_to_num(fallback, nan=0.0, posinf=0.0, neginf=0.0), request)
+    limited = target
+    if previous is not None:
+        limited = np.minimum(np.maximum(target, previous - step), previous + step)
+    clamped = np.minimum(np.maximum(limited, -limit), limit)
+    return clamped, clamped != limited, limited != target, non_finite
+
+
+@st.composite
+def near_bounds(draw):
+    """Limits, dt and ticks whose requests sit on, just beside or well inside the bounds of the
+    tick they are made for: the last output ± the rate step, ± the effort limit (a function of
+    the last output, the step and the limit), small moves, signed zeros, non-finite values."""
+    n = draw(st.integers(1, 9))
+    limit = np.array(draw(st.lists(st.floats(0.5, 500.0), min_size=n, max_size=n)))
+    rate = np.array(draw(st.lists(st.floats(1.0, 1e5), min_size=n, max_size=n)))
+    dt = draw(st.sampled_from([1e-3, 2e-3, 0.25]))
+    kinds = st.sampled_from(
+        ["low", "high", "below", "above", "-limit", "+limit", "inside", "zero", "-zero", "nan"]
+    )
+    ticks = draw(st.lists(st.lists(kinds, min_size=n, max_size=n), min_size=1, max_size=25))
+    moves = draw(st.lists(st.floats(-0.999, 0.999), min_size=n, max_size=n))
+    return limit, rate, dt, ticks, np.array(moves)
+
+
+def _request(kinds, previous, step, limit, moves):  # type: ignore[no-untyped-def]
+    last = np.zeros_like(limit) if previous is None else previous
+    values = {
+        "low": last - step,
+        "high": last + step,
+        "below": np.nextafter(last - step, -np.inf),
+        "above": np.nextafter(last + step, np.inf),
+        "-limit": -limit,
+        "+limit": limit,
+        "inside": last + moves * step,
+        "zero": np.zeros_like(limit),
+        "-zero": -np.zeros_like(limit),
+        "nan": np.full_like(limit, np.nan),
+    }
+    return np.array([values[kind][i] for i, kind in enumerate(kinds)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(near_bounds())
+def test_the_output_is_the_law_bit_for_bit_on_and_beside_every_bound(scenario):
+    """On, just beside (one ulp) and inside the rate window and the effort limit, with signed
+    zeros and NaNs: the effort and every flag are bit for bit those of the law written out in
+    numpy (a shortcut for ticks that change nothing must not change a bit of any output)."""
+    limit, rate, dt, ticks, moves = scenario
+    limiter = CommandLimiter(limit, rate)
+    step = rate * dt
+    fallback = np.linspace(-1.0, 1.0, limit.size)
+    previous: np.ndarray | None = None
+    for kinds in ticks:
+        request = _request(kinds, previous, step, limit, moves)
+        result = limiter.limit(request, lambda: fallback, dt)
+        expected = _limited_as_specified(request, fallback, previous, limit, step)
+        for name, value, want in zip(
+            ("effort", "saturated", "rate_limited", "non_finite"), result, expected, strict=True
+        ):
+            assert value.dtype == want.dtype and value.tobytes() == want.tobytes(), name
+        assert result.effort is not request  # the caller's own array
+        previous = result.effort
+
+
 # --- examples --------------------------------------------------------------------------------
 def test_nan_request_becomes_the_fallback_on_the_first_tick():
     """A NaN on one joint is replaced by that joint's fallback; the others pass unchanged."""

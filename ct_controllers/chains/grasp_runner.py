@@ -123,7 +123,7 @@ class GraspRunner(Controller):
         self.last_output: TaskOutput | None = None
         self._target: CartesianTarget | None = None
         self._finger_values = (math.nan, math.nan)  # (target [m], effort limit [N]) ...
-        self._finger_arrays: tuple[FloatArray, ...] = ()  # ... as per-finger arrays
+        self._finger_lists: tuple[list[float], ...] = ()  # ... per finger, as Python floats
         self._effort_limit: FloatArray | None = None  # model order: the fingers' drives' bound
         self._frozen_reference: JointReference | None = None  # DONE/FAILED: hold where it froze
 
@@ -202,23 +202,29 @@ class GraspRunner(Controller):
                 self._target = CartesianTarget(pose=output.tcp_target, frame=self.base_frame)
             joint_reference = self.diff_ik.update(state, self._target, dt)
             after_ik = clock()
+            # A new array, this runner's (Controller.compute): the fingers are written in place.
             tau = self.arm_controller.update(state, joint_reference, dt)
             fingers = (output.finger_target, output.finger_effort_limit)
             if fingers != self._finger_values:
                 self._finger_values = fingers
-                self._finger_arrays = tuple(np.full(len(self.fingers), value) for value in fingers)
+                count = len(self.fingers)
+                self._finger_lists = tuple([float(value)] * count for value in fingers)
                 self._effort_limit = np.full(self.model.nv, np.nan)
                 self._effort_limit[self.fingers] = np.minimum(
-                    np.fmax(self._finger_arrays[1], 0.0), self.gripper.max_effort
+                    np.fmax(self._finger_lists[1], 0.0), self.gripper.max_effort
                 )
-            finger_target, limit = self._finger_arrays
-            tau = np.array(tau, dtype=np.float64)
-            tau[self.fingers] = self.gripper.compute(
-                state, finger_target, limit, dt, evaluated if self._gripper_shares else None
+            finger_target, limit = self._finger_lists
+            # The finger efforts into tau, and the servo's reference into the differential IK's
+            # (its arrays are this tick's own), in place, in one pass over the fingers.
+            self.gripper.compute_into(
+                tau,
+                state,
+                finger_target,
+                limit,
+                dt,
+                evaluated if self._gripper_shares else None,
+                reference=joint_reference,
             )
-            # The differential IK's reference (its arrays are this tick's own) completed in place
-            # with the gripper servo's on the fingers.
-            self.gripper.fill_reference(joint_reference)
             after_controller = clock()
         if observation is not None:
             breakdown["task"] = after_task - start

@@ -165,7 +165,7 @@ class Controller(ABC):
     def update(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         """One control tick: apply staged gains, then compute efforts [N·m | N] — the effort
         of :meth:`step` (a chain's :meth:`compute` is its ``compute_output(...).effort``),
-        without building the output around it."""
+        without building the output around it. A new array, the caller's (:meth:`compute`)."""
         if self._staged is not None:
             self._apply_staged()
         return self.compute(state, reference, dt)
@@ -232,7 +232,8 @@ class Controller(ABC):
 
     @abstractmethod
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        """Efforts in model order [N·m | N]."""
+        """Efforts in model order [N·m | N]: a new float64 array, the caller's to keep or
+        change (a chain completes it in place, e.g. the grasp runner's fingers)."""
 
 
 def feedback_matrices(

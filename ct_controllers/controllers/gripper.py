@@ -42,36 +42,43 @@ class GripperController:
         self._index_list = self.indices.tolist()
         self._max_effort_list = self.max_effort.tolist()
         self.speed = speed
-        self._reference: FloatArray | None = None
-        self._reference_velocity = np.zeros(len(self.joint_names))
+        # r [m] and ṙ [m/s] per finger as Python floats (the servo's arithmetic is scalar; its
+        # own lists, replaced each tick, never handed out).
+        self._reference: list[float] | None = None
+        self._reference_velocity = [0.0] * len(self.joint_names)
         self.model_state = ModelState(model)
 
     def reset(self) -> None:
         """Restart the servo reference from the measured opening on the next tick."""
         self._reference = None
-        self._reference_velocity = np.zeros(len(self.joint_names))
+        self._reference_velocity = [0.0] * len(self.joint_names)
 
     @property
     def reference(self) -> FloatArray | None:
         """The servo reference r [m] per finger (``joint_names`` order) after the last
-        :meth:`compute` — what a finger on the position interface is sent — or None before."""
-        return None if self._reference is None else self._reference.copy()
+        :meth:`compute` or :meth:`compute_into` — what a finger on the position interface is
+        sent — or None before (a new array)."""
+        return None if self._reference is None else np.array(self._reference)
 
     @property
     def reference_velocity(self) -> FloatArray:
-        """ṙ [m/s] per finger over the last :meth:`compute` (within ±``speed``)."""
-        return self._reference_velocity.copy()
+        """ṙ [m/s] per finger over the last :meth:`compute` or :meth:`compute_into` (within
+        ±``speed``; a new array)."""
+        return np.array(self._reference_velocity)
 
     def fill_reference(self, reference: JointReference) -> None:
         """Write the servo's reference into a full joint reference (model order), in place, on
         the fingers: q* = r [m], v* = ṙ [m/s], a* = 0 — what fingers on the position interface
-        are sent. After a :meth:`compute`."""
+        are sent. After a :meth:`compute` (:meth:`compute_into` can do it in the same pass)."""
         if self._reference is None:
             raise RuntimeError("no servo reference before the first compute")
-        indices = self.indices
-        reference.q[indices] = self._reference
-        reference.v[indices] = self._reference_velocity
-        reference.a[indices] = 0.0
+        q, v, a = reference.q, reference.v, reference.a
+        for index, r, rate in zip(
+            self._index_list, self._reference, self._reference_velocity, strict=True
+        ):
+            q[index] = r
+            v[index] = rate
+            a[index] = 0.0
 
     def compute(
         self,
@@ -85,37 +92,69 @@ class GripperController:
         [N] (each capped at the URDF effort limit; a negative or NaN limit counts as 0).
         ``evaluated``: the tick's model state at ``state`` when the caller has one (a chain
         sharing its evaluation), else the gripper's own."""
+        effort = np.zeros(self.model.nv)
+        self.compute_into(effort, state, target.tolist(), effort_limit.tolist(), dt, evaluated)
+        return effort[self.indices]  # a copy (fancy indexing)
+
+    def compute_into(
+        self,
+        effort: FloatArray,
+        state: JointState,
+        targets: Sequence[float],
+        effort_limits: Sequence[float],
+        dt: float,
+        evaluated: ModelState | None = None,
+        reference: JointReference | None = None,
+    ) -> None:
+        """:meth:`compute` for a chain that assembles every joint's effort: the finger efforts
+        [N] are written into ``effort`` (model order) on the fingers, its other joints left as
+        they are; ``targets`` [m] and ``effort_limits`` [N] one per finger (``joint_names``
+        order), as Python floats. With ``reference``, also :meth:`fill_reference` it, in the
+        same pass."""
         if evaluated is None:
             evaluated = self.model_state.at(state)
-        if self._reference is None:
-            self._reference = state.q[self.indices]  # a copy (fancy indexing)
-        # Per finger, in scalar arithmetic (two fingers: cheaper than a dozen numpy calls on
-        # two-element arrays). NaN propagates as in numpy: a NaN target or state gives a NaN
-        # effort, which the limiter refuses.
         q, v, gravity = state.q, state.v, evaluated.gravity()
-        reference, reference_velocity = self._reference, self._reference_velocity
+        if self._reference is None:
+            self._reference = q[self.indices].tolist()
+        # Per finger, in scalar arithmetic (two fingers: cheaper than a dozen numpy calls on
+        # two-element arrays), and with comparisons rather than min()/max() calls: each `if`
+        # below takes the bound exactly where max(x, lo) / min(x, hi) would, and like them
+        # keeps a NaN x. A NaN target or state gives a NaN effort, which the limiter refuses.
+        stiffness, damping = self.stiffness, self.damping
         step = self.speed * dt
-        efforts = []
-        for finger, (index, target_i, limit_i, maximum) in enumerate(
-            zip(
-                self._index_list,
-                target.tolist(),
-                effort_limit.tolist(),
-                self._max_effort_list,
-                strict=True,
-            )
+        moving = dt > 0
+        references: list[float] = []
+        velocities: list[float] = []
+        for index, target, limit, maximum, r in zip(
+            self._index_list,
+            targets,
+            effort_limits,
+            self._max_effort_list,
+            self._reference,
+            strict=True,
         ):
-            r = float(reference[finger])
             # r += clip(target − r, −step, step)
-            change = min(max(target_i - r, -step), step)
-            reference[finger] = r + change
-            reference_velocity[finger] = change / dt if dt > 0 else 0.0
-            # τ = K (r − q) − D q̇ + g, clipped at ±limit; a NaN or negative limit gives 0 N.
-            tau = (
-                self.stiffness * (r + change - float(q[index]))
-                - self.damping * float(v[index])
-                + float(gravity[index])
-            )
-            limit = min(limit_i if limit_i > 0.0 else 0.0, maximum)
-            efforts.append(max(min(tau, limit), -limit))
-        return np.array(efforts)
+            change = target - r
+            if -step > change:
+                change = -step
+            if step < change:
+                change = step
+            r += change
+            rate = change / dt if moving else 0.0
+            references.append(r)
+            velocities.append(rate)
+            # τ = K (r − q) − D q̇ + g, clipped at ±bound; a NaN or negative limit gives 0 N.
+            tau = stiffness * (r - q.item(index)) - damping * v.item(index) + gravity.item(index)
+            bound = limit if limit > 0.0 else 0.0
+            if maximum < bound:
+                bound = maximum
+            if bound < tau:
+                tau = bound
+            if -bound > tau:
+                tau = -bound
+            effort[index] = tau
+            if reference is not None:
+                reference.q[index] = r
+                reference.v[index] = rate
+                reference.a[index] = 0.0
+        self._reference, self._reference_velocity = references, velocities
