@@ -32,6 +32,7 @@ class DlsDiffIk(DifferentialIkBase):
 
     def _solve(self, task: TaskView, dt: float) -> tuple[FloatArray, bool, str]:
         parameters = self.parameters
+        assert task.nullspace_posture is not None  # projects_posture
         velocity = (
             parameters.bandwidth
             * (task.task_step + parameters.posture_weight * task.nullspace_posture)

@@ -38,7 +38,7 @@ import math
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -108,6 +108,8 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
     """
 
     solver_name = "dls"
+    # Whether :meth:`_solve` reads :attr:`TaskView.nullspace_posture` (N_λ d).
+    projects_posture: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -148,7 +150,9 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
             parameters = DiffIkParameters(bandwidth=np.full(len(self.joint_names), 10.0))
         self._check_parameters(parameters)
         super().__init__(parameters)
-        self._task = WeightedTask(model, self._frame_id, self._v_sel, self._velocity_limit)
+        self._task = WeightedTask(
+            model, self._frame_id, self._v_sel, self._velocity_limit, self.projects_posture
+        )
         self._integrator = ReferenceIntegrator(
             model.nv, self._q_sel, self._v_sel, len(self.joint_names), update_divisor
         )

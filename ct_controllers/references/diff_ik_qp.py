@@ -121,6 +121,7 @@ class QpDiffIk(DifferentialIkBase):
     """QP differential IK (see the module docstring)."""
 
     solver_name = DAQP
+    projects_posture = False  # the QP projects the posture with its own N_μ
 
     def __init__(
         self,

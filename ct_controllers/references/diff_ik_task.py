@@ -17,7 +17,8 @@ q* (steps 1-4 of :mod:`ct_controllers.references.diff_ik_base`):
    ‖linear‖ ≤ ``max_linear_velocity`` and ‖angular‖ ≤ ``max_angular_velocity`` (:func:`rate_scale`).
 
 One factorization of (J_w J_wᵀ + λ² I) serves three right-hand sides: the task error, the
-feedforward twist and the posture displacement seen by the task. The result is a
+feedforward twist and the posture displacement seen by the task (the last only for a solver that
+projects the posture with N_λ, the DLS). The result is a
 :class:`TaskView` for the solvers (DLS, QP).
 """
 
@@ -54,7 +55,8 @@ class TaskView(NamedTuple):
     task_step (n,)      J_w⁺ e_w [rad | m], the DLS correction before the bandwidth
     feedforward (n,)    v_ff = J_w⁺ W ẋ_ff [rad/s | m/s] (zeros without a target twist)
     posture_step (n,)   d = q_post − q* [rad | m]
-    nullspace_posture   N_λ d = (I − J_w⁺ J_w) d [rad | m]
+    nullspace_posture   N_λ d = (I − J_w⁺ J_w) d [rad | m]; None where the solver does not use
+                        it (the QP projects the posture with its own N_μ)
     q (n,)              q* of the controlled joints [rad | m]
     velocity_limit (n,) [rad/s | m/s], URDF limit × velocity_scale
     has_feedforward     whether the target carried a twist
@@ -67,7 +69,7 @@ class TaskView(NamedTuple):
     task_step: FloatArray
     feedforward: FloatArray
     posture_step: FloatArray
-    nullspace_posture: FloatArray
+    nullspace_posture: FloatArray | None
     q: FloatArray
     velocity_limit: FloatArray
     has_feedforward: bool
@@ -108,8 +110,9 @@ class TaskCache:
     velocity_limit: FloatArray
     identity: FloatArray  # the m x m identity, m = the number of active task rows
     minimum_damping: FloatArray  # λ_min² I (m x m): the damping away from singularities
-    # The three right-hand sides of the task's solve (m x 3, Fortran order, as LAPACK takes
-    # them): written each tick, column 1 only with a target twist (else zeros).
+    # The right-hand sides of the task's solve (m x 3, or m x 2 without the posture
+    # projection; Fortran order, as LAPACK takes them): written each tick, column 1 only with a
+    # target twist (else zeros).
     right_hand: FloatArray
 
 
@@ -152,11 +155,15 @@ class WeightedTask:
         frame_id: int,
         v_sel: slice | NDArray[np.intp],
         velocity_limit: FloatArray,
+        project_posture: bool = True,
     ) -> None:
+        """``project_posture``: compute N_λ d (:attr:`TaskView.nullspace_posture`), for a
+        solver that uses it (the DLS)."""
         self.model = model
         self.frame_id = frame_id
         self.v_sel = v_sel
         self.velocity_limit = velocity_limit
+        self.project_posture = project_posture
         self._cache: TaskCache | None = None
         self._twist_written = False  # column 1 of the cache's right_hand holds a twist
         self._at_reference = ModelState(model)  # the model evaluated at q*
@@ -188,7 +195,7 @@ class WeightedTask:
                 velocity_limit=self.velocity_limit * parameters.velocity_scale,
                 identity=identity,
                 minimum_damping=identity * parameters.damping**2,
-                right_hand=np.zeros((rows.size, 3), order="F"),
+                right_hand=np.zeros((rows.size, 3 if self.project_posture else 2), order="F"),
             )
         return self._cache
 
@@ -257,7 +264,7 @@ class WeightedTask:
             damped = gram + cache.minimum_damping
 
         # One factorization of (J_w J_wᵀ + λ² I), three right-hand sides: the task error, the
-        # feedforward twist and the posture displacement seen by the task.
+        # feedforward twist and the posture displacement seen by the task (DLS only).
         posture_step = posture - q
         right_hand = cache.right_hand
         right_hand[:, 0] = weighted_error
@@ -267,14 +274,15 @@ class WeightedTask:
         elif self._twist_written:
             right_hand[:, 1] = 0.0
         self._twist_written = goal.twist is not None
-        np.dot(weighted, posture_step, out=right_hand[:, 2])
+        if self.project_posture:
+            np.dot(weighted, posture_step, out=right_hand[:, 2])
         # damped is symmetric, so its transpose is the same matrix in the Fortran order LAPACK
         # wants (and LAPACK may overwrite it: it is this tick's); right_hand is read, not
         # overwritten (the solution is a new array).
         _, solved, info = _dposv(damped.T, right_hand, overwrite_a=1)
         if info != 0:
             raise FloatingPointError(f"J_w J_wᵀ + λ²I not positive definite (LAPACK info {info})")
-        pseudo = weighted.T.dot(solved)  # J_w⁺ applied to the three columns
+        pseudo = weighted.T.dot(solved)  # J_w⁺ applied to the columns
         task_step, feedforward = pseudo[:, 0], pseudo[:, 1]
 
         # Rate-limited goal following, before the solve: the DLS motion B J_w⁺e_w + v_ff would
@@ -298,7 +306,7 @@ class WeightedTask:
             task_step=task_step,
             feedforward=feedforward,
             posture_step=posture_step,
-            nullspace_posture=posture_step - pseudo[:, 2],
+            nullspace_posture=posture_step - pseudo[:, 2] if self.project_posture else None,
             q=q,
             velocity_limit=cache.velocity_limit,
             has_feedforward=goal.twist is not None,
