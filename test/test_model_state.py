@@ -82,6 +82,35 @@ def test_frame_pose_and_jacobian_agree_with_finite_differences(robot):
                 np.testing.assert_allclose(jacobian[3:, column], angular, atol=1e-6)
 
 
+def test_frame_placement_is_the_pose_of_the_current_configuration(robot):
+    """frame_placement's rotation and translation (views into Pinocchio's data, not copies) equal
+    a fresh forward-kinematics pass at every configuration the state is bound to, asked before
+    or after the frame's Jacobian and for a frame the Jacobian pass did not place; the same two
+    arrays every time, and read-only."""
+    rng = np.random.default_rng(4)
+    data = robot.model.createData()
+    finger = robot.frame_id("left_finger")
+    evaluated = ModelState(robot)
+    first = evaluated.frame_placement()
+    for index in range(8):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        evaluated.update(q)
+        if index % 2:
+            evaluated.frame_jacobian()
+        pin.framesForwardKinematics(robot.model, data, q)
+        for fid in (robot.tcp_frame_id, finger):
+            rotation, translation = evaluated.frame_placement(fid)
+            np.testing.assert_allclose(rotation, data.oMf[fid].rotation, atol=1e-12)
+            np.testing.assert_allclose(translation, data.oMf[fid].translation, atol=1e-12)
+        rotation, translation = evaluated.frame_placement()
+        assert rotation is first[0] and translation is first[1]
+        np.testing.assert_array_equal(evaluated.frame_pose()[:3, :3], rotation)
+    with pytest.raises(ValueError):
+        rotation[0, 0] = 1.0
+    with pytest.raises(ValueError):
+        translation[0] = 1.0
+
+
 def test_each_quantity_is_computed_once_per_state_and_anew_for_the_next(robot):
     """Asked again for the same state object, the state does not evaluate again (the values in
     its buffers stay even where Pinocchio's scratch data is overwritten meanwhile); for a new

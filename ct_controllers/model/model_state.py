@@ -75,7 +75,11 @@ class ModelState:
         self._jacobians: dict[int, tuple[FloatArray, FloatArray]] = {}
         self._poses: dict[int, tuple[FloatArray, FloatArray]] = {}
         self._jacobian_done: set[int] = set()
-        self._posed: set[int] = set()
+        self._placed: set[int] = set()  # frames whose ``data.oMf`` is this configuration's
+        self._posed: set[int] = set()  # ... and whose 4x4 buffer holds it
+        # Per frame id: read-only views of its rotation and translation in ``data.oMf`` (the
+        # placement object kept with them: the views point into it).
+        self._placement_views: dict[int, tuple[pin.SE3, FloatArray, FloatArray]] = {}
         # Own buffers, written in place; handed out as read-only views.
         self._gravity = np.zeros(nv)
         self._bias = np.zeros(nv)
@@ -91,7 +95,8 @@ class ModelState:
         state object is asked again (a JointState's arrays never change after it is built)."""
         if state is not self._state:  # :meth:`update`, inlined: this runs on every tick
             self.q, self.v, self._state, self._done = state.q, state.v, state, 0
-            if self._posed:
+            if self._placed:
+                self._placed.clear()
                 self._posed.clear()
             if self._jacobian_done:
                 self._jacobian_done.clear()
@@ -106,6 +111,7 @@ class ModelState:
         self._state = None
         self._done = 0
         self._jacobian_done.clear()
+        self._placed.clear()
         self._posed.clear()
         return self
 
@@ -114,16 +120,38 @@ class ModelState:
         """4x4 pose of a frame (default: the TCP) in the base frame."""
         fid = self.tcp_frame_id if frame_id is None else frame_id
         if fid not in self._posed:
-            if not self._done & _JOINTS:
-                pin.forwardKinematics(self.pin_model, self.data, self.q)
-                self._done |= _JOINTS
-            pin.updateFramePlacement(self.pin_model, self.data, fid)
+            if fid not in self._placed:
+                self._place(fid)
             self._store_pose(fid)
         return self._poses[fid][1]
 
+    def frame_placement(self, frame_id: int | None = None) -> tuple[FloatArray, FloatArray]:
+        """(R 3x3, p (3,) [m]) of a frame (default: the TCP) in the base frame: read-only views
+        into this state's Pinocchio data, the same two arrays on every call, which change as the
+        state is bound and evaluated again (unlike :meth:`frame_pose`'s buffer, whose contents
+        change only when it is asked again). Cheaper than the 4x4 pose: nothing is copied."""
+        fid = self.tcp_frame_id if frame_id is None else frame_id
+        if fid not in self._placed:
+            self._place(fid)
+        views = self._placement_views.get(fid)
+        if views is None:
+            placement = self._placements[fid]
+            views = (placement, _read_only(placement.rotation), _read_only(placement.translation))
+            self._placement_views[fid] = views
+        return views[1], views[2]
+
+    def _place(self, fid: int) -> None:
+        """Compute the frame's placement in ``data.oMf`` at this configuration."""
+        if not self._done & _JOINTS:
+            pin.forwardKinematics(self.pin_model, self.data, self.q)
+            self._done |= _JOINTS
+        pin.updateFramePlacement(self.pin_model, self.data, fid)
+        self._placed.add(fid)
+
     def frame_jacobian(self, frame_id: int | None = None) -> FloatArray:
         """6 x nv Jacobian of a frame (default: the TCP) at its origin, world-aligned axes.
-        Its pose comes with it (one pass over the frame's support)."""
+        Its placement comes with it (one pass over the frame's support): :meth:`frame_pose` and
+        :meth:`frame_placement` then compute nothing."""
         fid = self.tcp_frame_id if frame_id is None else frame_id
         buffers = self._jacobians.get(fid)
         if buffers is None:
@@ -134,12 +162,11 @@ class ModelState:
                 pin.computeFrameJacobian(self.pin_model, self.data, self.q, fid, _LWA),
             )
             self._jacobian_done.add(fid)
-            if fid not in self._posed:  # the pass placed this frame (only the joints it needs)
-                self._store_pose(fid)
+            self._placed.add(fid)  # the pass placed this frame (only the joints it needs)
         return buffers[1]
 
     def _store_pose(self, fid: int) -> None:
-        """Copy the frame's placement, as Pinocchio just wrote it, into this state's buffer."""
+        """Copy the frame's placement (computed at this configuration) into its buffer."""
         buffers = self._poses.get(fid)
         if buffers is None:
             buffers = self._poses[fid] = _buffer((4, 4))

@@ -117,19 +117,20 @@ class TaskCache:
 
 
 class _FrameViews(NamedTuple):
-    """Views into the model state's buffers of the frame's pose and Jacobian (the same arrays
-    every tick, rewritten in place): sliced once, not every tick."""
+    """Views of the model state's frame placement and Jacobian (the same arrays every tick,
+    rewritten in place): sliced once, not every tick."""
 
-    pose: FloatArray
+    rotation: FloatArray
     jacobian: FloatArray
-    position: FloatArray  # pose[:3, 3]
-    rotation_transposed: FloatArray  # pose[:3, :3]ᵀ
+    rotation_transposed: FloatArray  # rotationᵀ
     controlled: FloatArray | None  # jacobian[:, v_sel] when that is a view (v_sel a slice)
 
     @staticmethod
-    def of(pose: FloatArray, jacobian: FloatArray, v_sel: slice | NDArray[np.intp]) -> _FrameViews:
+    def of(
+        rotation: FloatArray, jacobian: FloatArray, v_sel: slice | NDArray[np.intp]
+    ) -> _FrameViews:
         controlled = jacobian[:, v_sel] if isinstance(v_sel, slice) else None
-        return _FrameViews(pose, jacobian, pose[:3, 3], pose[:3, :3].T, controlled)
+        return _FrameViews(rotation, jacobian, rotation.T, controlled)
 
 
 def rate_scale(twist: FloatArray, parameters: DiffIkParameters) -> float:
@@ -168,7 +169,7 @@ class WeightedTask:
         self._twist_written = False  # column 1 of the cache's right_hand holds a twist
         self._at_reference = ModelState(model)  # the model evaluated at q*
         self._views = _FrameViews.of(
-            self._at_reference.frame_pose(frame_id),
+            self._at_reference.frame_placement(frame_id)[0],
             self._at_reference.frame_jacobian(frame_id),
             v_sel,
         )
@@ -213,16 +214,16 @@ class WeightedTask:
         cache = self.cache_for(parameters)
         evaluated = self._at_reference.update(q_ref)
         full_jacobian = evaluated.frame_jacobian(self.frame_id)  # and the frame's pose with it
-        pose = evaluated.frame_pose(self.frame_id)
+        rotation, position = evaluated.frame_placement(self.frame_id)
         views = self._views
-        if pose is not views.pose or full_jacobian is not views.jacobian:
-            views = self._views = _FrameViews.of(pose, full_jacobian, self.v_sel)
+        if rotation is not views.rotation or full_jacobian is not views.jacobian:
+            views = self._views = _FrameViews.of(rotation, full_jacobian, self.v_sel)
         goal_pose = goal.pose
         goal_views = self._goal_views
         if goal_pose is not goal_views[0]:
             goal_views = self._goal_views = (goal_pose, goal_pose[:3, 3], goal_pose[:3, :3])
         error = np.empty(6)
-        error[:3] = goal_views[1] - views.position
+        error[:3] = goal_views[1] - position
         error[3:] = pin.log3(goal_views[2].dot(views.rotation_transposed))
         ex, ey, ez, erx, ery, erz = error.tolist()  # scalar maths: cheaper than 4 array calls
         position_error = math.sqrt(ex * ex + ey * ey + ez * ez)
