@@ -230,6 +230,12 @@ class QpDiffIk(DifferentialIkBase):
     def box_qp(self, task: TaskView, dt: float) -> tuple[BoxQp, FloatArray, FloatArray]:
         """This tick's QP (module docstring) and the velocity bounds [v_lo, v_hi] it encodes."""
         hessian, descent = self._objective(task)
+        return self._bounded(hessian, descent, task, dt)
+
+    def _bounded(
+        self, hessian: FloatArray, descent: FloatArray, task: TaskView, dt: float
+    ) -> tuple[BoxQp, FloatArray, FloatArray]:
+        """The QP of ``hessian`` and ``descent`` (:meth:`_objective`) with this tick's bounds."""
         v_low, v_high = self._bounds(task, dt)
         if task.has_feedforward:
             bandwidth = self.parameters.bandwidth
@@ -261,7 +267,7 @@ class QpDiffIk(DifferentialIkBase):
                     max((q_next - limits.high).tolist()) <= 0.0
                 ):
                     return velocity, fastest >= 1.0 - 1e-9, UNCONSTRAINED
-        qp, v_low, v_high = self.box_qp(task, dt)
+        qp, v_low, v_high = self._bounded(hessian, descent, task, dt)
         if info == 0 and (qp.lower <= u).all() and (u <= qp.upper).all():
             ok, status = True, UNCONSTRAINED
         else:
