@@ -330,7 +330,4 @@ def _measured(effort: FloatArray | None, fingers: np.ndarray) -> FloatArray | No
     values = effort[fingers]  # a copy (fancy indexing)
     # The sum of a few values is finite exactly when each is (no sensor reports 1e308); summed
     # in Python floats, cheaper than numpy's sum on a few.
-    total = 0.0
-    for value in values.tolist():
-        total += value
-    return np.abs(values, out=values) if math.isfinite(total) else None
+    return np.abs(values, out=values) if math.isfinite(sum(values.tolist())) else None
