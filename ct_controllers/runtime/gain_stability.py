@@ -47,6 +47,12 @@ class Stability:
         return f"spectral radius {self.radius:.3f} at q = [{values}] [rad | m]"
 
 
+def _copy(model: RobotModel) -> RobotModel:
+    """A copy of ``model`` with its own ``pin.Model`` and data, and the same frames (a robot
+    need not have the default ones)."""
+    return RobotModel(model.model, tcp_frame=model.tcp_frame, base_frame=model.base_frame)
+
+
 class GainStability:
     """The stability of one controller's gains (or of a fixed (K, D) pair such as the safe
     hold's damping) at ``period`` [s] with ``delay`` periods of delay, over ``configurations``
@@ -60,10 +66,10 @@ class GainStability:
         period: float,
         delay: int,
     ) -> None:
-        self.plant = RobotModel(plant.model)  # own copies: any thread may evaluate
+        self.plant = _copy(plant)  # own copies: any thread may evaluate
         self.feedback = feedback
         own_model = getattr(feedback, "model", None)  # a controller's own (it may differ)
-        self.controller_model = RobotModel(own_model.model) if own_model is not None else None
+        self.controller_model = _copy(own_model) if own_model is not None else None
         self.configurations = [np.array(q, dtype=np.float64) for q in configurations]
         self.masses = [self.plant.mass_matrix(q) for q in self.configurations]
         self.period = period
