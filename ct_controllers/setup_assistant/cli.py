@@ -105,7 +105,11 @@ def _lowered_lines(gains: GainDesign, bandwidth: float) -> list[str]:
             f"{joint.ct_bandwidth:.3g} rad/s ζ {joint.ct_damping_ratio:.2f}; by "
             + "; ".join(joint.lowered_by)
         )
-    held = [j.name for j in gains.joints if j.bandwidth < 0.5 * bandwidth]
+    held = [
+        j.name
+        for j in gains.joints
+        if j.bandwidth < 0.5 * bandwidth and any("sampled loop" in why for why in j.lowered_by)
+    ]
     if held:
         lines.append(
             f"    hint: {', '.join(held)} held low under joint impedance where the URDF's "

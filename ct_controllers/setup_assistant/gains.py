@@ -17,9 +17,11 @@ samples of :func:`~ct_controllers.runtime.gain_stability.check_configurations`) 
 4. **Sampled-loop stability** at ``update_rate``, by the stack's own check
    (:class:`~ct_controllers.runtime.gain_stability.GainStability`, with 0 and 1 period of delay:
    MuJoCo and the bus/topic backends) applied to the gains × ``GAIN_MARGIN``: until that is
-   stable everywhere, the one step that lowers the worst spectral radius most (one joint's ωᵢ or
-   ζᵢ × ``STEP``; ζ not below ``MIN_DAMPING_RATIO``) is taken. The written gains are then stable
-   with a gain margin of 2 (doubling every gain keeps every sampled loop stable).
+   stable everywhere, one step is taken at the worst configuration — one joint's ζᵢ × ``STEP``
+   (not below ``MIN_DAMPING_RATIO``), the one that lowers the spectral radius most, when it
+   does at least half as much as the best step of one joint's ωᵢ × ``STEP``; else that one.
+   The written gains are then stable with a gain margin of 2 (doubling every gain keeps every
+   sampled loop stable).
 
 The default controller is joint impedance, unless the stability step held an arm joint's
 impedance bandwidth under half the target where computed torque keeps twice as much.
@@ -163,10 +165,13 @@ def _lower(
         )
         if worst is None or worst.stable:
             break
-        best: tuple[float, int, str] | None = None
-        moves = ("damping",) if damping_only else ("bandwidth", "damping")
-        for j in range(omega.size):
-            for move in moves:
+        # The best step of each kind; the damping step is taken when it lowers the radius at
+        # least half as much as the bandwidth step (a light mode over-damped by gains sized for
+        # the heavy configuration is the usual cause, and ζ costs less than ω), else that one.
+        found: dict[str, tuple[float, int]] = {}
+        moves = ("damping",) if damping_only else ("damping", "bandwidth")
+        for move in moves:
+            for j in range(omega.size):
                 trial_omega, trial_zeta = omega.copy(), zeta.copy()
                 if move == "bandwidth":
                     trial_omega[j] *= STEP
@@ -176,8 +181,15 @@ def _lower(
                     continue
                 trial = check.at(worst.at, _scaled(gains(trial_omega, trial_zeta)))
                 assert trial is not None
-                if best is None or trial.radius < best[0]:
-                    best = (trial.radius, j, move)
+                if move not in found or trial.radius < found[move][0]:
+                    found[move] = (trial.radius, j)
+        gain = {m: worst.radius - found[m][0] for m in found}
+        if gain.get("damping", 0.0) > 0.0 and gain["damping"] >= 0.5 * gain.get("bandwidth", 0.0):
+            best: tuple[float, int, str] | None = (*found["damping"], "damping")
+        elif gain.get("bandwidth", 0.0) > 0.0:
+            best = (*found["bandwidth"], "bandwidth")
+        else:
+            best = None
         if best is None or best[0] >= worst.radius:
             omega *= STEP  # no one joint helps: all together
             for j in range(omega.size):
