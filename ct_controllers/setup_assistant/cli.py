@@ -129,8 +129,10 @@ def plan(
     update_rate: float = UPDATE_RATE,
     bandwidth: float = BANDWIDTH,
     damping_ratio: float = DAMPING_RATIO,
+    force: bool = False,
 ) -> Plan:
-    """Everything ``ct-setup`` would write and print, checked, without writing."""
+    """Everything ``ct-setup`` would write and print, checked, without writing; files already
+    in ``out`` are refused before the design's cost unless ``force``."""
     for value, name in (
         (update_rate, "--update-rate"),
         (bandwidth, "--bandwidth"),
@@ -146,6 +148,10 @@ def plan(
     )
     plugins = hardware_plugins()
     description, xacro, backend, why = _description(tree, chain, out.resolve(), plugins)
+    targets = [out.resolve() / CONFIG_NAME] + ([description] if xacro is not None else [])
+    there = [str(path) for path in targets if path.exists()]
+    if there and not force:
+        raise SetupError(f"{', '.join(there)} already exist(s): --force to replace")
     gains = design_gains(
         design, design.to_model(np.array(chosen.positions)), update_rate, bandwidth, damping_ratio
     )
@@ -228,10 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             update_rate=args.update_rate,
             bandwidth=args.bandwidth,
             damping_ratio=args.damping_ratio,
+            force=args.force,
         )
-        there = [str(path) for path in result.files if path.exists()]
-        if there and not args.force:
-            raise SetupError(f"{', '.join(there)} already exist(s): --force to replace")
     except SetupError as exc:
         print(f"ct-setup: {exc}", file=sys.stderr)
         return 2
