@@ -86,7 +86,7 @@ def read_back(files: dict[Path, str], scratch: Path) -> str:
     for name, params in config.controllers.items():
         kind = load_plugin(CONTROLLERS, str(params["type"]))
         controllers[name] = kind.from_parameters(model.with_own_data(), config.joint_names, params)
-    worst = 0.0
+    worst: dict[str, float] = {}
     for delay in DELAYS:
         for name, check in gain_stabilities(config, model, controllers, delay).items():
             found = check.worst()
@@ -100,8 +100,10 @@ def read_back(files: dict[Path, str], scratch: Path) -> str:
                     f"{name} without margin with {delay} period(s) of delay: its gains ×"
                     f"{GAIN_MARGIN:g} give spectral radius {doubled:.4f}"
                 )
-            worst = max(worst, doubled)
+            worst[name] = max(worst.get(name, 0.0), doubled)
+    radii = ", ".join(f"{name} {value:.4f}" for name, value in worst.items())
     return (
         f"loads, joints and frames match the URDF, every loop stable at {config.update_rate:g} "
-        f"Hz with its gains ×{GAIN_MARGIN:g} (worst spectral radius {worst:.4f})"
+        f"Hz with its gains ×{GAIN_MARGIN:g} (worst spectral radius {radii}; the safe hold's 1 "
+        "is its position integrator: it damps, it does not hold a position)"
     )
