@@ -281,6 +281,21 @@ def test_panda_tcp_gripper_and_mimic_follower(
     assert config.tcp_frame == "panda_hand_tcp"
     assert config.gripper_joints == ("panda_finger_joint1", "panda_finger_joint2")
     assert "panda_finger_joint2 (follows panda_finger_joint1)" in out
+    # What it chose and why, in a few lines: frames, joints, home, targets, each limit that
+    # lowered a gain (the Panda's shoulder: its effort limit; joint1/joint3: the sampled loop).
+    for said in (
+        "base frame panda_link0",
+        "TCP frame panda_hand_tcp",
+        "arm joints (7)",
+        "home [rad | m]",
+        "20 rad/s, damping ratio 1",
+        "panda_joint2 (inertia up to",
+        "effort: 0.1 rad × K ≤ limit 87",
+        "sampled loop at 1000 Hz",
+        "default controller",
+    ):
+        assert said in out, said
+    assert len(out.splitlines()) <= 25
     expanded = ET.fromstring(load_description(config.robot_description).urdf)
     original = ET.fromstring(urdf.read_text())
     for tag in ("link", "joint"):
@@ -424,3 +439,25 @@ def test_existing_files_are_kept_without_force(
     assert config.read_bytes() == edited
     assert _run(capsys, str(urdf), "-o", str(tmp_path), "--force")[0] == 0
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == first
+
+
+def test_yaml_scalars_read_back_as_written(tmp_path: Path) -> None:
+    """Strings that YAML would read as something else (a path with spaces and a colon, 'true',
+    an empty string, a number-like name) and floats are written so that the stack's loader
+    reads back exactly the values given."""
+    from ct_controllers.setup_assistant.yaml_writer import Entry, render
+
+    values = {
+        "robot_description": "/a path/with: colon.urdf",
+        "frame": "true",
+        "empty": "",
+        "number_like": "1e3",
+        "names": ["joint 1", "no", "ok_name"],
+        "gains": [1e-7, 123456789.0, 0.1, 2.0],
+        "flag": False,
+        "count": 3,
+    }
+    file = tmp_path / "controllers.yaml"
+    file.write_text(render([Entry(f"section.{k}", v, "a comment") for k, v in values.items()]))
+    read = load_parameters(file)
+    assert read == {f"section.{k}": v for k, v in values.items()}

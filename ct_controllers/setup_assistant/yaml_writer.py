@@ -32,8 +32,15 @@ def scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        text = f"{value:.6g}"
-        return text if any(c in text for c in ".en") else f"{text}.0"
+        # The shortest text that reads back as the same float, in the form YAML 1.1 (PyYAML,
+        # rclpy's parameter files) takes for a float: a mantissa with a point ("1.0e-07").
+        text = repr(value)
+        if not all(c.isdigit() or c in "+-.e" for c in text):
+            raise ValueError(f"no YAML float for {value!r}")
+        mantissa, _, exponent = text.partition("e")
+        if "." not in mantissa:
+            mantissa += ".0"
+        return f"{mantissa}e{exponent}" if exponent else mantissa
     if isinstance(value, str):
         plain = _PLAIN.fullmatch(value) and value.lower() not in _RESERVED
         return value if plain else json.dumps(value, ensure_ascii=False)
