@@ -21,8 +21,10 @@ import pinocchio as pin
 import pytest
 from helpers import bundled_description
 
+from ct_controllers.hardware.interface import JointCommand
 from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
-from ct_controllers.model.description import joint_armature
+from ct_controllers.hardware.mujoco_system import MujocoConfig, MujocoSystem
+from ct_controllers.model.description import DescriptionError, joint_armature
 
 SAMPLES = 40
 REL = 1e-6
@@ -320,3 +322,31 @@ def test_mimic_finger_is_an_equality_constraint_and_agrees_with_pinocchio_mimic(
     q1, q2 = data.qpos[master.qposadr[0]], data.qpos[follower.qposadr[0]]
     assert q1 > 0.005
     assert abs(q2 - (0.5 * q1 + 0.01)) < 1e-3
+
+
+def test_backend_starts_a_mimic_follower_on_its_master_and_refuses_to_actuate_it() -> None:
+    """The MuJoCo backend on the Panda (7 arm joints and the master finger, the <ros2_control>
+    joints a Panda setup names): configured with the master finger at 0.03 m, the follower
+    starts on its constraint (0.03 m, multiplier 1), so a step under zero effort leaves it there;
+    naming the follower among the backend's joints is refused with its master named."""
+    path = _installed("robots/panda_description/urdf/panda.urdf")
+    joints = (*(f"panda_joint{i}" for i in range(1, 8)), "panda_finger_joint1")
+    config = MujocoConfig(
+        initial_positions={"panda_joint4": -1.5, "panda_finger_joint1": 0.03},
+        tcp_frame="panda_hand_tcp",
+        urdf_directory=str(path.parent),
+        with_objects=False,
+    )
+    system = MujocoSystem(path.read_text(), joints, config)
+    system.configure()
+    assert system.model is not None and system.data is not None
+    follower = system.model.joint("panda_finger_joint2").qposadr[0]
+    assert system.data.qpos[follower] == pytest.approx(0.03)
+    system.activate()
+    sample = system.read()
+    system.write(JointCommand(sample.stamp, 1, joints, system.command_interfaces, np.zeros(8)))
+    assert system.data.qpos[follower] == pytest.approx(0.03, abs=1e-5)
+    with pytest.raises(
+        DescriptionError, match=r"'panda_finger_joint2' mimics 'panda_finger_joint1'"
+    ):
+        MujocoSystem(path.read_text(), (*joints, "panda_finger_joint2"), config).configure()

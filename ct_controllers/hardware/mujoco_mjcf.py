@@ -60,6 +60,7 @@ def load_matching_mjcf(path: Path, prepared: PreparedUrdf) -> mujoco.MjSpec:
             spec.delete(actuator)
     for key in list(spec.keys):
         spec.delete(key)
+    spec.nkey = 0  # a <size nkey> of the file would make empty keyframes again
     return spec
 
 
@@ -72,7 +73,7 @@ def disagreements(model: mujoco.MjModel, prepared: PreparedUrdf) -> list[str]:
         if index < 0:
             problems.append(f"joint '{name}' is not in the MJCF")
             continue
-        kind = mujoco.mjtJoint(model.jnt_type[index])
+        kind = mujoco.mjtJoint(int(model.jnt_type[index]))
         if kind != _KIND[joint.kind]:
             problems.append(f"joint '{name}' is {joint.kind} in the URDF, {kind.name} in the MJCF")
             continue
@@ -103,15 +104,13 @@ def disagreements(model: mujoco.MjModel, prepared: PreparedUrdf) -> list[str]:
     urdf_joint_ids = {
         mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name): name for name in prepared.joints
     }
+    movable = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
     for index in range(model.njnt):
-        kind = model.jnt_type[index]
         name = model.joint(index).name
-        if kind in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE) and (
-            index not in urdf_joint_ids
-        ):
+        if int(model.jnt_type[index]) in movable and index not in urdf_joint_ids:
             problems.append(f"joint '{name}' is in the MJCF but no movable joint of the URDF")
     for index in range(model.nu):
-        if model.actuator_trntype[index] != mujoco.mjtTrn.mjTRN_JOINT:
+        if int(model.actuator_trntype[index]) != int(mujoco.mjtTrn.mjTRN_JOINT):
             continue
         joint_name = urdf_joint_ids.get(int(model.actuator_trnid[index, 0]))
         if joint_name is None:
@@ -138,7 +137,7 @@ def disagreements(model: mujoco.MjModel, prepared: PreparedUrdf) -> list[str]:
             mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in (follower, mimic.master)
         )
         coupled = any(
-            model.eq_type[i] == mujoco.mjtEq.mjEQ_JOINT
+            int(model.eq_type[i]) == int(mujoco.mjtEq.mjEQ_JOINT)
             and (int(model.eq_obj1id[i]), int(model.eq_obj2id[i])) == ids
             and np.allclose(model.eq_data[i, :5], [mimic.offset, mimic.multiplier, 0, 0, 0])
             for i in range(model.neq)

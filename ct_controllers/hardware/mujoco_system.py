@@ -306,7 +306,7 @@ class MujocoSystem(SystemInterface):
         model, data = self.model, self.data
         assert model is not None and data is not None
         for i in range(model.neq):
-            if model.eq_type[i] != mujoco.mjtEq.mjEQ_JOINT or not model.eq_active0[i]:
+            if int(model.eq_type[i]) != int(mujoco.mjtEq.mjEQ_JOINT) or not model.eq_active0[i]:
                 continue
             follower, master = int(model.eq_obj1id[i]), int(model.eq_obj2id[i])
             if master < 0:  # a joint held at a constant: the constant is its own business
