@@ -320,6 +320,22 @@ def test_visual_meshes_mujoco_cannot_read_are_skipped_with_one_warning(tmp_path,
 
 
 # --- rejected descriptions -------------------------------------------------------------------
+def test_massless_moving_link_is_rejected_naming_it():
+    """A link on a movable joint with zero mass and inertia (MuJoCo cannot simulate it; fused
+    massless links on fixed joints are fine) raises DescriptionError naming the link, on one
+    line."""
+    root = ET.fromstring(bundled_description().urdf)
+    (finger,) = [e for e in root.findall("link") if e.get("name") == "left_finger"]
+    inertial = finger.find("inertial")
+    assert inertial is not None
+    inertial.find("mass").set("value", "0")  # type: ignore[union-attr]
+    for key in ("ixx", "iyy", "izz"):
+        inertial.find("inertia").set(key, "0")  # type: ignore[union-attr]
+    with pytest.raises(DescriptionError, match=r"moving bodies.*'left_finger'") as info:
+        compile_scene(build_scene(ET.tostring(root, encoding="unicode")))
+    assert "\n" not in str(info.value)
+
+
 def test_interface_for_unknown_joint_is_rejected_naming_it():
     """A command interface for a joint the URDF lacks raises DescriptionError naming it."""
     with pytest.raises(DescriptionError, match="elbow_ghost"):

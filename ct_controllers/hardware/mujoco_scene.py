@@ -116,7 +116,10 @@ def compile_scene(spec: mujoco.MjSpec) -> mujoco.MjModel:
     try:
         return spec.compile()
     except ValueError as exc:
-        raise DescriptionError(f"MuJoCo cannot compile the scene: {exc}".strip()) from exc
+        message = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        if "mass and inertia of moving bodies" in message:
+            message += " (give that link an <inertial> with positive mass and inertia)"
+        raise DescriptionError(f"MuJoCo cannot compile the scene: {message}") from exc
 
 
 def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mujoco.MjSpec:
