@@ -350,3 +350,22 @@ def test_backend_starts_a_mimic_follower_on_its_master_and_refuses_to_actuate_it
         DescriptionError, match=r"'panda_finger_joint2' mimics 'panda_finger_joint1'"
     ):
         MujocoSystem(path.read_text(), (*joints, "panda_finger_joint2"), config).configure()
+
+
+def test_object_sensor_reads_the_configured_fingers_and_their_mimic_followers() -> None:
+    """On the Panda with its master finger as the configured gripper joint, the backend's
+    object sensor reads contact forces on both finger bodies: the master's and its mimic
+    follower's (no finger names assumed)."""
+    path = _installed("robots/panda_description/urdf/panda.urdf")
+    joints = (*(f"panda_joint{i}" for i in range(1, 8)), "panda_finger_joint1")
+    system = MujocoSystem(
+        path.read_text(),
+        joints,
+        MujocoConfig(urdf_directory=str(path.parent), gripper_joints=("panda_finger_joint1",)),
+    )
+    system.configure()
+    sensor = system.object_sensor()
+    assert sensor is not None and system.model is not None
+    names = [system.model.body(i).name for i in sensor.finger_ids]  # type: ignore[attr-defined]
+    assert names == ["panda_leftfinger", "panda_rightfinger"]
+    assert sensor.observe().contact_forces.shape == (2,)

@@ -62,7 +62,12 @@ from ct_controllers.hardware.interface import (
     SystemInterface,
 )
 from ct_controllers.hardware.mujoco_objects import ObjectSensor
-from ct_controllers.hardware.mujoco_scene import ServoGains, build_scene, compile_scene
+from ct_controllers.hardware.mujoco_scene import (
+    CUBE_BODY,
+    ServoGains,
+    build_scene,
+    compile_scene,
+)
 from ct_controllers.model.description import RobotDescription
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
 
@@ -131,7 +136,9 @@ class MujocoConfig:
     command_interfaces: joint name -> "effort" (default) | "position"; tcp_frame: the URDF
     link that gets the TCP site (None: none); urdf_directory: the URDF file's folder (where
     its meshes are also looked for; None: the URDF came as text); scene: an MJCF file to take
-    the robot from instead of the URDF (None: MuJoCo's import of the URDF)."""
+    the robot from instead of the URDF (None: MuJoCo's import of the URDF); gripper_joints:
+    the gripper's joints, whose bodies (and those of joints mimicking them) the object sensor
+    reads contact forces on (empty: the sensor's default finger bodies)."""
 
     timestep: float = 0.001
     control_period: float = 0.001
@@ -146,6 +153,7 @@ class MujocoConfig:
     tcp_frame: str | None = None
     urdf_directory: str | None = None
     scene: str | None = None
+    gripper_joints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in (LOCKSTEP, PACED):
@@ -219,6 +227,7 @@ class MujocoSystem(SystemInterface):
                 tcp_frame=config.tcp_frame,
                 urdf_directory=str(source.parent) if source.is_file() else None,
                 scene=scene or None,
+                gripper_joints=config.gripper_joints,
             ),
         )
 
@@ -426,9 +435,24 @@ class MujocoSystem(SystemInterface):
         if self.model is None:
             return None
         try:
-            return ObjectSensor(self)
+            if not self.config.gripper_joints:
+                return ObjectSensor(self)
+            return ObjectSensor(self, CUBE_BODY, self._finger_bodies())
         except KeyError:  # no cube (or no finger bodies) in this scene
             return None
+
+    def _finger_bodies(self) -> tuple[str, ...]:
+        """The bodies the gripper joints move, then those of joints that mimic them (a mimic
+        finger, coupled by a joint equality), each once: the fingers the object touches."""
+        model = self.model
+        assert model is not None
+        joints = [model.joint(name).id for name in self.config.gripper_joints]
+        for i in range(model.neq):
+            coupled = int(model.eq_type[i]) == int(mujoco.mjtEq.mjEQ_JOINT)
+            if coupled and int(model.eq_obj2id[i]) in joints:
+                joints.append(int(model.eq_obj1id[i]))
+        bodies = (model.body(int(model.jnt_bodyid[j])).name for j in joints)
+        return tuple(dict.fromkeys(bodies))
 
     @property
     def unstable(self) -> bool:
