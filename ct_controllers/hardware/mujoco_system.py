@@ -12,6 +12,10 @@ Two modes:
   plant run open-loop on a stale command for a long stretch. Stale commands on real drives are the
   watchdog's job; in sim they would only make the simulation meaningless.
 
+The scene (hardware/mujoco_scene.py) is MuJoCo's own import of the URDF, or the MJCF file named by
+the optional ``mujoco.scene`` entry, with the TCP site at the configured ``tcp_frame`` and one
+actuator per ``<ros2_control>`` joint (a mimic follower is none: it follows its master).
+
 The clock of this backend is sim time (``data.time``) [s]; the ROS node publishes it on /clock.
 Measured effort is the generalized actuator force on the joint (``qfrc_actuator``), what a joint
 torque sensor would read without friction.
