@@ -6,13 +6,15 @@ fixed links (and the massless ones on fixed joints) are fused into their parent
 equality constraint (q_follower = multiplier · q_master + offset), ``<dynamics damping
 friction>`` becomes joint damping and frictionloss, and compiler options come from a
 ``<mujoco><compiler .../></mujoco>`` element inside ``<robot>``. What it does not do is find
-files the ROS way; this module does that, and nothing else, before handing the text over:
+files the ROS way; this module does that before handing the text over (and reads the joints,
+mimic relations and fixed-joint frames the scene needs from the original):
 
 - every mesh MuJoCo will read gets an absolute path: ``package://PKG/REST`` is looked up, in
-  order, in the ament index (``AMENT_PREFIX_PATH``), on ``ROS_PACKAGE_PATH``, beside the URDF (a
-  folder above it named PKG, or holding PKG), and in installed distributions that ship ROS
-  packages inside a Python environment (``site-packages/cmeel.prefix/share/PKG``, e.g.
-  example-robot-data); ``file://`` and plain paths are taken relative to the URDF's folder;
+  order, in the ament index (``AMENT_PREFIX_PATH``), on ``ROS_PACKAGE_PATH`` (an entry named
+  PKG, or PKG directly in an entry), beside the URDF (a folder above it named PKG, or holding
+  PKG), and in installed distributions that ship ROS packages inside a Python environment
+  (``site-packages/cmeel.prefix/share/PKG``, e.g. example-robot-data); ``file://`` and plain
+  paths are taken relative to the URDF's folder (and its ``<compiler meshdir>``);
 - a mesh that cannot be found is a :class:`DescriptionError` naming it and the places looked in;
 - visual geometry: kept only if the URDF's own ``<mujoco><compiler discardvisual="false"/>``
   asks for it (MuJoCo's URDF default discards it); a kept visual mesh in a format MuJoCo cannot
@@ -102,8 +104,12 @@ def _site_package_dirs() -> list[Path]:
     return [Path(entry) for entry in sys.path if entry.endswith("site-packages")]
 
 
-def mesh_candidates(filename: str, urdf_directory: Path | None) -> list[Path]:
-    """Every path ``filename`` (a URDF mesh reference) may mean, in lookup order."""
+def mesh_candidates(
+    filename: str, urdf_directory: Path | None, relative_to: Path | None = None
+) -> list[Path]:
+    """Every path ``filename`` (a URDF mesh reference) may mean, in lookup order; a relative
+    path is taken from ``relative_to`` (default: the URDF's folder, else the working
+    directory)."""
     if filename.startswith("package://"):
         package, _, rest = filename[len("package://") :].partition("/")
         candidates: list[Path] = []
@@ -125,13 +131,15 @@ def mesh_candidates(filename: str, urdf_directory: Path | None) -> list[Path]:
     path = Path(filename[len("file://") :] if filename.startswith("file://") else filename)
     if path.is_absolute():
         return [path]
-    return [(urdf_directory or Path.cwd()) / path]
+    return [(relative_to or urdf_directory or Path.cwd()) / path]
 
 
-def resolve_mesh(filename: str, urdf_directory: Path | None) -> Path:
-    """The file a URDF mesh reference names; DescriptionError naming it and every place looked
-    in when none exists."""
-    candidates = mesh_candidates(filename, urdf_directory)
+def resolve_mesh(
+    filename: str, urdf_directory: Path | None, relative_to: Path | None = None
+) -> Path:
+    """The file a URDF mesh reference names (see :func:`mesh_candidates`); DescriptionError
+    naming it and every place looked in when none exists."""
+    candidates = mesh_candidates(filename, urdf_directory, relative_to)
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
@@ -195,7 +203,7 @@ def prepare_urdf(
                         f"MuJoCo cannot read (it reads {', '.join(READABLE_MESH_SUFFIXES)}); "
                         "convert it, e.g. to STL"
                     )
-                mesh.set("filename", str(resolve_mesh(filename, mesh_folder)))
+                mesh.set("filename", str(resolve_mesh(filename, folder, mesh_folder)))
     if skipped:
         LOG.warning(
             "MuJoCo scene: %d visual mesh(es) left out, in a format MuJoCo cannot read "
