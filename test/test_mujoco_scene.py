@@ -352,3 +352,17 @@ def test_missing_tcp_link_is_rejected():
     """A TCP link that is not in the URDF raises DescriptionError naming it."""
     with pytest.raises(DescriptionError, match="tool_ghost"):
         build_scene(bundled_description().urdf, tcp_frame="tool_ghost")
+
+
+def test_urdf_that_does_not_parse_or_mimics_a_ghost_is_rejected():
+    """Text that is not XML, and a <mimic> naming no movable joint, raise DescriptionError
+    saying so (the second naming both joints)."""
+    with pytest.raises(DescriptionError, match="not valid XML"):
+        build_scene("<robot><link name='a'></robot>")
+    urdf = bundled_description().urdf.replace(
+        '<joint name="right_finger_joint" type="prismatic">',
+        '<joint name="right_finger_joint" type="prismatic"><mimic joint="thumb_joint"/>',
+    )
+    assert "thumb_joint" in urdf
+    with pytest.raises(DescriptionError, match=r"'right_finger_joint' mimics 'thumb_joint'"):
+        build_scene(urdf)
