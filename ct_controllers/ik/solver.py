@@ -296,8 +296,10 @@ class IkSolver:
         # Seeds and restarts: the middle of each range, spread over it; a continuous joint's
         # over one turn about 0.
         circle = reduced.continuous_mask
-        self._middle = np.where(circle, 0.0, 0.5 * (self._lower + self._upper))
-        self._half_range = np.where(circle, np.pi, 0.5 * (self._upper - self._lower))
+        spread_lower = np.where(circle, -np.pi, self._lower)
+        spread_upper = np.where(circle, np.pi, self._upper)
+        self._middle = 0.5 * (spread_lower + spread_upper)
+        self._half_range = 0.5 * (spread_upper - spread_lower)
         self._rng = np.random.default_rng(self.options.random_seed)
         self._parallel = self.options.parallel_attempts
 
