@@ -126,7 +126,9 @@ class Bench:
         else:
             raise ValueError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
         self.config: StackConfig = load_config(overrides=overrides)
-        description = load_description(mappings={"backend": self.config.backend})
+        description = load_description(
+            self.config.robot_description or None, mappings={"backend": self.config.backend}
+        )
         wrap = InjectingSystem if backend == "mujoco" else None
         self.stack: Stack = build_stack(self.config, description, wrap_hardware=wrap)
         if backend == "ros2_control_bridge":

@@ -174,8 +174,10 @@ class SystemInterface(ABC):
     def from_config(cls, description: RobotDescription, config: StackConfig) -> Self:
         """The plugin constructor: joints from the description's ``<ros2_control>`` block, the
         rest from ``config`` — the stack's settings (``armed=config.armed`` for a backend that
-        ``requires_arming``) and the backend's own section only, which it parses with
-        :attr:`PARAMETERS`."""
+        ``requires_arming``) and the backend's own section only, as :attr:`PARAMETERS` parsed
+        it once when the configuration was loaded (``config.section(PARAMETERS.section)``;
+        never parsed again here). Every joint, link and frame name comes from the description
+        or the configuration: a backend assumes none."""
         raise NotImplementedError(f"{cls.__name__} does not implement from_config")
 
     def __post_init__(self) -> None:
