@@ -47,12 +47,6 @@ class Stability:
         return f"spectral radius {self.radius:.3f} at q = [{values}] [rad | m]"
 
 
-def _copy(model: RobotModel) -> RobotModel:
-    """A copy of ``model`` with its own ``pin.Model`` and data, and the same frames (a robot
-    need not have the default ones)."""
-    return RobotModel(model.model, tcp_frame=model.tcp_frame, base_frame=model.base_frame)
-
-
 class GainStability:
     """The stability of one controller's gains (or of a fixed (K, D) pair such as the safe
     hold's damping) at ``period`` [s] with ``delay`` periods of delay, over ``configurations``
@@ -66,10 +60,12 @@ class GainStability:
         period: float,
         delay: int,
     ) -> None:
-        self.plant = _copy(plant)  # own copies: any thread may evaluate
+        # Own scratch data (the models, read-only, shared; their frames kept): any thread may
+        # evaluate.
+        self.plant = plant.with_own_data()
         self.feedback = feedback
         own_model = getattr(feedback, "model", None)  # a controller's own (it may differ)
-        self.controller_model = _copy(own_model) if own_model is not None else None
+        self.controller_model = own_model.with_own_data() if own_model is not None else None
         self.configurations = [np.array(q, dtype=np.float64) for q in configurations]
         self.masses = [self.plant.mass_matrix(q) for q in self.configurations]
         self.period = period
@@ -113,9 +109,12 @@ class GainStability:
 
 def check_configurations(model: RobotModel, home: FloatArray) -> list[FloatArray]:
     """``home`` and ``SAMPLES`` random configurations (seeded: the same every start) within the
-    joint limits, joint ``i mod nv`` of the i-th at zero (or its nearest limit)."""
+    joint limits (a continuous joint, which has none: within one turn, [−π, π]), joint
+    ``i mod nv`` of the i-th at zero (or its nearest limit)."""
     rng = np.random.default_rng(0)
-    lower, upper = model.limits.lower, model.limits.upper
+    limits = model.limits
+    lower = np.where(np.isfinite(limits.lower), limits.lower, -np.pi)
+    upper = np.where(np.isfinite(limits.upper), limits.upper, np.pi)
     configurations = [np.array(home, dtype=np.float64)]
     for i in range(SAMPLES):
         q = rng.uniform(lower, upper)
