@@ -61,7 +61,7 @@ def print_plan(*arguments: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def stop(process: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
         try:
@@ -280,7 +280,7 @@ class Watcher:
             self.node.create_subscription(Clock, topic, ticks.append, 100)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
 
-    def spin_until(self, condition, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    def spin_until(self, condition, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             rclpy.spin_once(self.node, timeout_sec=0.02)
@@ -461,3 +461,31 @@ def test_the_checked_actions_are_the_ones_the_node_serves(
         )
     }
     assert served == {f"/arm2/{name}" for name, _ in MOTION_ACTIONS}
+
+
+def test_a_node_of_another_name_serving_the_same_actions_is_refused(
+    two_arms: tuple[Watcher, dict[str, NodeProcess]],
+    tmp_path: Path,
+) -> None:
+    """A node renamed (-r __node:=cm2) but in arm1's namespace would serve /arm1/move_joints a
+    second time: it exits 2 naming that action and the node serving it; arm1 keeps running."""
+    _, processes = two_arms
+    config = tmp_path / "any_name.yaml"  # keyed for every node, so that cm2 gets the parameters
+    config.write_text(Path(CONFIG).read_text().replace("/**/controller_manager:", "/**:", 1))
+    command = [BRINGUP, "sim", "--config", str(config), "--namespace", "arm1"]
+    command += ["--clock-topic", "/arm1/clock", "--ros-args", "-r", "__node:=cm2"]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    refusal = [line for line in result.stderr.splitlines() if line.startswith("ct_control_node: ")]
+    assert len(refusal) == 1, result.stderr
+    expected = (
+        "/arm1/move_joints is already served by /arm1/controller_manager: refusing to start a "
+        "second server of it as /arm1/cm2"
+    )
+    assert expected in refusal[0], refusal
+    assert processes["arm1"].poll() is None
