@@ -21,15 +21,17 @@ exchange that follows, with margin for a loaded machine; it runs while the stack
 1 s), so start-up takes about 2.5 s longer. Evidence found earlier ends the wait at once.
 
 **Live, not remembered.** A participant that was killed stays in the graphs of those that knew
-it until its lease runs out (20 s by default). Before refusing, the check asks: an action server
-is live when it answers a result request for an unknown goal (rclpy and rclcpp answer
-``STATUS_UNKNOWN`` at once; nothing changes on the server), a clock when a message arrives. A
+it until its lease runs out (20 s by default), and a discovery server relays it. Before
+refusing, the check asks: an action server is live when it answers a result request for an
+unknown goal (rclpy and rclcpp answer ``STATUS_UNKNOWN`` at once; nothing changes on the
+server), a clock when a message arrives. A
 server or clock that stays silent for :data:`PROBE_TIMEOUT` is taken as gone, with a warning. A
 node with this name that serves none of our actions (not a ct_controllers node) cannot be
 probed: it is refused on the graph's word.
 
-Two nodes started within the window of each other may both pass (each checks before it serves):
-the check is for a node started while another runs, the case that drives two arms with one goal.
+Two nodes of one name started within a window of each other see each other before either serves
+and both refuse (safe, if unhelpful); the check is made for a node started while another runs, the
+case that drove two arms with one goal.
 """
 
 from __future__ import annotations
