@@ -29,9 +29,9 @@ server or clock that stays silent for :data:`PROBE_TIMEOUT` is taken as gone, wi
 node with this name that serves none of our actions (not a ct_controllers node) cannot be
 probed: it is refused on the graph's word.
 
-Two nodes of one name started within a window of each other see each other before either serves
-and both refuse (safe, if unhelpful); the check is made for a node started while another runs, the
-case that drove two arms with one goal.
+The check is made for a node started while another runs, the case that drove two arms with one
+goal. Start-ups that overlap (each node created within the other's window) are not covered: both
+may refuse, one may, or, if neither has seen the other when its window ends, both may run.
 """
 
 from __future__ import annotations
