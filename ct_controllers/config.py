@@ -1,6 +1,6 @@
 """The stack configuration: ``config/controllers.yaml`` read into one validated, frozen object.
 
-The YAML is a ROS 2 parameters file (``/ct/controller_manager: ros__parameters: ...``), so the
+The YAML is a ROS 2 parameters file (``/**/controller_manager: ros__parameters: ...``), so the
 same file feeds ``ros2 launch`` and the ROS-free tools. Nested keys become dotted parameter
 names (``joint_impedance.stiffness``), as rclpy flattens them.
 """
@@ -62,7 +62,16 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-NODE_KEYS = ("/ct/controller_manager", "ct/controller_manager", "controller_manager", "/**")
+# The sections a parameters file may give the controller manager in, first found wins;
+# "/**/controller_manager" (the bundled file's) applies in every namespace
+# (ct_controllers.node_names).
+NODE_KEYS = (
+    "/**/controller_manager",
+    "/ct/controller_manager",
+    "ct/controller_manager",
+    "controller_manager",
+    "/**",
+)
 
 
 def default_config_path() -> Path:
