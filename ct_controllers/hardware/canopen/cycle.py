@@ -80,6 +80,7 @@ class SyncCycle:
                 rpdo1[cia402.MODES_OF_OPERATION].raw = image.mode
                 rpdo1[cia402.TARGET_TORQUE].raw = image.target_torque[i]
                 rpdo2[cia402.TARGET_POSITION].raw = image.target_position[i]
+                rpdo2[cia402.MAX_TORQUE].raw = image.max_torque[i]
                 frames.append((rpdo1.cob_id, bytes(rpdo1.data)))
                 frames.append((rpdo2.cob_id, bytes(rpdo2.data)))
             image.sync_count += 1
