@@ -20,8 +20,6 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-import numpy as np
-
 from ct_controllers.errors import CtError
 
 # --- objects ---------------------------------------------------------------------------------
@@ -255,7 +253,7 @@ class JointScaling:
 
     def velocity_to_counts(self, velocity: float) -> int:
         counts = round(velocity * self.counts_per_unit)
-        return int(np.clip(counts, *INT32))
+        return min(max(counts, INT32[0]), INT32[1])
 
     def effort_to_permille(self, effort: float) -> int:
         """[N·m | N] → per-mille of the rated effort (6071h), rounded; UnitRangeError when it is

@@ -16,10 +16,10 @@ rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction, and pe
   (6085h), then holds it;
 - any other state: the holding brake locks the joint.
 The drives' threads run at ``SCHED_FIFO`` ``DRIVES_PRIORITY`` where the process may, as the
-hardware they stand for keeps its own time. The motors run on the drives' own clock, not on
-SYNC: without SYNC for ``FREE_RUN_AFTER`` they
-move on under each drive's last command (a drive in cyclic synchronous torque keeps its last
-target torque), as real drives do when their master goes silent.
+hardware they stand for keeps its own time. The motors run on the drives' own clock
+(``WATCH_PERIOD``), not on SYNC: between SYNCs, and without any, they move on under each
+drive's last command (a drive in cyclic synchronous torque keeps its last target torque), as
+real drives do when their master goes silent; a SYNC's answer is the state at the SYNC.
 
 Each drive is a CiA 301 heartbeat consumer: once its 1016h names a producer (the master) and a
 time, it watches that producer's heartbeat from the first one it hears, on its own timer
@@ -76,8 +76,7 @@ SUBSTEP = 0.0005  # [s] integration step of the motor model
 # for the GIL behind one of them preempted at normal scheduling. Above the bus master's and the
 # control loop's (realtime.priority, 50): a drive's controller does not wait for the host.
 DRIVES_PRIORITY = 55
-WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, free-running motors
-FREE_RUN_AFTER = 0.02  # [s] no SYNC this long: the motors move on under the last commands
+WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, the motors' steps
 MAX_STEP = 0.05  # [s] longest motor step at once (a stalled simulation does not leap)
 
 
@@ -451,7 +450,10 @@ class SimulatedDrives:
             with self._lock:
                 for drive in self.drives:
                     self._check_consumer(drive, now)
-                if self._last_sync is not None and now - self._last_sync > FREE_RUN_AFTER:
+                if self._last_sync is not None:
+                    # The motors move on under the commands in force between SYNCs, so a SYNC
+                    # finds them at most one WATCH_PERIOD behind: its answer (the state at the
+                    # SYNC) costs a few sub-steps, not a whole period's.
                     self._advance(now, take_rpdos=False)
 
     # --- bus handlers (the simulation's receive thread) -------------------------------------
@@ -639,8 +641,8 @@ class SimulatedDrives:
         values = {
             cia402.STATUSWORD: cia402.statusword_of(drive.state),
             cia402.MODES_DISPLAY: drive.mode,
-            cia402.TORQUE_ACTUAL: int(
-                np.clip(round(drive.applied_effort / scaling.rated_effort * 1000), -32768, 32767)
+            cia402.TORQUE_ACTUAL: min(
+                max(round(drive.applied_effort / scaling.rated_effort * 1000), -32768), 32767
             ),
             cia402.POSITION_ACTUAL: scaling.position_to_counts(float(self.q[index])),
             cia402.VELOCITY_ACTUAL: scaling.velocity_to_counts(float(self.v[index])),
