@@ -15,8 +15,9 @@ rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction, and pe
 - QUICK STOP ACTIVE: the drive ramps its joint's speed to zero at the quick stop deceleration
   (6085h), then holds it;
 - any other state: the holding brake locks the joint.
-The drives' threads run at ``SCHED_FIFO`` ``DRIVES_PRIORITY`` where the process may, as the
-hardware they stand for keeps its own time. The motors run on the drives' own clock
+In a process of their own (:mod:`~ct_controllers.sim.drives_process`) the drives' threads run
+at ``SCHED_FIFO`` ``DRIVES_PRIORITY`` where the process may, as the hardware they stand for
+keeps its own time. The motors run on the drives' own clock
 (``WATCH_PERIOD``), not on SYNC: between SYNCs, and without any, they move on under each
 drive's last command (a drive in cyclic synchronous torque keeps its last target torque), as
 real drives do when their master goes silent; a SYNC's answer is the state at the SYNC.
@@ -70,11 +71,12 @@ ROTOR_MASS = 1.0
 FRICTION = 0.5  # [N·m·s/rad | N·s/m] viscous joint friction
 SERVO_BANDWIDTH = 60.0  # [rad/s] of the CSP position servo
 SUBSTEP = 0.0005  # [s] integration step of the motor model
-# SCHED_FIFO priority of the drives' threads (receive, timer, heartbeats; where permitted): they
-# stand for hardware of their own, so on a loaded machine their answers and heartbeats keep
-# their time as a drive's do, and a master's real-time threads in the same process never wait
-# for the GIL behind one of them preempted at normal scheduling. Above the bus master's and the
-# control loop's (realtime.priority, 50): a drive's controller does not wait for the host.
+# SCHED_FIFO priority of the drives' threads (receive, timer, heartbeats; where permitted) in a
+# process of their own: they stand for hardware of their own, so on a loaded machine their
+# answers and heartbeats keep their time as a drive's do. Above the bus master's and the control
+# loop's (realtime.priority, 50): a drive's controller does not wait for the host. (In the
+# master's process they run at normal scheduling, and so should the master's bus threads: a
+# real-time thread must not wait for the GIL behind a normal one preempted by other work.)
 DRIVES_PRIORITY = 55
 WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, the motors' steps
 MAX_STEP = 0.05  # [s] longest motor step at once (a stalled simulation does not leap)
@@ -284,8 +286,12 @@ class SimulatedDrives:
         interface: str = "virtual",
         initial_positions: Mapping[str, float] | None = None,
         log_size: int = 200_000,
+        priority: int = 0,
     ) -> None:
+        """``priority``: SCHED_FIFO priority of the drives' threads (0: normal scheduling;
+        :data:`DRIVES_PRIORITY` in a process of their own)."""
         self.model = model
+        self.priority = priority
         self.joint_names = tuple(joint_names)
         self._index = model.indices(self.joint_names)
         self.q = np.zeros(model.nq)  # [rad | m]
@@ -295,7 +301,7 @@ class SimulatedDrives:
         self.rotor = rotor_inertia(model)
         self.dynamics = RotorDynamics(model, self.rotor)
         self.network = canopen.Network()
-        with threads_started_with(DRIVES_PRIORITY) as scheduling:  # its receive thread
+        with threads_started_with(priority) as scheduling:  # its receive thread
             self.scheduling = scheduling
             self.network.connect(interface=interface, channel=channel)
         self.drives: list[_Drive] = []
@@ -320,7 +326,7 @@ class SimulatedDrives:
             drive.node.nmt.send_command(0x80)  # boot: INITIALISING → PRE-OPERATIONAL
         self._closing = threading.Event()
         self._timer = threading.Thread(target=self._watch, name="ct-sim-drives", daemon=True)
-        with threads_started_with(DRIVES_PRIORITY):
+        with threads_started_with(priority):
             self._timer.start()
 
     def close(self) -> None:
@@ -387,7 +393,7 @@ class SimulatedDrives:
     def heal(self) -> None:
         """Every injected fault undone (heartbeats, PDOs and SDO responses back; FAULT stays
         until reset)."""
-        with self._lock, threads_started_with(DRIVES_PRIORITY):  # the heartbeats' threads
+        with self._lock, threads_started_with(self.priority):  # the heartbeats' threads
             for drive in self.drives:
                 drive.send_pdos = True
                 drive.sdo_responses_to_drop = 0

@@ -25,6 +25,8 @@ import argparse
 import contextlib
 import gc
 import json
+import os
+import select
 import socket
 import subprocess
 import sys
@@ -99,9 +101,9 @@ class DrivesProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             pass_fds=(theirs.fileno(),),
-            text=True,
-            bufsize=1,
+            bufsize=0,  # unbuffered: answers are read with select, not by a thread per request
         )
+        self._pending = b""  # what the child wrote after the last whole answer
         theirs.close()
         with threads_started_with(DRIVES_PRIORITY) as scheduling:
             self.link = VirtualChannelLink(channel, ours)
@@ -129,27 +131,36 @@ class DrivesProcess:
         assert self.process.stdin is not None and self.process.stdout is not None
         with self._lock:
             try:
-                self.process.stdin.write(json.dumps(message) + "\n")
-                self.process.stdin.flush()
+                self.process.stdin.write(json.dumps(message).encode() + b"\n")
             except (BrokenPipeError, ValueError) as exc:
                 raise DrivesProcessError(f"the drives' process is gone: {exc}") from exc
-            answer: list[str] = []
-            reader = threading.Thread(
-                target=lambda: answer.append(self.process.stdout.readline()),  # type: ignore[union-attr]
-                daemon=True,
-            )
-            reader.start()
-            reader.join(timeout)
-            if not answer or not answer[0]:
+            line = self._answer_line(time.monotonic() + timeout)
+            if line is None:
                 raise DrivesProcessError(
                     f"no answer from the drives' process to '{message.get('op', 'start')}' "
                     f"within {timeout} s (exit code {self.process.poll()})"
                 )
-        reply = json.loads(answer[0])
+        reply = json.loads(line)
         if not reply["ok"]:
             raise DrivesProcessError(reply["error"])
         self.last_injected_at = reply.get("at")
         return reply["value"]
+
+    def _answer_line(self, deadline: float) -> bytes | None:
+        """The child's next answer line, or None if none is whole by ``deadline`` [s,
+        time.monotonic] (or the child closed its end)."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line
 
     def call(self, op: str, *args: Any) -> Any:
         """The child's ``SimulatedDrives.op(*args)``'s value (JSON: tuples become lists)."""
@@ -286,6 +297,7 @@ def _serve(fd: int) -> int:
         [JointScaling(*fields) for fields in spec["scalings"]],
         channel=spec["channel"],
         initial_positions=spec["initial_positions"],
+        priority=DRIVES_PRIORITY,
     )
     # What exists now stays out of the collector's full passes: one over the model's and the
     # stack's objects stalls the drives for tens of ms, past a 100 Hz bus's PDO deadline.

@@ -221,6 +221,11 @@ def make_rig(
                 "watchdog.state_timeout": 0.1,
                 "watchdog.command_timeout": 0.1,
                 "canopen.pdo_timeout": 0.1,
+                # Drives in this process run at normal scheduling, and so must the bus threads
+                # (which take realtime.priority): a real-time thread waiting for the GIL behind
+                # a normal one that other work preempted stalls for as long. Tests tick the loop
+                # at normal scheduling too. Drives of their own: the loop's real-time default.
+                **({} if drives_process else {"realtime.priority": 0}),
                 **SLOW_LOOP_GAINS,
                 **overrides,
             }
