@@ -48,8 +48,10 @@ the limit; where a row's bound leaves no such margin by design, its note says wh
 (:data:`NOTES`, e.g. MuJoCo's lockstep stall, which is exactly the limit on sim time).
 
 ``--json`` prints ``{"results": [{"backend", "fault", "p50_ms", "max_ms", "limit_ms",
-"margin_ms", "margin_pct", "retried", "note"}]}``.
-Exit status 1 when some maximum exceeds its limit.
+"margin_ms", "margin_pct", "retried", "note"}]}``. A fault class that could not be measured (a
+fault before the injection every time it was tried, or no reset: the machine stalled the rig)
+is a row of its own, its times null and its note saying why; the other classes go on.
+Exit status 1 when some maximum exceeds its limit or some class could not be measured.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ import contextlib
 import gc
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -107,10 +110,11 @@ class Result:
     samples: int
     loop_max_ms: float = 0.0  # max of the loop's own measure (from its last fresh sample)
     retried: int = 0  # injections tried again: a fault came before it (the machine stalled us)
+    error: str = ""  # why the class could not be measured (then the times are NaN)
 
     @property
     def ok(self) -> bool:
-        return self.max_ms <= self.limit_ms + 1e-6  # [ms] float round-off of sim time
+        return not self.error and self.max_ms <= self.limit_ms + 1e-6  # [ms] sim time round-off
 
     @property
     def margin_ms(self) -> float:
@@ -124,7 +128,10 @@ class Result:
 
     @property
     def note(self) -> str:
-        """Why this row keeps less than MARGIN_PCT, where that is by design ('' otherwise)."""
+        """Why this row keeps less than MARGIN_PCT, where that is by design, or why it has no
+        figures ('' otherwise)."""
+        if self.error:
+            return f"not measured: {self.error}"
         if self.margin_pct >= MARGIN_PCT - 1e-9:
             return ""
         return NOTES.get((self.backend, self.fault), "")
@@ -339,7 +346,17 @@ def _measure_all(
 ) -> list[Result]:
     results = []
     for fault in faults:
-        pairs = np.array([bench.measure(fault, next(counter)) for _ in range(repeat)])
+        try:
+            pairs = np.array([bench.measure(fault, next(counter)) for _ in range(repeat)])
+        except RuntimeError as exc:  # no clean injection (the machine stalled the rig): its row
+            print(f"{bench.backend}: '{fault}' not measured: {exc}", file=sys.stderr)
+            nan = math.nan
+            limit = bench.limit(fault) * 1e3
+            results.append(
+                Result(bench.backend, fault, nan, nan, limit, 0, nan, bench.retried, str(exc))
+            )
+            bench.retried = 0
+            continue
         times, loop_times = pairs[:, 0], pairs[:, 1]
         results.append(
             Result(
@@ -410,7 +427,12 @@ def main(argv: list[str] | None = None) -> int:
             "backend", "fault", "p50_ms", "max_ms", "limit_ms", "margin_ms", "margin_pct",
             "retried", "note",
         )  # fmt: skip
-        print(json.dumps({"results": [{k: getattr(r, k) for k in keys} for r in results]}))
+
+        def value(result: Result, key: str) -> object:
+            item = getattr(result, key)
+            return None if isinstance(item, float) and math.isnan(item) else item  # JSON: null
+
+        print(json.dumps({"results": [{k: value(r, k) for k in keys} for r in results]}))
     else:
         print(
             f"ct-bench faults: fault → first safe command, {args.repeat} injections each "
@@ -428,10 +450,11 @@ def main(argv: list[str] | None = None) -> int:
             f"       {'margin [ms]':>11s} {'[%]':>6s} {'loop max':>8s}"
         )
         for r in results:
-            verdict = "OK" if r.ok else "OVER"
+            verdict = "OK" if r.ok else ("N/A" if r.error else "OVER")
             retried = f"  ({r.retried} retried: a fault before the injection)" if r.retried else ""
             low = r.margin_pct < MARGIN_PCT - 1e-9
             why = f"  margin < {MARGIN_PCT:g} %: {r.note or 'not by design'}" if low else ""
+            why = f"  {r.note}" if r.error else why
             print(
                 f"  {r.backend:20s} {r.fault:15s} {r.p50_ms:9.2f} {r.max_ms:9.2f} "
                 f"{r.limit_ms:7.1f}  {verdict:4s} {r.margin_ms:11.2f} {r.margin_pct:6.1f} "
