@@ -47,7 +47,8 @@ process may (:mod:`.scheduling`;
 not kept at normal scheduling.
 ``read()`` blocks until the next SYNC's sample (at most 1.5 periods: a SYNC that comes a little
 late is waited for, not ticked over with the old sample), so the control loop runs on the bus's
-cycle, one tick per SYNC.
+cycle, one tick per SYNC; a fault latched meanwhile ends the wait at once (the last sample comes
+again, a repeated one), so the loop reacts to it without waiting for the next SYNC's answers.
 
 Units: commands [N·m | N] (torque mode) or [rad | m] (position mode); the per-joint
 :class:`~ct_controllers.hardware.cia402.JointScaling` converts to per-mille and encoder counts.
@@ -160,6 +161,7 @@ class CanopenCia402System(SystemInterface):
             self._image, self.drives, config, lambda: self.apply_fault_reaction(QUICK_STOP)
         )
         self._returned_sequence = -1
+        self._returned_fault_at: float | None = None  # image.fault_at at the last read()
         self._enabled_once = [False] * len(self.drives)
         self.bus_threads = "not started"  # the scheduling the bus threads got
 
@@ -320,15 +322,19 @@ class CanopenCia402System(SystemInterface):
 
     def _read(self) -> StateSample:
         image = self._image
-        with image.sample_ready:
-            image.sample_ready.wait_for(
-                lambda: (
-                    image.sample is not None
-                    and (image.sample.sequence or 0) > self._returned_sequence
-                ),
-                timeout=1.5 * self.config.period,
-            )
+
+        def ready() -> bool:
+            # A new sample, or a fault latched since the last return: the loop then reacts at
+            # once (with the last sample again, a repeated one) instead of at the next SYNC's.
             sample = image.sample
+            if sample is not None and (sample.sequence or 0) > self._returned_sequence:
+                return True
+            return image.fault_at is not None and image.fault_at != self._returned_fault_at
+
+        with image.sample_ready:
+            image.sample_ready.wait_for(ready, timeout=1.5 * self.config.period)
+            sample = image.sample
+            self._returned_fault_at = image.fault_at
             if sample is None:
                 raise LifecycleError("canopen: no sample from the drives yet")
             self._returned_sequence = sample.sequence or 0
