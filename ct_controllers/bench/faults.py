@@ -97,6 +97,11 @@ NOTES = {
         "exact on sim time: a frozen sample expires on the tick 3 periods after it and the "
         "reaction is written 1 period later — the limit itself, whatever the machine's load"
     ),
+    ("canopen", "heartbeat_loss"): (
+        "the consumer time (30 ms) runs from the last heartbeat received, which can come just "
+        "before the onset: by design at most one heartbeat period (10 ms, 25 %) is left, less "
+        "the heartbeat's way through two processes and the cycle thread's wake-up"
+    ),
 }
 
 
