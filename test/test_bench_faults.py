@@ -18,10 +18,12 @@ def test_json_report_has_every_backend_and_fault_within_its_limit(capsys):
     with p50 ≤ max and limit = detection deadline + one period (4 ms at MuJoCo's 1 kHz, 40 ms
     at 100 Hz; the heartbeat consumer time 30 ms + 10 ms for a lost heartbeat), its margin
     (limit − max, and as a share of the limit) and a note where a margin under 10 % is by
-    design (MuJoCo's stall: exactly the limit; CANopen's lost heartbeat, when under 10 %); MuJoCo's times are exact (a stall: 3
-    periods after the last fresh sample, which is the one at the injection, + 1 period = 4 ms;
-    a rejected sample: 3 ms), and every maximum is within its limit (+ 50 ms of scheduling
-    slack for the real-time backends on a shared machine)."""
+    design (MuJoCo's stall: exactly the limit; CANopen's lost heartbeat, when under 10 %);
+    MuJoCo's times are exact (a stall: 3 periods after the last fresh sample, which is the one
+    at the injection, + 1 period = 4 ms; a rejected sample: 3 ms), and every maximum is within
+    its limit (+ 50 ms of scheduling slack for the real-time backends on a shared machine); a
+    bridge class that could not be measured (its plant stalled before every try: a loaded
+    machine) has a row saying so, and every MuJoCo and CANopen class is measured."""
     code = main(["--json", "--repeat", "1"])
     report = json.loads(capsys.readouterr().out)
     rows = {(r["backend"], r["fault"]): r for r in report["results"]}
@@ -32,6 +34,12 @@ def test_json_report_has_every_backend_and_fault_within_its_limit(capsys):
             "backend", "fault", "p50_ms", "max_ms", "limit_ms", "margin_ms", "margin_pct",
             "retried", "note",
         }  # fmt: skip
+        if row["max_ms"] is None:  # not measured: the machine stalled the rig before each try
+            # Only the bridge's plant (a process at normal scheduling) is left to the machine's
+            # load; MuJoCo runs on sim time, CANopen's drives at real-time priority.
+            assert backend == "ros2_control_bridge", row
+            assert row["note"].startswith("not measured:") and code == 1, row
+            continue
         assert 0 < row["p50_ms"] <= row["max_ms"]
         assert row["margin_ms"] == pytest.approx(row["limit_ms"] - row["max_ms"])
         assert row["margin_pct"] == pytest.approx(100 * row["margin_ms"] / row["limit_ms"])
