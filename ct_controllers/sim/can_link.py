@@ -9,10 +9,11 @@ keeps its ordinary virtual channel and a :class:`VirtualChannelLink` forwards ev
 it to the other process and sends every frame from the other process on it. Nothing else
 changes: the canopen stack on either side opens ``interface: virtual`` as usual.
 
-A frame crosses as 16 bytes (``FRAME``: arbitration id, flags — extended, remote, error — DLC,
-8 data bytes). When the other process dies the socket reports end-of-file and the link stops:
-from then on nothing of it reaches the bus, as when a node's cable is pulled. Latency: two
-thread hand-offs and a socket write, tens to hundreds of µs.
+A frame crosses as 16 bytes (``FRAME``: arbitration id, flags — extended, remote, error — DLC, 8
+data bytes); frames queued together (a SYNC cycle's burst) cross in one write. When the other
+process dies the socket reports end-of-file and the link stops: from then on nothing of it reaches
+the bus, as when a node's cable is pulled. Latency: two thread hand-offs and a socket write, tens to
+hundreds of µs.
 """
 
 from __future__ import annotations
