@@ -131,6 +131,9 @@ def canopen_config(armed: bool = True, **overrides: object):  # type: ignore[no-
         "watchdog.command_timeout": COMMAND_TIMEOUT,
         "default_controller": CONTROLLER_100HZ,
         "safe_hold.damping": HOLD_DAMPING_100HZ,
+        # The bus threads at normal scheduling, as the drives in this process and the loop
+        # ticked by the test are (a real-time thread would wait for the GIL behind them).
+        "realtime.priority": 0,
     }
     values.update(overrides)
     return load_config(overrides=values)

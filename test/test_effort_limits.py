@@ -2,7 +2,7 @@
 grips with a force it can enforce): ``SystemInterface.effort_limit_range`` /
 ``set_effort_limit``, set by the control loop from a controller's ``ControlOutput.effort_limit``
 on position-interface joints — MuJoCo (the actuator's force range at run time), CANopen (max
-torque 6072h, written by SDO to the simulated drives on a virtual bus) — and absent on the
+torque 6072h, sent in RPDO2 to the simulated drives on a virtual bus) — and absent on the
 ros2_control bridge (its forward command controller has no such interface)."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def move_fingers(rig: Rig, opening: float, settle: float) -> None:
 
 
 def test_canopen_max_torque_bounds_the_grip_of_position_fingers(canopen_rig: Rig) -> None:
-    """CANopen, fingers in CSP: a 10 N limit is written to each finger drive's max torque 6072h
+    """CANopen, fingers in CSP: a 10 N limit reaches each finger drive's max torque 6072h
     (250 ‰ of its 40 N rated force, read back from the simulated drive's own dictionary); the
     fingers, opened around a 5 cm object and sent to close to 5 mm (far inside it), press it with
     10 N — the object's contact force within 0.3 N, the drives' reported torque −10 N within one
@@ -107,9 +107,9 @@ def test_canopen_max_torque_bounds_the_grip_of_position_fingers(canopen_rig: Rig
     for name in FINGERS:
         hardware.set_effort_limit(name, 10.0)
     drives = {d.joint: d for d in rig.plant.drives}
-    for name in FINGERS:
-        assert drives[name].node.sdo[cia402.MAX_TORQUE].raw == 250
     move_fingers(rig, 0.005, 1.0)
+    for name in FINGERS:  # in RPDO2 with every SYNC since
+        assert drives[name].node.sdo[cia402.MAX_TORQUE].raw == 250
     contact = rig.contact_forces()
     snapshot = rig.stack.loop.snapshot()
     assert snapshot is not None
@@ -121,8 +121,9 @@ def test_canopen_max_torque_bounds_the_grip_of_position_fingers(canopen_rig: Rig
         assert positions[name] == pytest.approx(0.0245, abs=2e-4), positions
     for name in FINGERS:
         hardware.set_effort_limit(name, None)
-        assert drives[name].node.sdo[cia402.MAX_TORQUE].raw == 1000
     rig.stack.loop.run_ticks(round(0.5 / rig.config.period))
+    for name in FINGERS:  # raised with the next write's targets
+        assert drives[name].node.sdo[cia402.MAX_TORQUE].raw == 1000
     contact = rig.contact_forces()
     for name in FINGERS:
         assert contact[name] == pytest.approx(40.0, abs=0.5), contact

@@ -34,7 +34,11 @@ Scenarios, each from rest at the home pose, in this order on one rig per backend
 
 The 100 Hz CANopen rig runs with 100 ms state, command and PDO deadlines, as in the tests
 (``sim/rigs.py``): this bench measures motions, not fault reactions (``ct-bench faults``
-does), and a loaded machine stalls the pure-Python bus for longer than 60 ms now and then.
+does), and a loaded machine stalls the pure-Python bus for longer than 60 ms now and then. Its
+simulated drives run in a process of their own (:mod:`~ct_controllers.sim.drives_process`), and
+the rig ticks with the loop thread's real-time scheduling (``realtime.*``, as the control node's
+loop thread has it and the bus threads have it too), so the rows measure the stack, not the
+drives' motor model holding our GIL or a normal-priority thread waiting behind other work.
 Times are on the backend's clock (sim time for MuJoCo).
 
 ``--workers N`` runs the MuJoCo rigs (lockstep: every figure on sim time, the same whatever
@@ -52,25 +56,28 @@ the backend. Rows are printed in ``--modes`` order either way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
+import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from ct_controllers.bench.grasp import top_down_grasp, worker_pool
 from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
-from ct_controllers.config import load_config
+from ct_controllers.config import RealtimeSettings, load_config
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.runtime.control_loop import CANCELED, PREEMPTED, RUNNING, SUCCEEDED
+from ct_controllers.runtime.realtime import apply_to_current_thread
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
@@ -345,7 +352,6 @@ def run_backend(
 ) -> list[Row]:
     """One rig for ``backend`` in ``mode``, the scenarios in order; a scenario that raises is a
     failed row (the rig goes on, back home, if it can)."""
-    rows: list[Row] = []
     config = load_config()
     description = load_description(config.robot_description or None, mappings={"backend": backend})
     independent = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
@@ -354,36 +360,66 @@ def run_backend(
     # of the process for tens of ms, longer than a 100 Hz bus's deadlines.
     gc.collect()
     gc.freeze()
-    rig = make_rig(backend, **MODES[(backend, mode)])
+    canopen = backend == "canopen"
+    rig = make_rig(backend, drives_process=canopen, **MODES[(backend, mode)])
+    scheduling = realtime_thread(rig.config.realtime) if canopen else contextlib.nullcontext()
     try:
-        bench = Scenarios(rig, independent)
-        bench.run_for(0.2)
-        for name in scenarios:
-            start = bench.now()
-            try:
-                ok, error, unit, seconds, message = getattr(bench, name)()
-            except Exception as exc:  # one scenario's failure is its row, not the bench's end
-                ok, error, unit, seconds = False, None, "", bench.now() - start
-                message = f"{type(exc).__name__}: {exc}"
-            row = Row(backend, mode, name, ok, error, unit, round(seconds, 3), message)
-            rows.append(row)
-            if report is not None:
-                report(row)
-            if rig.stack.loop.fault is not None:
-                break  # the rest would only report the same fault
-            try:
-                bench.back_home()
-            except Exception as exc:  # the rows so far stand; the rest would not start home
-                for rest in scenarios[scenarios.index(name) + 1 :]:
-                    row = Row(backend, mode, rest, False, None, "", 0.0, f"not run: {exc}")
-                    rows.append(row)
-                    if report is not None:
-                        report(row)
-                break
+        with scheduling:
+            rows = _run_scenarios(rig, independent, backend, mode, scenarios, report)
     finally:
         rig.close()
         gc.unfreeze()
     return rows
+
+
+def _run_scenarios(
+    rig: Rig,
+    independent: RobotModel,
+    backend: str,
+    mode: str,
+    scenarios: Sequence[str],
+    report: Callable[[Row], None] | None,
+) -> list[Row]:
+    rows: list[Row] = []
+    bench = Scenarios(rig, independent)
+    bench.run_for(0.2)
+    for name in scenarios:
+        start = bench.now()
+        try:
+            ok, error, unit, seconds, message = getattr(bench, name)()
+        except Exception as exc:  # one scenario's failure is its row, not the bench's end
+            ok, error, unit, seconds = False, None, "", bench.now() - start
+            message = f"{type(exc).__name__}: {exc}"
+        row = Row(backend, mode, name, ok, error, unit, round(seconds, 3), message)
+        rows.append(row)
+        if report is not None:
+            report(row)
+        if rig.stack.loop.fault is not None:
+            break  # the rest would only report the same fault
+        try:
+            bench.back_home()
+        except Exception as exc:  # the rows so far stand; the rest would not start home
+            for rest in scenarios[scenarios.index(name) + 1 :]:
+                row = Row(backend, mode, rest, False, None, "", 0.0, f"not run: {exc}")
+                rows.append(row)
+                if report is not None:
+                    report(row)
+            break
+    return rows
+
+
+@contextlib.contextmanager
+def realtime_thread(settings: RealtimeSettings) -> Iterator[None]:
+    """This thread scheduled as the loop's own thread would be (``realtime.*``; memory is not
+    locked here), restored afterwards."""
+    policy, parameters = os.sched_getscheduler(0), os.sched_getparam(0)
+    cpus = os.sched_getaffinity(0)
+    try:
+        apply_to_current_thread(replace(settings, lock_memory=False))
+        yield
+    finally:
+        os.sched_setscheduler(0, policy, parameters)
+        os.sched_setaffinity(0, cpus)
 
 
 def run_backends(

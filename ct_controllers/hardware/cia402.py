@@ -7,7 +7,8 @@ Objects (index, sub-index 0): controlword 6040h (u16), statusword 6041h (u16), q
 code 605Ah (i16), modes of operation 6060h (i8) and its display 6061h (i8), position actual 6064h
 (i32, counts), velocity actual 606Ch (i32, counts/s), rated torque 6076h (u32, mN·m), torque actual
 6077h (i16, per-mille of rated torque), target torque 6071h (i16, per-mille), max torque 6072h
-(u16, per-mille: bounds the motor's torque in every mode, the position loop's too), target position
+(u16, per-mille: bounds the motor's torque in every mode, the position loop's too; mapped into
+RPDO2 beside the target position), target position
 607Ah (i32, counts), quick stop deceleration 6085h (u32, counts/s²), abort connection option code
 6007h (i16: what a drive does when it loses its master, e.g. the master's heartbeat); heartbeat
 consumer time 1016h and producer time 1017h.
@@ -18,8 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-
-import numpy as np
 
 from ct_controllers.errors import CtError
 
@@ -56,7 +55,10 @@ CYCLIC_SYNC_TORQUE = 10
 # PDO layout, the same on both sides (index, bits): sent by the master on every SYNC cycle ...
 RPDO_LAYOUT = (
     ((CONTROLWORD, 16), (MODES_OF_OPERATION, 8), (TARGET_TORQUE, 16)),  # RPDO1, 0x200 + id
-    ((TARGET_POSITION, 32),),  # RPDO2, 0x300 + id
+    # RPDO2, 0x300 + id: max torque rides with the target position, so a changed limit (a
+    # grip force) is in force from the SYNC its target goes with, without an SDO round trip
+    # from the control thread (one lost SDO response would stall it for the SDO timeout).
+    ((TARGET_POSITION, 32), (MAX_TORQUE, 16)),
 )
 # ... and by each drive in answer to SYNC (transmission type 1: every SYNC).
 TPDO_LAYOUT = (
@@ -251,7 +253,7 @@ class JointScaling:
 
     def velocity_to_counts(self, velocity: float) -> int:
         counts = round(velocity * self.counts_per_unit)
-        return int(np.clip(counts, *INT32))
+        return min(max(counts, INT32[0]), INT32[1])
 
     def effort_to_permille(self, effort: float) -> int:
         """[N·m | N] → per-mille of the rated effort (6071h), rounded; UnitRangeError when it is

@@ -4,4 +4,5 @@ import sys
 
 from ct_controllers.setup_assistant.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (e.g. to list the package's errors) runs nothing
+    sys.exit(main())

@@ -3,7 +3,8 @@
 the master over the bus) and a small motor model under the arm.
 
 On every SYNC each operational drive takes the RPDOs the master sent before it (controlword,
-mode, target torque / target position), steps its CiA 402 state machine
+mode, target torque / target position, max torque 6072h — written into its dictionary, as a drive
+does with a mapped object), steps its CiA 402 state machine
 (:func:`~ct_controllers.hardware.cia402.drive_transition`), the motors move, and every drive
 answers with its TPDOs (statusword, mode display, torque, position and velocity actual).
 
@@ -14,9 +15,12 @@ rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction, and pe
 - QUICK STOP ACTIVE: the drive ramps its joint's speed to zero at the quick stop deceleration
   (6085h), then holds it;
 - any other state: the holding brake locks the joint.
-The motors run on the drives' own clock, not on SYNC: without SYNC for ``FREE_RUN_AFTER`` they
-move on under each drive's last command (a drive in cyclic synchronous torque keeps its last
-target torque), as real drives do when their master goes silent.
+In a process of their own (:mod:`~ct_controllers.sim.drives_process`) the drives' threads run
+at ``SCHED_FIFO`` ``DRIVES_PRIORITY`` where the process may, as the hardware they stand for
+keeps its own time. The motors run on the drives' own clock
+(``WATCH_PERIOD``), not on SYNC: between SYNCs, and without any, they move on under each
+drive's last command (a drive in cyclic synchronous torque keeps its last target torque), as
+real drives do when their master goes silent; a SYNC's answer is the state at the SYNC.
 
 Each drive is a CiA 301 heartbeat consumer: once its 1016h names a producer (the master) and a
 time, it watches that producer's heartbeat from the first one it hears, on its own timer
@@ -29,7 +33,8 @@ re-arms the watch (CiA 301).
 
 Fault injection (the plant side of a fault, as it happens on a real bus):
 :meth:`SimulatedDrives.stop_heartbeat`, :meth:`enter_fault`, :meth:`stop_pdos`,
-:meth:`send_error_frame`. Every RPDO a drive takes in is logged for "nothing unsafe written"
+:meth:`send_error_frame`, :meth:`drop_sdo_responses` (the drive serves an SDO request but its
+response is lost on the bus). Every RPDO a drive takes in is logged for "nothing unsafe written"
 checks (:attr:`SimulatedDrives.log`).
 """
 
@@ -45,9 +50,11 @@ from dataclasses import dataclass
 import can
 import canopen
 import numpy as np
+import pinocchio as pin
 
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen.object_dictionary import cia402_object_dictionary
+from ct_controllers.hardware.canopen.scheduling import threads_started_with
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState, JointScaling
 from ct_controllers.model.robot import RobotModel
@@ -64,8 +71,14 @@ ROTOR_MASS = 1.0
 FRICTION = 0.5  # [N·m·s/rad | N·s/m] viscous joint friction
 SERVO_BANDWIDTH = 60.0  # [rad/s] of the CSP position servo
 SUBSTEP = 0.0005  # [s] integration step of the motor model
-WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, free-running motors
-FREE_RUN_AFTER = 0.02  # [s] no SYNC this long: the motors move on under the last commands
+# SCHED_FIFO priority of the drives' threads (receive, timer, heartbeats; where permitted) in a
+# process of their own: they stand for hardware of their own, so on a loaded machine their
+# answers and heartbeats keep their time as a drive's do. Above the bus master's and the control
+# loop's (realtime.priority, 50): a drive's controller does not wait for the host. (In the
+# master's process they run at normal scheduling, and so should the master's bus threads: a
+# real-time thread must not wait for the GIL behind a normal one preempted by other work.)
+DRIVES_PRIORITY = 55
+WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, the motors' steps
 MAX_STEP = 0.05  # [s] longest motor step at once (a stalled simulation does not leap)
 
 
@@ -82,6 +95,23 @@ def rotor_inertia(model: RobotModel) -> np.ndarray:
     return np.maximum(rotor - pin_model.armature, 0.0)
 
 
+class RotorDynamics:
+    """The arm with its drives' reflected rotor inertia ``rotor`` (:func:`rotor_inertia`) as
+    Pinocchio armature, on a model copy and scratch data of its own: the articulated-body
+    algorithm then gives q̈ = (M(q) + diag(rotor))⁻¹ (τ − b(q, v)) in O(n) compiled code — the
+    motor model's free-joint step without forming M or solving with it in Python (which took
+    longer than the 10 ms it simulated on a loaded machine)."""
+
+    def __init__(self, model: RobotModel, rotor: np.ndarray) -> None:
+        self.model = pin.Model(model.model)  # a copy: the caller's model keeps its armature
+        self.model.armature = model.model.armature + rotor
+        self.data = self.model.createData()
+
+    def acceleration(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """q̈ [rad/s² | m/s²] under ``tau`` [N·m | N] (model order)."""
+        return np.asarray(pin.aba(self.model, self.data, q, v, tau))
+
+
 def motor_step(
     model: RobotModel,
     q: np.ndarray,
@@ -93,6 +123,7 @@ def motor_step(
     dt: float,
     servos: Mapping[int, tuple[float, float, float, float]] | None = None,
     contact: ObjectBetweenFingers | None = None,
+    dynamics: RotorDynamics | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The motor model: (q, v) after ``dt`` [s] under ``efforts`` [N·m | N] (model order), with
     (M(q) + diag(rotor)) q̈ = τ − b(q, v) − friction·v for free joints; ``locked`` joints are held
@@ -102,7 +133,9 @@ def motor_step(
     τ = clip(kp (target − q) − kd v + g_i(q), ±max); ``contact``, an object between the
     fingers, adds its contact forces on the finger joints at every sub-step (the motors'
     efforts stay what they are: what a drive reports). Semi-implicit Euler in steps of at most
-    ``SUBSTEP``; the joint limits are end stops."""
+    ``SUBSTEP``; the joint limits are end stops. ``dynamics`` (the same model and ``rotor``):
+    sub-steps where every joint is free take q̈ from it (ABA) rather than from solving with M —
+    the same equation."""
     q, v = q.copy(), v.copy()
     steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
     h = dt / steps if steps else 0.0
@@ -122,7 +155,12 @@ def motor_step(
             for index, (target, kp, kd, limit) in servos.items():
                 tau = kp * (target - q[index]) - kd * v[index] + gravity[index]
                 applied[index] = min(max(tau, -limit), limit)
-        if free.any():
+        if dynamics is not None and not prescribed.any():
+            force = applied - FRICTION * v
+            if contact is not None:
+                contact.add_joint_forces(q, v, force)
+            acceleration = dynamics.acceleration(q, v, force)
+        elif free.any():
             mass = model.mass_matrix(q) + np.diag(rotor)
             force = applied - model.bias(q, v) - FRICTION * v
             if contact is not None:
@@ -165,6 +203,47 @@ def _write(node: canopen.LocalNode, index: int, value: int) -> None:
     variable.raw = value
 
 
+class _PdoCodec:
+    """One PDO's mapped objects (index, byte offset, byte length, signed), from its mapping as
+    the master wrote it: the drive packs and unpacks the PDO's bytes per object with
+    ``int.from_bytes`` — what canopen's PDO variables do, without their per-access bookkeeping
+    (nine drives' PDO objects through them took milliseconds of every SYNC)."""
+
+    def __init__(self, pdo: canopen.pdo.PdoMap) -> None:
+        fields: list[tuple[int, int, int, bool]] = []
+        for variable in pdo.map:
+            offset = variable.offset  # [bits], set once the map is read
+            if offset is None or offset % 8 or variable.length % 8:
+                raise ValueError(f"{pdo.name}: object 0x{variable.index:04X} is not byte-aligned")
+            signed = variable.od.data_type in canopen.objectdictionary.SIGNED_TYPES
+            fields.append((variable.index, offset // 8, variable.length // 8, signed))
+        self.fields = tuple(fields)
+        self.size = sum(length for _, _, length, _ in fields)
+
+    def unpack(self, data: bytes | bytearray) -> dict[int, int]:
+        """Object index → value of ``data`` (a received PDO)."""
+        return {
+            index: int.from_bytes(data[offset : offset + length], "little", signed=signed)
+            for index, offset, length, signed in self.fields
+        }
+
+    def pack(self, values: Mapping[int, int]) -> bytearray:
+        """The PDO's bytes for ``values`` (object index → value)."""
+        data = bytearray(self.size)
+        for index, offset, length, signed in self.fields:
+            data[offset : offset + length] = values[index].to_bytes(length, "little", signed=signed)
+        return data
+
+
+# Objects the motor model reads every SYNC, mirrored from the drive's dictionary as SDO (and the
+# RPDO-mapped max torque) write them: its dictionary itself is slow to read on the hot path.
+_MIRRORED = (
+    cia402.QUICK_STOP_OPTION,
+    cia402.QUICK_STOP_DECELERATION,
+    cia402.MAX_TORQUE,
+)
+
+
 class _Drive:
     def __init__(self, joint: str, node: canopen.LocalNode, scaling: JointScaling) -> None:
         self.joint = joint
@@ -183,6 +262,14 @@ class _Drive:
         self.heartbeat_lost = False  # the consumer timed out; a heartbeat re-arms it
         self.lost_at: float | None = None  # [s] time.monotonic of the last time-out
         self.connection_aborted = False  # 6007h applied: no enable before SWITCH ON DISABLED
+        self.rpdo_max_torque = False  # its RPDO2 maps max torque 6072h (read at NMT start)
+        self.max_torque = -1  # [‰] the last 6072h taken from RPDO2 (-1: none yet)
+        self.sdo_responses_to_drop = 0  # fault injection: responses lost (-1: all)
+        self.sdo_responses_dropped = 0
+        self.objects = {index: _read(node, index) for index in _MIRRORED}  # of its dictionary
+        self.rpdo_codecs: tuple[_PdoCodec, ...] = ()  # RPDO1, RPDO2 (at NMT start)
+        self.tpdo_codecs: tuple[_PdoCodec, ...] = ()  # TPDO1, TPDO2
+        self.command: dict[int, int] = {}  # object index → value, from the last RPDOs taken
 
 
 class SimulatedDrives:
@@ -199,8 +286,12 @@ class SimulatedDrives:
         interface: str = "virtual",
         initial_positions: Mapping[str, float] | None = None,
         log_size: int = 200_000,
+        priority: int = 0,
     ) -> None:
+        """``priority``: SCHED_FIFO priority of the drives' threads (0: normal scheduling;
+        :data:`DRIVES_PRIORITY` in a process of their own)."""
         self.model = model
+        self.priority = priority
         self.joint_names = tuple(joint_names)
         self._index = model.indices(self.joint_names)
         self.q = np.zeros(model.nq)  # [rad | m]
@@ -208,8 +299,11 @@ class SimulatedDrives:
             self.q[model.q_index(name)] = value
         self.v = np.zeros(model.nv)
         self.rotor = rotor_inertia(model)
+        self.dynamics = RotorDynamics(model, self.rotor)
         self.network = canopen.Network()
-        self.network.connect(interface=interface, channel=channel)
+        with threads_started_with(priority) as scheduling:  # its receive thread
+            self.scheduling = scheduling
+            self.network.connect(interface=interface, channel=channel)
         self.drives: list[_Drive] = []
         for joint, node_id, scaling in zip(joint_names, node_ids, scalings, strict=True):
             node = canopen.LocalNode(node_id, cia402_object_dictionary(node_id))
@@ -219,6 +313,7 @@ class SimulatedDrives:
         self.log: deque[RpdoRecord] = deque(maxlen=log_size)
         self.contact: ObjectBetweenFingers | None = None  # an object between the fingers
         self.syncs = 0
+        self.sync_handling: deque[float] = deque(maxlen=10_000)  # [s] per SYNC answered
         self._last_step: float | None = None  # [s] time.monotonic the motors were stepped to
         self._last_sync: float | None = None  # [s] time.monotonic of the last SYNC
         self._producers: set[int] = set()  # node ids whose heartbeat we listen to
@@ -226,11 +321,13 @@ class SimulatedDrives:
         self.network.subscribe(0, self._on_nmt)
         for drive in self.drives:
             drive.node.add_write_callback(self._sdo_write_callback(drive))
+            self._lose_sdo_responses_on_request(drive)
             self._publish(drive)
             drive.node.nmt.send_command(0x80)  # boot: INITIALISING → PRE-OPERATIONAL
         self._closing = threading.Event()
         self._timer = threading.Thread(target=self._watch, name="ct-sim-drives", daemon=True)
-        self._timer.start()
+        with threads_started_with(priority):
+            self._timer.start()
 
     def close(self) -> None:
         self._closing.set()
@@ -265,17 +362,51 @@ class SimulatedDrives:
         assert self.network.bus is not None
         self.network.bus.send(can.Message(is_error_frame=True, arbitration_id=0x20000004))
 
-    def heal(self) -> None:
-        """Every injected fault undone (heartbeats and PDOs back; FAULT stays until reset)."""
+    def drop_sdo_responses(self, joint: str, count: int = -1) -> None:
+        """The drive's next ``count`` SDO responses (-1: all until :meth:`heal`) are lost on
+        the bus: it serves each request (a download is written) but the master never hears the
+        answer, as when a response frame is corrupted."""
         with self._lock:
+            self._drive(joint).sdo_responses_to_drop = count
+
+    def sdo_responses_dropped(self) -> dict[str, int]:
+        """Joint → SDO responses its drive has lost (:meth:`drop_sdo_responses`)."""
+        with self._lock:
+            return {d.joint: d.sdo_responses_dropped for d in self.drives}
+
+    def _lose_sdo_responses_on_request(self, drive: _Drive) -> None:
+        server = drive.node.sdo
+        send = server.send_response
+
+        def send_response(response: bytes) -> None:
+            with self._lock:
+                drop = drive.sdo_responses_to_drop != 0
+                if drop:
+                    drive.sdo_responses_dropped += 1
+                    if drive.sdo_responses_to_drop > 0:
+                        drive.sdo_responses_to_drop -= 1
+            if not drop:
+                send(response)
+
+        server.send_response = send_response  # type: ignore[method-assign]
+
+    def heal(self) -> None:
+        """Every injected fault undone (heartbeats, PDOs and SDO responses back; FAULT stays
+        until reset)."""
+        with self._lock, threads_started_with(self.priority):  # the heartbeats' threads
             for drive in self.drives:
                 drive.send_pdos = True
+                drive.sdo_responses_to_drop = 0
                 period = _read(drive.node, cia402.PRODUCER_HEARTBEAT)
                 drive.node.nmt.start_heartbeat(period)
 
     # --- the heartbeat consumer -------------------------------------------------------------
     def _sdo_write_callback(self, drive: _Drive) -> Callable[..., None]:
         def on_write(index: int, subindex: int, od: object, data: bytes, **_: object) -> None:
+            if index in _MIRRORED and subindex == 0:
+                assert isinstance(od, canopen.objectdictionary.ODVariable)
+                drive.objects[index] = int(od.decode_raw(bytes(data)))
+                return
             if index != cia402.CONSUMER_HEARTBEAT or subindex != 1:
                 return
             entry = int.from_bytes(bytes(data), "little")
@@ -325,7 +456,10 @@ class SimulatedDrives:
             with self._lock:
                 for drive in self.drives:
                     self._check_consumer(drive, now)
-                if self._last_sync is not None and now - self._last_sync > FREE_RUN_AFTER:
+                if self._last_sync is not None:
+                    # The motors move on under the commands in force between SYNCs, so a SYNC
+                    # finds them at most one WATCH_PERIOD behind: its answer (the state at the
+                    # SYNC) costs a few sub-steps, not a whole period's.
                     self._advance(now, take_rpdos=False)
 
     # --- bus handlers (the simulation's receive thread) -------------------------------------
@@ -335,10 +469,41 @@ class SimulatedDrives:
             if drive.node.nmt.state == "OPERATIONAL" and not drive.pdo_ready:
                 drive.node.rpdo.read()
                 drive.node.tpdo.read()
+                drive.rpdo_max_torque = any(
+                    variable.index == cia402.MAX_TORQUE for variable in drive.node.rpdo[2].map
+                )
+                drive.rpdo_codecs = (
+                    _PdoCodec(drive.node.rpdo[1]),
+                    _PdoCodec(drive.node.rpdo[2]),
+                )
+                drive.tpdo_codecs = (
+                    _PdoCodec(drive.node.tpdo[1]),
+                    _PdoCodec(drive.node.tpdo[2]),
+                )
                 drive.pdo_ready = True
 
     def _on_sync(self, can_id: int, data: bytearray, timestamp: float) -> None:
         now = time.monotonic()
+        try:
+            self._answer_sync(now)
+        finally:
+            self.sync_handling.append(time.monotonic() - now)
+
+    def sync_timing(self) -> dict[str, float]:
+        """[ms] how long the drives took to answer a SYNC (RPDOs taken, motors stepped, TPDOs
+        sent), over the last ones: p50, p99, max, and how many."""
+        with self._lock:
+            times = np.array(self.sync_handling) * 1e3
+        if times.size == 0:
+            return {"p50": 0.0, "p99": 0.0, "max": 0.0, "count": 0}
+        return {
+            "p50": float(np.median(times)),
+            "p99": float(np.percentile(times, 99)),
+            "max": float(times.max()),
+            "count": int(times.size),
+        }
+
+    def _answer_sync(self, now: float) -> None:
         with self._lock:
             self.syncs += 1
             self._last_sync = now
@@ -361,6 +526,8 @@ class SimulatedDrives:
         locked = np.zeros(self.model.nv, dtype=bool)
         ramps: dict[int, float] = {}
         servos: dict[int, tuple[float, float, float, float]] = {}
+        mass: np.ndarray | None = None  # M(q) and g(q), once per step for every CSP servo
+        gravity: np.ndarray | None = None
         for drive, index in zip(self.drives, self._index, strict=True):
             if not drive.pdo_ready or drive.node.nmt.state != "OPERATIONAL":
                 locked[index] = True
@@ -373,33 +540,34 @@ class SimulatedDrives:
                 drive.hold_position = None
                 # Max torque 6072h [‰ of rated] bounds the motor in every mode (CiA 402);
                 # this motor cannot exceed its rated torque.
-                max_permille = min(_read(drive.node, cia402.MAX_TORQUE), 1000)
+                max_permille = min(drive.objects[cia402.MAX_TORQUE], 1000)
                 if drive.mode == cia402.CYCLIC_SYNC_TORQUE:
-                    permille = int(drive.node.rpdo[1][cia402.TARGET_TORQUE].raw)
+                    permille = drive.command.get(cia402.TARGET_TORQUE, 0)
                     permille = int(np.clip(permille, -max_permille, max_permille))
                     efforts[index] = drive.scaling.permille_to_effort(permille)
                 elif drive.mode == cia402.CYCLIC_SYNC_POSITION:
-                    counts = int(drive.node.rpdo[2][cia402.TARGET_POSITION].raw)
+                    counts = drive.command.get(cia402.TARGET_POSITION, 0)
                     target = drive.scaling.counts_to_position(counts)
-                    inertia = self.model.mass_matrix(self.q)[index, index] + self.rotor[index]
+                    if mass is None or gravity is None:
+                        mass, gravity = self.model.mass_matrix(self.q), self.model.gravity(self.q)
+                    inertia = mass[index, index] + self.rotor[index]
                     kp = inertia * SERVO_BANDWIDTH**2
                     kd = 2.0 * inertia * SERVO_BANDWIDTH
                     limit = drive.scaling.permille_to_effort(max_permille)
                     servos[index] = (target, kp, kd, limit)
-                    tau = kp * (target - q) - kd * v + self.model.gravity(self.q)[index]
+                    tau = kp * (target - q) - kd * v + gravity[index]
                     # Reported as torque actual; the servo itself runs per sub-step.
                     efforts[index] = float(np.clip(tau, -limit, limit))
                 else:
                     locked[index] = True
             elif drive.state is DriveState.QUICK_STOP_ACTIVE:
-                option = _read(drive.node, cia402.QUICK_STOP_OPTION)
+                option = drive.objects[cia402.QUICK_STOP_OPTION]
                 if option not in (5, 6) and (option == 0 or abs(v) == 0.0):
                     drive.state = DriveState.SWITCH_ON_DISABLED  # ramp done: disable
                     locked[index] = True
                     continue
                 deceleration = (
-                    _read(drive.node, cia402.QUICK_STOP_DECELERATION)
-                    / drive.scaling.counts_per_unit
+                    drive.objects[cia402.QUICK_STOP_DECELERATION] / drive.scaling.counts_per_unit
                 )
                 ramps[index] = max(deceleration, 1e-6)
             else:
@@ -411,9 +579,13 @@ class SimulatedDrives:
         rpdo1, rpdo2 = drive.node.rpdo[1], drive.node.rpdo[2]
         if not rpdo1.is_received:
             return
-        controlword = int(rpdo1[cia402.CONTROLWORD].raw)
-        mode = int(rpdo1[cia402.MODES_OF_OPERATION].raw)
-        option = _read(drive.node, cia402.QUICK_STOP_OPTION)
+        command = drive.rpdo_codecs[0].unpack(rpdo1.data)
+        if rpdo2.is_received:
+            command.update(drive.rpdo_codecs[1].unpack(rpdo2.data))
+        drive.command = command
+        controlword = command[cia402.CONTROLWORD]
+        mode = command[cia402.MODES_OF_OPERATION]
+        option = drive.objects[cia402.QUICK_STOP_OPTION]
         state = cia402.drive_transition(
             drive.state, controlword, drive.previous_controlword, option
         )
@@ -428,14 +600,19 @@ class SimulatedDrives:
         drive.state = state
         drive.previous_controlword = controlword
         drive.mode = mode
+        if drive.rpdo_max_torque and rpdo2.is_received:
+            max_torque = command[cia402.MAX_TORQUE]
+            if max_torque != drive.max_torque:  # into its dictionary, where the motor reads it
+                drive.max_torque = max_torque
+                _write(drive.node, cia402.MAX_TORQUE, max_torque)
         self.log.append(
             RpdoRecord(
                 now,
                 drive.joint,
                 controlword,
                 mode,
-                int(rpdo1[cia402.TARGET_TORQUE].raw),
-                int(rpdo2[cia402.TARGET_POSITION].raw) if rpdo2.is_received else 0,
+                command[cia402.TARGET_TORQUE],
+                command.get(cia402.TARGET_POSITION, 0),
                 drive.state,
             )
         )
@@ -460,6 +637,7 @@ class SimulatedDrives:
             dt,
             servos,
             contact=self.contact,
+            dynamics=self.dynamics,
         )
 
     def _publish(self, drive: _Drive) -> None:
@@ -469,17 +647,15 @@ class SimulatedDrives:
         values = {
             cia402.STATUSWORD: cia402.statusword_of(drive.state),
             cia402.MODES_DISPLAY: drive.mode,
-            cia402.TORQUE_ACTUAL: int(
-                np.clip(round(drive.applied_effort / scaling.rated_effort * 1000), -32768, 32767)
+            cia402.TORQUE_ACTUAL: min(
+                max(round(drive.applied_effort / scaling.rated_effort * 1000), -32768), 32767
             ),
             cia402.POSITION_ACTUAL: scaling.position_to_counts(float(self.q[index])),
             cia402.VELOCITY_ACTUAL: scaling.velocity_to_counts(float(self.v[index])),
         }
         if drive.pdo_ready:
-            for number, layout in enumerate(cia402.TPDO_LAYOUT, start=1):
-                pdo = drive.node.tpdo[number]
-                for object_index, _bits in layout:
-                    pdo[object_index].raw = values[object_index]
+            for number, codec in enumerate(drive.tpdo_codecs, start=1):
+                drive.node.tpdo[number].data = codec.pack(values)
         else:
             for object_index, value in values.items():
                 _write(drive.node, object_index, value)
@@ -521,6 +697,28 @@ class SimulatedDrives:
             forces = contact.finger_forces(self.q, self.v)
         names = {self.model.v_index(n): n for n in self.model.joint_names}
         return {names[i]: float(f) for i, f in zip(contact.v_indices, forces, strict=True)}
+
+    def last_target_torques(self) -> dict[str, int]:
+        """Joint → the target torque [‰ of rated] its drive last took in (an RPDO1)."""
+        with self._lock:
+            records = list(self.log)[-3 * len(self.drives) :]
+        return {record.joint: record.target_torque for record in records}
+
+    def peak_target_torques(self) -> dict[str, int]:
+        """Joint → the largest |target torque| [‰ of rated] its drive took in while in cyclic
+        synchronous torque mode (joints never in it: absent)."""
+        with self._lock:
+            records = list(self.log)
+        peak: dict[str, int] = {}
+        for record in records:
+            if record.mode == cia402.CYCLIC_SYNC_TORQUE:
+                peak[record.joint] = max(peak.get(record.joint, 0), abs(record.target_torque))
+        return peak
+
+    def max_torques(self) -> dict[str, int]:
+        """Joint → max torque 6072h [‰ of rated] in its drive's own dictionary."""
+        with self._lock:
+            return {d.joint: _read(d.node, cia402.MAX_TORQUE) for d in self.drives}
 
     def states(self) -> dict[str, DriveState]:
         with self._lock:

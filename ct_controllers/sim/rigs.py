@@ -5,9 +5,12 @@ over loopback DDS) and ``canopen`` (against simulated drives on a virtual bus), 
 able to say what its plant last applied and where its joints truly are, by joint name.
 
 The real-drive backends run at ``REAL_RATE`` (pure-Python bus and DDS round trips) with the
-slow-loop gains of :mod:`~ct_controllers.sim.gains`. Their plants can hold an object between the
-fingers (``object_width``; :mod:`~ct_controllers.sim.object_contact`), so a grasp runs end to end
-on them; MuJoCo's scene has its own cube.
+slow-loop gains of :mod:`~ct_controllers.sim.gains`. The bridge's plant is a process of its own;
+the simulated CiA 402 drives run in this process (tests reach into them) or, with
+``drives_process=True``, in one of their own (:mod:`~ct_controllers.sim.drives_process`: the
+benches, which measure the stack, not the GIL the drives' motor model takes). Their plants can
+hold an object between the fingers (``object_width``; :mod:`~ct_controllers.sim.object_contact`),
+so a grasp runs end to end on them; MuJoCo's scene has its own cube.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
+from ct_controllers.sim.drives_process import DrivesProcess, drives_process_for
 from ct_controllers.sim.fault_injection import InjectingSystem
 from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 from ct_controllers.sim.ros2_control_plant import PlantProcess
@@ -52,7 +56,8 @@ class Rig:
     backend: str
     config: StackConfig
     stack: Stack
-    plant: Any = None  # PlantProcess | SimulatedDrives | None (MuJoCo is its own plant)
+    # PlantProcess | SimulatedDrives | DrivesProcess | None (MuJoCo is its own plant)
+    plant: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -70,28 +75,27 @@ class Rig:
         if self.backend == "ros2_control_bridge":
             time.sleep(0.05)  # the last command crosses DDS
             return dict(self.plant.report()["last_command"])
+        scalings = self._scalings()
+        return {
+            joint: scalings[joint].permille_to_effort(permille)
+            for joint, permille in self.plant.last_target_torques().items()
+        }
+
+    def _scalings(self) -> dict[str, cia402.JointScaling]:
         inner = self.injector.inner
         assert isinstance(inner, CanopenCia402System)
-        latest: dict[str, float] = {}
-        scalings = {d.joint: d.scaling for d in inner.drives}
-        for record in list(self.plant.log)[-3 * len(scalings) :]:
-            latest[record.joint] = scalings[record.joint].permille_to_effort(record.target_torque)
-        return latest
+        return {d.joint: d.scaling for d in inner.drives}
 
     def max_applied(self) -> dict[str, float]:
         """Joint → the largest |effort| the plant ever took in (MuJoCo: the last one)."""
         if self.backend == "ros2_control_bridge":
             return dict(self.plant.report()["max_command"])
         if self.backend == "canopen":
-            inner = self.injector.inner
-            assert isinstance(inner, CanopenCia402System)
-            scalings = {d.joint: d.scaling for d in inner.drives}
-            peak: dict[str, float] = {}
-            for record in list(self.plant.log):
-                if record.mode == cia402.CYCLIC_SYNC_TORQUE:
-                    value = abs(scalings[record.joint].permille_to_effort(record.target_torque))
-                    peak[record.joint] = max(peak.get(record.joint, 0.0), value)
-            return peak
+            scalings = self._scalings()
+            return {
+                joint: scalings[joint].permille_to_effort(permille)
+                for joint, permille in self.plant.peak_target_torques().items()
+            }
         return {k: abs(v) for k, v in self.applied().items()}
 
     def true_positions(self) -> dict[str, float]:
@@ -107,7 +111,7 @@ class Rig:
                 }
         if self.backend == "ros2_control_bridge":
             return dict(self.plant.report()["position"])
-        assert isinstance(self.plant, SimulatedDrives)
+        assert isinstance(self.plant, SimulatedDrives | DrivesProcess)
         return self.plant.positions()
 
     def place_object(self, width: float | None) -> None:
@@ -115,7 +119,7 @@ class Rig:
         none). MuJoCo's scene has its own cube: not here."""
         if isinstance(self.plant, PlantProcess):
             self.plant.place_object(width)
-        elif isinstance(self.plant, SimulatedDrives):
+        elif isinstance(self.plant, SimulatedDrives | DrivesProcess):
             self.plant.place_object(width, self.config.gripper_joints)
         else:
             raise ValueError(f"the {self.backend} rig has no object model (its scene has a cube)")
@@ -126,7 +130,7 @@ class Rig:
         an object."""
         if isinstance(self.plant, PlantProcess):
             return dict(self.plant.report()["contact"])
-        if isinstance(self.plant, SimulatedDrives):
+        if isinstance(self.plant, SimulatedDrives | DrivesProcess):
             return self.plant.contact_forces()
         sensor = self.injector.inner.object_sensor()
         if sensor is None:
@@ -148,17 +152,23 @@ class Rig:
 
     def close(self) -> None:
         self.stack.shut_down()
-        if isinstance(self.plant, SimulatedDrives):
+        if isinstance(self.plant, SimulatedDrives | DrivesProcess):
             self.plant.close()
         elif isinstance(self.plant, PlantProcess):
             self.plant.stop()
 
 
-def make_rig(backend: str, object_width: float | None = None, **overrides: Any) -> Rig:
+def make_rig(
+    backend: str,
+    object_width: float | None = None,
+    drives_process: bool = False,
+    **overrides: Any,
+) -> Rig:
     """The stack for ``backend``, configured and active (brought up), not yet ticking.
     ``object_width`` [m]: an object between the fingers of a plant rig (bridge, CANopen) from
-    the start (None: none; :meth:`Rig.place_object` changes it); ``overrides``: configuration
-    (e.g. a mode's, :data:`MODES`)."""
+    the start (None: none; :meth:`Rig.place_object` changes it); ``drives_process``: CANopen's
+    simulated drives in a process of their own (:class:`DrivesProcess`) rather than this one;
+    ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
     description = load_description(mappings={"backend": backend})
     if backend == "mujoco":
         if object_width is not None:
@@ -211,6 +221,11 @@ def make_rig(backend: str, object_width: float | None = None, **overrides: Any) 
                 "watchdog.state_timeout": 0.1,
                 "watchdog.command_timeout": 0.1,
                 "canopen.pdo_timeout": 0.1,
+                # Drives in this process run at normal scheduling, and so must the bus threads
+                # (which take realtime.priority): a real-time thread waiting for the GIL behind
+                # a normal one that other work preempted stalls for as long. Tests tick the loop
+                # at normal scheduling too. Drives of their own: the loop's real-time default.
+                **({} if drives_process else {"realtime.priority": 0}),
                 **SLOW_LOOP_GAINS,
                 **overrides,
             }
@@ -218,7 +233,11 @@ def make_rig(backend: str, object_width: float | None = None, **overrides: Any) 
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
         inner = stack.hardware.inner  # type: ignore[attr-defined]
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
-        drives = simulated_drives_for(inner, RobotModel(description.urdf), home)
+        drives: SimulatedDrives | DrivesProcess = (
+            drives_process_for(inner, description.urdf, home)
+            if drives_process
+            else simulated_drives_for(inner, RobotModel(description.urdf), home)
+        )
         if object_width is not None:
             drives.place_object(object_width, config.gripper_joints)
         return Rig(backend, config, stack, drives).brought_up()

@@ -53,6 +53,12 @@ def _abort_connection_option(option: int) -> str | None:
     )
 
 
+def _priority(priority: int) -> str | None:
+    if 0 <= priority <= 99:
+        return None
+    return f"{priority} is not 0 (normal scheduling) or a SCHED_FIFO priority 1..99"
+
+
 def _heartbeats(values: Mapping[str, Any], joint_count: int | None) -> str | None:
     if values["heartbeat_timeout"] <= values["heartbeat_period"]:
         return (
@@ -238,6 +244,10 @@ class CanopenConfig:
     master_heartbeat_period: float = 0.01
     master_heartbeat_timeout: float = 0.03
     abort_connection_option: int = cia402.ABORT_QUICK_STOP
+    # SCHED_FIFO priority of the bus threads (:mod:`.scheduling`): from a stack config, the
+    # control loop's own (realtime.priority); 0 = normal scheduling. Not permitted: normal,
+    # said in diagnostics.
+    thread_priority: int = 50
 
     def __post_init__(self) -> None:
         if self.mode not in (TORQUE, POSITION_MODE):
@@ -251,6 +261,8 @@ class CanopenConfig:
                 "canopen.master_heartbeat_timeout must exceed canopen.master_heartbeat_period "
                 "and be at most 65.535 s (1016h holds whole ms in 16 bits)"
             )
+        if _priority(self.thread_priority) is not None:
+            raise ValueError(f"canopen.thread_priority: {_priority(self.thread_priority)}")
         if self.abort_connection_option not in cia402.ABORT_CONNECTION_OPTIONS:
             raise ValueError(
                 f"canopen.abort_connection_option {self.abort_connection_option} is not one of "
@@ -279,7 +291,8 @@ class CanopenSetup:
 def from_stack_config(description: RobotDescription, config: StackConfig) -> CanopenSetup:
     """Joints from ``<ros2_control>``, drives from ``canopen.*`` (per joint in ``arm_joints +
     gripper_joints`` order; parsed here by :data:`PARAMETERS`), joint types (revolute /
-    prismatic) from the URDF."""
+    prismatic) from the URDF; the bus threads scheduled as the control loop's thread is
+    (``realtime.priority``)."""
     params = PARAMETERS.parse(config.parameters, len(config.joint_names))
     joints = description.hardware.joint_names
     types = {
@@ -322,5 +335,6 @@ def from_stack_config(description: RobotDescription, config: StackConfig) -> Can
             master_heartbeat_period=params["master_heartbeat_period"],
             master_heartbeat_timeout=params["master_heartbeat_timeout"],
             abort_connection_option=params["abort_connection_option"],
+            thread_priority=config.realtime.priority,
         ),
     )

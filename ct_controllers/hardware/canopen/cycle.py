@@ -1,6 +1,7 @@
 """The SYNC/PDO cycle: a thread of our own that, every control period, checks the deadlines
 (each drive's heartbeat and TPDOs, the control loop's commands), then sends each drive's RPDOs
-and a SYNC; the drives answer with their TPDOs (see :mod:`.receive`)."""
+and a SYNC; the drives answer with their TPDOs (see :mod:`.receive`). Between SYNCs it wakes for
+any deadline that expires before the next one, so a silence is detected when its time is up."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import canopen
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen.configuration import CanopenConfig, DriveConfig
 from ct_controllers.hardware.canopen.process_image import ProcessImage
+
+_PAST_EXPIRY = 1e-4  # [s] a deadline's check runs this long after it: ``silence > timeout``
 
 
 class SyncCycle:
@@ -58,11 +61,42 @@ class SyncCycle:
         while not self._stop.is_set():
             self.one_cycle()
             scheduled += period
-            delay = scheduled - time.monotonic()
-            if delay > 0:
-                self._stop.wait(delay)
-            else:
+            if scheduled <= time.monotonic():
                 scheduled = time.monotonic()  # fell behind: re-base, do not bunch
+                continue
+            self._wait_until(scheduled)
+
+    def _wait_until(self, scheduled: float) -> None:
+        """Sleep until ``scheduled`` [s, time.monotonic], waking on the way for every deadline
+        (a heartbeat's consumer time, a drive's PDO timeout, the command timeout) that falls
+        before it: a silence is caught when its time is up, not on the SYNC grid up to a period
+        later (which left a lost heartbeat no margin to its bound)."""
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= scheduled:
+                return
+            deadline = self.next_deadline(now)
+            self._stop.wait(min(scheduled, deadline) - now)
+            if deadline < scheduled and not self._stop.is_set():
+                self.check_deadlines(time.monotonic())
+
+    def next_deadline(self, now: float) -> float:
+        """[s, time.monotonic] the earliest deadline after ``now`` (inf: none while not
+        commanding), just past its expiry so that the check finds it expired."""
+        image = self.image
+        with image.lock:
+            if not image.commanding:
+                return math.inf
+            heartbeats = [s.heartbeat_at for s in image.status]
+            pdos = [s.tpdo_at for s in image.status]
+            last_write = image.last_write
+        config = self.config
+        candidates = [t + config.heartbeat_timeout for t in heartbeats]
+        candidates += [t + config.effective_pdo_timeout for t in pdos]
+        if math.isfinite(last_write):
+            candidates.append(last_write + config.effective_command_timeout)
+        future = [t for t in candidates if t > now]
+        return min(future) + _PAST_EXPIRY if future else math.inf
 
     def one_cycle(self) -> None:
         assert self.network is not None
@@ -80,6 +114,7 @@ class SyncCycle:
                 rpdo1[cia402.MODES_OF_OPERATION].raw = image.mode
                 rpdo1[cia402.TARGET_TORQUE].raw = image.target_torque[i]
                 rpdo2[cia402.TARGET_POSITION].raw = image.target_position[i]
+                rpdo2[cia402.MAX_TORQUE].raw = image.max_torque[i]
                 frames.append((rpdo1.cob_id, bytes(rpdo1.data)))
                 frames.append((rpdo2.cob_id, bytes(rpdo2.data)))
             image.sync_count += 1

@@ -1,7 +1,8 @@
 """Configuring one drive by SDO before it is started: its producer heartbeat (1017h), its
 consumer heartbeat on the master (1016h) and its reaction to losing it (6007h), the quick stop
 (605Ah, 6085h), max torque (6072h) back to 1000 ‰, the mode (6060h), and its PDO mapping (layout
-in :mod:`ct_controllers.hardware.cia402`: controlword, mode, target torque / target position out;
+in :mod:`ct_controllers.hardware.cia402`: controlword, mode, target torque / target position and
+max torque out;
 statusword, mode display, torque, position and velocity actual in; all synchronous)."""
 
 from __future__ import annotations

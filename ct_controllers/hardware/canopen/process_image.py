@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from ct_controllers.hardware import cia402
+from ct_controllers.hardware.canopen.object_dictionary import MAX_TORQUE_DEFAULT
 from ct_controllers.hardware.cia402 import DriveState
 from ct_controllers.hardware.interface import StateSample
 
@@ -44,6 +45,12 @@ class ProcessImage:
         self.mode = cia402.CYCLIC_SYNC_POSITION
         self.target_torque = [0] * n_drives  # [per-mille]
         self.target_position = [0] * n_drives  # [counts]
+        # Max torque 6072h [‰ of rated] in RPDO2: ``max_torque`` is what goes out; a changed
+        # limit is staged in ``staged_max_torque`` and goes out with the next write's targets,
+        # at most min(old, new) until then (a lowered limit at once, a raised one with the
+        # targets it was computed with).
+        self.max_torque = [MAX_TORQUE_DEFAULT] * n_drives
+        self.staged_max_torque = [MAX_TORQUE_DEFAULT] * n_drives
         self.override: int | None = None  # controlword forced by a quick stop / disable
         self.commanding = False  # the enable sequence is over; write() targets go out
         self.last_write = -math.inf  # [s] time.monotonic of the last write()

@@ -6,7 +6,10 @@ configure (only when ``hardware.armed``: the refusal comes before the bus is ope
 bus, start the master's own heartbeat, add a remote node per joint, configure each drive by SDO
 (producer heartbeat 1017h, consumer heartbeat 1016h on the master, abort connection option 6007h,
 quick stop option 605Ah, max torque 6072h back to 1000 ‰, mode 6060h) and map its PDOs
-(:mod:`.drive_setup`).
+(:mod:`.drive_setup`). These are the only SDO transfers: after configure, nothing the control
+thread calls (read, write, the effort limit, a fault reset) waits on an acyclic transfer — max
+torque 6072h, the grip force of a position-controlled finger, is mapped into RPDO2 and goes out
+with every SYNC.
 
 The drives watch us: the master is a node of its own (``MASTER_NODE_ID``, a ``canopen.LocalNode``
 whose NMT heartbeat producer sends every ``master_heartbeat_period`` from python-can's cyclic
@@ -37,9 +40,15 @@ of the control loop (reported through :meth:`fault`, latched until :meth:`reset_
   until the first write the enabled drives hold their position in CSP): the backend then sends
   the CiA 402 quick stop itself (the drive decelerates on its quick-stop ramp, 605Ah), since
   nothing else can act.
+The bus threads (the SYNC cycle, python-can's receive thread, the master's heartbeat producer)
+run at ``SCHED_FIFO`` ``realtime.priority``, as the control loop's thread does, where the
+process may (:mod:`.scheduling`;
+``diagnostics()["bus_threads"]`` says what they got): on a loaded machine their deadlines are
+not kept at normal scheduling.
 ``read()`` blocks until the next SYNC's sample (at most 1.5 periods: a SYNC that comes a little
 late is waited for, not ticked over with the old sample), so the control loop runs on the bus's
-cycle, one tick per SYNC.
+cycle, one tick per SYNC; a fault latched meanwhile ends the wait at once (the last sample comes
+again, a repeated one), so the loop reacts to it without waiting for the next SYNC's answers.
 
 Units: commands [N·m | N] (torque mode) or [rad | m] (position mode); the per-joint
 :class:`~ct_controllers.hardware.cia402.JointScaling` converts to per-mille and encoder counts.
@@ -75,6 +84,7 @@ from ct_controllers.hardware.canopen.object_dictionary import (
 )
 from ct_controllers.hardware.canopen.process_image import ProcessImage
 from ct_controllers.hardware.canopen.receive import DriveReceiver, ErrorFrameListener
+from ct_controllers.hardware.canopen.scheduling import threads_started_with
 from ct_controllers.hardware.cia402 import DriveState, UnitRangeError
 from ct_controllers.hardware.interface import (
     DAMP,
@@ -151,7 +161,9 @@ class CanopenCia402System(SystemInterface):
             self._image, self.drives, config, lambda: self.apply_fault_reaction(QUICK_STOP)
         )
         self._returned_sequence = -1
+        self._returned_fault_at: float | None = None  # image.fault_at at the last read()
         self._enabled_once = [False] * len(self.drives)
+        self.bus_threads = "not started"  # the scheduling the bus threads got
 
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> CanopenCia402System:
@@ -177,6 +189,12 @@ class CanopenCia402System(SystemInterface):
         # Configuring writes to the drives (heartbeat, quick stop, PDO mapping by SDO): not
         # unless armed, and the refusal comes before the bus is opened.
         self.check_armed("configure")
+        # The threads canopen and python-can start here (receive, heartbeat) inherit it.
+        with threads_started_with(self.config.thread_priority) as scheduling:
+            self.bus_threads = scheduling
+            self._configure_bus()
+
+    def _configure_bus(self) -> None:
         bus = can.Bus(
             interface=self.config.interface,
             channel=self.config.channel,
@@ -196,6 +214,9 @@ class CanopenCia402System(SystemInterface):
             self.master = master
             master.nmt.send_command(0x80)  # boot-up, PRE-OPERATIONAL: the producer starts (1017h)
             self.nodes = []
+            with self._image.lock:  # configure_drive writes 1000 ‰; the RPDOs send it on
+                self._image.max_torque = [MAX_TORQUE_DEFAULT] * len(self.drives)
+                self._image.staged_max_torque = [MAX_TORQUE_DEFAULT] * len(self.drives)
             for i, drive in enumerate(self.drives):
                 node = canopen.RemoteNode(drive.node_id, cia402_object_dictionary(drive.node_id))
                 network.add_node(node)
@@ -226,7 +247,8 @@ class CanopenCia402System(SystemInterface):
         self.network.nmt.state = "OPERATIONAL"  # broadcast NMT start
         if self.master is not None:
             self.master.nmt.state = "OPERATIONAL"  # what our heartbeat says from now on
-        self._cycle.start(self.network, self.nodes)
+        with threads_started_with(self.config.thread_priority):
+            self._cycle.start(self.network, self.nodes)
         try:
             self._enable(self.config.enable_timeout)
         except Exception:
@@ -300,15 +322,19 @@ class CanopenCia402System(SystemInterface):
 
     def _read(self) -> StateSample:
         image = self._image
-        with image.sample_ready:
-            image.sample_ready.wait_for(
-                lambda: (
-                    image.sample is not None
-                    and (image.sample.sequence or 0) > self._returned_sequence
-                ),
-                timeout=1.5 * self.config.period,
-            )
+
+        def ready() -> bool:
+            # A new sample, or a fault latched since the last return: the loop then reacts at
+            # once (with the last sample again, a repeated one) instead of at the next SYNC's.
             sample = image.sample
+            if sample is not None and (sample.sequence or 0) > self._returned_sequence:
+                return True
+            return image.fault_at is not None and image.fault_at != self._returned_fault_at
+
+        with image.sample_ready:
+            image.sample_ready.wait_for(ready, timeout=1.5 * self.config.period)
+            sample = image.sample
+            self._returned_fault_at = image.fault_at
             if sample is None:
                 raise LifecycleError("canopen: no sample from the drives yet")
             self._returned_sequence = sample.sequence or 0
@@ -337,6 +363,7 @@ class CanopenCia402System(SystemInterface):
             else:
                 image.target_position = converted
                 image.mode = cia402.CYCLIC_SYNC_POSITION
+            image.max_torque[:] = image.staged_max_torque  # a raised limit with these targets
             image.controlword = [cia402.CW_ENABLE_OPERATION] * len(self.drives)
             image.last_write = time.monotonic()
 
@@ -387,20 +414,22 @@ class CanopenCia402System(SystemInterface):
         self._enable(self.config.enable_timeout)
         image.clear_faults()
 
-    # --- the drives' effort limit (max torque 6072h) ----------------------------------------
+    # --- the drives' effort limit (max torque 6072h, in RPDO2) --------------------------------
     def effort_limit_range(self, joint: str) -> tuple[float, float] | None:
         """Max torque 6072h, per-mille of the rated torque: from 1 ‰ to the rated torque
-        [N·m | N]; configured only (it is written by SDO)."""
+        [N·m | N]; configured only (the PDOs are mapped then)."""
         if not self.nodes or joint not in self.joint_names:
             return None
         rated = self.drives[self.joint_names.index(joint)].scaling.rated_effort
         return rated / 1000.0, rated
 
     def _set_effort_limit(self, joint: str, limit: float | None) -> None:
-        """Write the drive's max torque 6072h by SDO (blocking, one round trip: the control
-        thread calls this only when a limit changes, e.g. once as a grasp begins); None
-        restores 1000 ‰. The drive bounds its motor's torque by it in every mode, its CSP
-        position loop included."""
+        """Set the drive's max torque 6072h, which goes out in its RPDO2 (mapped at configure)
+        with every SYNC: no SDO, nothing waited for. A lowered limit goes out with the next
+        SYNC; a raised one with the next write's targets (until then the lower of old and new,
+        so a target computed for the old limit never goes out with a higher one); None restores
+        1000 ‰. The drive bounds its motor's torque by it in every mode, its CSP position loop
+        included."""
         i = self.joint_names.index(joint)
         drive = self.drives[i]
         permille = (
@@ -408,13 +437,15 @@ class CanopenCia402System(SystemInterface):
             if limit is None
             else max(1, round(limit / drive.scaling.rated_effort * 1000.0))
         )
-        try:
-            self.nodes[i].sdo[cia402.MAX_TORQUE].raw = permille
-        except (canopen.SdoCommunicationError, canopen.SdoAbortedError) as exc:
-            raise LifecycleError(
-                f"canopen: writing max torque 6072h = {permille} ‰ to the drive of joint "
-                f"'{joint}' (node {drive.node_id}) failed: {exc}"
-            ) from exc
+        image = self._image
+        with image.lock:
+            image.staged_max_torque[i] = permille
+            image.max_torque[i] = min(image.max_torque[i], permille)
+
+    def max_torques(self) -> dict[str, int]:
+        """Joint → max torque 6072h [‰ of rated] its drive's RPDO2 carries now."""
+        with self._image.lock:
+            return dict(zip(self.joint_names, self._image.max_torque, strict=True))
 
     def drive_states(self) -> dict[str, str]:
         """Joint → the CiA 402 state its drive last reported."""
@@ -425,7 +456,9 @@ class CanopenCia402System(SystemInterface):
 
     def diagnostics(self) -> dict[str, object]:
         values: dict[str, object] = {f"drive.{k}": v for k, v in self.drive_states().items()}
+        values.update({f"max_torque.{k}": v for k, v in self.max_torques().items()})
         values["sync_cycles"] = self.sent_cycles
+        values["bus_threads"] = self.bus_threads
         values["master_heartbeat_ms"] = round(self.config.master_heartbeat_period * 1000)
         values["drive_consumer_time_ms"] = round(self.config.master_heartbeat_timeout * 1000)
         values["fault"] = self.fault() or ""
