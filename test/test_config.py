@@ -171,7 +171,7 @@ def test_config_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="no section"):
         load_parameters(other_node)
     wildcard = tmp_path / "wildcard.yaml"
-    section = yaml.safe_load(default_config_path().read_text())["/ct/controller_manager"]
+    section = yaml.safe_load(default_config_path().read_text())["/**/controller_manager"]
     wildcard.write_text(yaml.safe_dump({"/**": section}))
     assert load_config(wildcard) == load_config()
 

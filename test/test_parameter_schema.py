@@ -30,7 +30,7 @@ def _config_without(tmp_path: Path, *sections: str, **changes: object) -> Path:
     document = yaml.safe_load(
         (Path(__file__).parents[1] / "config" / "controllers.yaml").read_text()
     )
-    params = document["/ct/controller_manager"]["ros__parameters"]
+    params = document["/**/controller_manager"]["ros__parameters"]
     for section in sections:
         del params[section]
     params.update(changes)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ct_controllers.errors import CtError
 from ct_controllers.hardware.canopen.scheduling import run_this_thread_with, threads_started_with
 from ct_controllers.hardware.cia402 import DriveState, JointScaling
 from ct_controllers.model.robot import RobotModel
@@ -69,7 +70,7 @@ START_TIMEOUT = 60.0  # [s] the child imports Pinocchio and parses the URDF: slo
 CALL_TIMEOUT = 10.0  # [s] an answer to one request
 
 
-class DrivesProcessError(RuntimeError):
+class DrivesProcessError(CtError, RuntimeError):
     """The drives' process did not answer, or refused a request (its message says why)."""
 
 
