@@ -78,7 +78,7 @@ def test_gains_are_live_by_the_controllers_type_whatever_its_name(tmp_path: Path
     document = yaml.safe_load(
         (Path(__file__).parents[1] / "config" / "controllers.yaml").read_text()
     )
-    params = document[NODE]["ros__parameters"]
+    params = document["/**/controller_manager"]["ros__parameters"]  # the bundled key
     params["arm_impedance"] = params.pop("joint_impedance")
     params["controllers"] = ["arm_impedance", "computed_torque"]
     params["default_controller"] = "arm_impedance"
