@@ -15,7 +15,9 @@ Observations: the TCP pose is FK of the measured q; finger openings, speeds and 
 from the measured joint state; object pose and finger contact forces from an object sensor
 (simulated in MuJoCo, perception on a real cell), each with its own stamp. DONE and FAILED
 freeze into safe hold, τ = g(q) − D v from the measured state (position fingers: where they
-are, with their drives' default effort limits).
+are, with their drives' default effort limits); the reference held then is the measured
+position clipped into the joint range (fingers that closed on nothing past their limit are not
+held there, nor is anything handed on from there).
 
 Per-stage compute times of the last tick (task, differential IK, joint controller) are in
 ``stage_breakdown`` for the loop's telemetry.
@@ -190,8 +192,11 @@ class GraspRunner(Controller):
         after_task = clock()
         if output.tcp_target is None:  # DONE or FAILED: safe hold from the measured state
             tau = safe_hold_at(evaluated, self.hold_damping)
-            if self._frozen_reference is None:
-                self._frozen_reference = JointReference.hold(state.q)
+            if self._frozen_reference is None:  # once, at the freeze: inside the range
+                limits = self.model.limits
+                self._frozen_reference = JointReference.hold(
+                    np.clip(state.q, limits.lower, limits.upper)
+                )
             joint_reference = self._frozen_reference
             after_ik = after_controller = clock()
         else:
@@ -284,7 +289,7 @@ def build_grasp_runner(
         task=task or GraspTask(),
         diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
         arm_controller=arm_controller,
-        gripper=GripperController(model, config.gripper_joints),
+        gripper=grasp_gripper(model, config.gripper_joints),
         sense_object=reader,
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
@@ -292,6 +297,18 @@ def build_grasp_runner(
         record=record,
         task_divisor=config.cartesian_divisor,
     )
+
+
+def grasp_gripper(model: RobotModel, fingers: Sequence[str]) -> GripperController:
+    """The gripper servo a grasp runs (its default gains and speed), for ``fingers``."""
+    return GripperController(model, fingers)
+
+
+def minimum_grasp_effort(stack: Stack) -> float:
+    """[N] per finger: the smallest grasp_effort the grasp's finger servo can control
+    (:attr:`GripperController.minimum_effort`: the finger's weight plus its damping at the
+    servo's speed)."""
+    return grasp_gripper(stack.model, stack.config.gripper_joints).minimum_effort
 
 
 def grip_force_refusal(

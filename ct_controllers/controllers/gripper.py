@@ -8,6 +8,25 @@ where the servo reference r_i moves toward the finger target q*_i at no more tha
 dent soft contacts by centimetres). K [N/m] is high so that a finger blocked by the object pushes
 with the full limit F_i [N] (the grasp force) once r_i has run past it; D [N·s/m] damps. g_i is
 the gravity force on the finger from the controller's model.
+
+The reference stays inside the finger's URDF range [lower, upper] whatever the measured state
+and the target: it starts from the measured opening clipped into the range (a finger pushed past
+its limit is pulled back, not held there) and a target outside the range is taken at the limit.
+
+The smallest force limit the servo controls (:attr:`GripperController.minimum_effort`). With
+F_i below what the free finger itself needs, the clip — not the servo — sets the force, and
+nothing controls where the finger goes: measured, 1e-6 N let a finger run 9.5 mm past its
+limit. A free finger needs, at most, its weight (the gravity force on a prismatic joint whose
+axis can point along gravity: m_i |g|, m_i the mass the joint carries) and the damping force of
+moving at the servo's own speed, D · speed (the servo's reference moves at ``speed``: following
+it costs D · speed in steady state, 2 N with the defaults). So
+
+    F_min = max_i m_i |g| + D · speed                       [N]
+
+(bundled fingers: 0.05 kg · 9.81 m/s² + 20 N·s/m · 0.1 m/s = 2.49 N). Above it, the servo's own
+spring K (r − q) takes up the rest: the arm's accelerations on the finger (m_i · a), the
+friction of a real drive; a smaller D or a slower speed lowers the bound. A Grasp asking for
+less is refused at the goal check (``ros/grasp_action.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pinocchio as pin
 
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
 from ct_controllers.model.model_state import ModelState
@@ -39,7 +59,10 @@ class GripperController:
         self.stiffness = stiffness
         self.damping = damping
         self.max_effort = model.limits.effort[self.indices]
+        self.lower = model.limits.lower[self.indices]  # [m] the fingers' range
+        self.upper = model.limits.upper[self.indices]
         self._index_list = self.indices.tolist()
+        self._range_list = list(zip(self.lower.tolist(), self.upper.tolist(), strict=True))
         self._max_effort_list = self.max_effort.tolist()
         self.speed = speed
         # r [m] and ṙ [m/s] per finger as Python floats (the servo's arithmetic is scalar; its
@@ -47,6 +70,23 @@ class GripperController:
         self._reference: list[float] | None = None
         self._reference_velocity = [0.0] * len(self.joint_names)
         self.model_state = ModelState(model)
+
+    @property
+    def finger_weight(self) -> FloatArray:
+        """[N] per finger: the largest gravity force on it, m_i |g| (m_i the mass its joint
+        carries: the subtree of its link), whatever the arm's configuration."""
+        pin_model = self.model.model
+        data = pin_model.createData()  # scratch of its own: this may run on any thread
+        pin.computeSubtreeMasses(pin_model, data)
+        gravity = float(np.linalg.norm(pin_model.gravity.linear))
+        joints = [pin_model.getJointId(name) for name in self.joint_names]
+        return np.array([data.mass[joint] * gravity for joint in joints])
+
+    @property
+    def minimum_effort(self) -> float:
+        """[N] the smallest force limit under which the servo still controls a free finger:
+        its weight plus the damping at the servo's speed (module docstring)."""
+        return float(self.finger_weight.max()) + self.damping * self.speed
 
     def reset(self) -> None:
         """Restart the servo reference from the measured opening on the next tick."""
@@ -114,8 +154,12 @@ class GripperController:
         if evaluated is None:
             evaluated = self.model_state.at(state)
         q, v, gravity = state.q, state.v, evaluated.gravity()
-        if self._reference is None:
-            self._reference = q[self.indices].tolist()
+        ranges = self._range_list
+        if self._reference is None:  # the measured opening, clipped into the range
+            self._reference = [
+                min(max(opening, lower), upper)
+                for opening, (lower, upper) in zip(q[self.indices].tolist(), ranges, strict=True)
+            ]
         # Per finger, in scalar arithmetic (two fingers: cheaper than a dozen numpy calls on
         # two-element arrays), and with comparisons rather than min()/max() calls: each `if`
         # below takes the bound exactly where max(x, lo) / min(x, hi) would, and like them
@@ -125,15 +169,20 @@ class GripperController:
         moving = dt > 0
         references: list[float] = []
         velocities: list[float] = []
-        for index, target, limit, maximum, r in zip(
+        for index, target, limit, maximum, r, (lower, upper) in zip(
             self._index_list,
             targets,
             effort_limits,
             self._max_effort_list,
             self._reference,
+            ranges,
             strict=True,
         ):
-            # r += clip(target − r, −step, step)
+            # The target within the range (a NaN stays NaN), then r += clip(target − r, ±step).
+            if target < lower:
+                target = lower
+            if upper < target:
+                target = upper
             change = target - r
             if -step > change:
                 change = -step

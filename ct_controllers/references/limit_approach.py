@@ -39,6 +39,28 @@ a softer stiffness K or a heavier arm needs a proportionally smaller deceleratio
 them (test/test_joint_limit_goals.py): joint impedance 2.0–2.2 mrad past the planned goal for
 joints 1–2, so at least 2.8 mrad inside the limit, computed torque on the planned goal; the price
 is a longer final braking, e.g. joint1 from 0 to 2.967 rad in 5.1 s instead of 3.9 s.
+
+Starts at or past a limit (issue 23). A plan starts on the measured state, and that state can lie
+at a limit moving towards it, or past it (the arm tracking a reference runs ahead of it; a goal
+preempting another one takes the arm where that one left it: measured 5.3 mrad of reference past
+joint7's limit, a finger 24.5 mm past its own). From there a jerk-limited reference that starts
+on the measured (q, v) runs further out while it brakes: from v towards the limit and a = 0,
+with the bounds a_max and j_max, a stop that ends at rest (a = 0) covers
+
+    d(v) = v·√(v / j_max)                      for v ≤ a_max² / j_max  (a triangular pulse)
+    d(v) = v² / (2 a_max) + v·a_max / (2 j_max) otherwise            (a trapezoid)
+
+(the velocity curve of either is point-symmetric about its middle: d = v·T/2). So the plan
+starts from the measured state *clipped into the limits* (:meth:`LimitApproach.start_inside`): q
+into [lower, upper] — a step back of at most the excursion, which pulls the arm inside — and a
+velocity towards a limit capped at the speed whose stop fits the room left, the inverse of d:
+
+    v_max(d) = (d² j_max)^(1/3)                              for d ≤ a_max³ / j_max²
+    v_max(d) = −a_max² / (2 j_max) + √(a_max⁴ / (4 j_max²) + 2 a_max d)   otherwise
+
+(0 at the limit). Braking from there takes the reference to rest inside the range with bounded
+acceleration and jerk; the planner then checks the plan's position extrema against the range
+(a time-synchronised profile may brake more gently than the fastest stop).
 """
 
 from __future__ import annotations
@@ -110,6 +132,30 @@ class LimitApproach:
             deceleration=np.where(mask, deceleration, np.inf),
         )
 
+    def start_inside(
+        self,
+        q: FloatArray,
+        v: FloatArray,
+        acceleration: FloatArray,
+        jerk: FloatArray,
+    ) -> tuple[FloatArray, FloatArray]:
+        """The measured (q [rad | m], v [rad/s | m/s]) clipped into the limits (module
+        docstring): q into [lower, upper]; v towards a limit at most the speed from which a
+        stop within ``acceleration`` [rad/s² | m/s²] and ``jerk`` [rad/s³ | m/s³] (from a = 0
+        to rest) ends at it. New arrays; a state well inside keeps its values exactly."""
+        q = np.clip(np.asarray(q, dtype=np.float64), self.lower, self.upper)
+        v = np.array(v, dtype=np.float64)
+        toward_upper = stopping_speed(self.upper - q, acceleration, jerk)
+        toward_lower = stopping_speed(q - self.lower, acceleration, jerk)
+        return q, np.minimum(np.maximum(v, -toward_lower), toward_upper)
+
+    def outside(self, lowest: FloatArray, highest: FloatArray) -> np.ndarray:
+        """Per joint: whether positions with extrema ``lowest`` / ``highest`` [rad | m] leave
+        the range (by more than the planner's rounding)."""
+        return (lowest < self.lower - OVERSHOOT_TOLERANCE) | (
+            highest > self.upper + OVERSHOOT_TOLERANCE
+        )
+
     def planned_goal(self, goal: FloatArray) -> FloatArray:
         """``goal`` kept ``margin`` inside the range (unchanged where it already is)."""
         return np.clip(goal, self.lower + self.margin, self.upper - self.margin)
@@ -131,6 +177,21 @@ class LimitApproach:
             near_upper=near_upper,
             near_lower=near_lower,
         )
+
+
+def stopping_speed(distance: FloatArray, acceleration: FloatArray, jerk: FloatArray) -> FloatArray:
+    """[rad/s | m/s] per joint: the highest speed from which a jerk-limited stop (from a = 0 to
+    rest, within ``acceleration`` and ``jerk``) covers at most ``distance`` [rad | m] (≥ 0; inf
+    for an unbounded range): the inverse of the stopping distance d(v) of the module
+    docstring, a hair short of it (the planner's rounding)."""
+    d = np.maximum(np.asarray(distance, dtype=np.float64) - OVERSHOOT_TOLERANCE, 0.0)
+    a = np.asarray(acceleration, dtype=np.float64)
+    j = np.asarray(jerk, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # inf − inf on an unbounded range, replaced below
+        triangular = np.cbrt(d * d * j)
+        trapezoid = np.sqrt(a**4 / (4 * j * j) + 2 * a * d) - a * a / (2 * j)
+    speed = np.where(d <= a**3 / (j * j), triangular, trapezoid)
+    return np.where(np.isinf(d), np.inf, speed)
 
 
 @dataclass(frozen=True)
