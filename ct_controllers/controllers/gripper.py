@@ -11,7 +11,9 @@ the gravity force on the finger from the controller's model.
 
 The reference stays inside the finger's URDF range [lower, upper] whatever the measured state
 and the target: it starts from the measured opening clipped into the range (a finger pushed past
-its limit is pulled back, not held there) and a target outside the range is taken at the limit.
+its limit is pulled back, not held there), and a target is taken within ``margin`` of the range
+at most ([lower + margin, upper − margin]: a reference on the limit itself puts the finger past
+it by its tracking error; ``FINGER_LIMIT_MARGIN``, 0.5 mm, by default).
 
 The smallest force limit the servo controls (:attr:`GripperController.minimum_effort`). With
 F_i below what the free finger itself needs, the clip — not the servo — sets the force, and
@@ -39,6 +41,7 @@ import pinocchio as pin
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.limit_approach import FINGER_LIMIT_MARGIN
 
 
 class GripperController:
@@ -49,8 +52,15 @@ class GripperController:
         stiffness: float = 2000.0,
         damping: float = 20.0,
         speed: float = 0.1,
+        margin: float = FINGER_LIMIT_MARGIN,
     ) -> None:
-        for name, value in (("stiffness", stiffness), ("damping", damping), ("speed", speed)):
+        """``margin`` [m]: targets are taken at least this far inside the fingers' range."""
+        for name, value in (
+            ("stiffness", stiffness),
+            ("damping", damping),
+            ("speed", speed),
+            ("margin", margin),
+        ):
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"gripper {name} must be finite and >= 0, got {value}")
         self.model = model
@@ -62,7 +72,16 @@ class GripperController:
         self.lower = model.limits.lower[self.indices]  # [m] the fingers' range
         self.upper = model.limits.upper[self.indices]
         self._index_list = self.indices.tolist()
+        if not np.all(self.upper - self.lower > 2 * margin):
+            raise ValueError(
+                f"gripper margin {margin} m leaves no range of {self.joint_names} "
+                f"[{self.lower.tolist()}, {self.upper.tolist()}]"
+            )
+        self.margin = margin
         self._range_list = list(zip(self.lower.tolist(), self.upper.tolist(), strict=True))
+        self._target_range_list = list(
+            zip((self.lower + margin).tolist(), (self.upper - margin).tolist(), strict=True)
+        )
         self._max_effort_list = self.max_effort.tolist()
         self.speed = speed
         # r [m] and ṙ [m/s] per finger as Python floats (the servo's arithmetic is scalar; its
@@ -175,10 +194,11 @@ class GripperController:
             effort_limits,
             self._max_effort_list,
             self._reference,
-            ranges,
+            self._target_range_list,
             strict=True,
         ):
-            # The target within the range (a NaN stays NaN), then r += clip(target − r, ±step).
+            # The target within the margin of the range (a NaN stays NaN), then
+            # r += clip(target − r, ±step).
             if target < lower:
                 target = lower
             if upper < target:

@@ -1,4 +1,6 @@
-"""Jerk-limited point-to-point joint trajectories (Ruckig) that start on the measured state.
+"""Jerk-limited point-to-point joint trajectories (Ruckig) that start on the measured state
+(clipped into the joint range when the limits carry it: a start at or past a limit is brought
+back inside, :mod:`ct_controllers.references.limit_approach`).
 
 From the measured (q, v) and zero acceleration (accelerations are not measured) to (q_goal, 0, 0),
 time-synchronized across joints, within per-joint velocity [rad/s | m/s], acceleration
@@ -88,13 +90,14 @@ class JerkLimitedTrajectory:
     ) -> None:
         """``stop=True`` ignores ``goal`` and brings every joint to rest as fast as the
         acceleration and jerk limits allow (bounded deceleration); ``goal`` becomes the position
-        where it ends. With ``limits.approach`` a goal is planned at least its margin inside the
-        joint range (``goal`` is then the planned one) and braked towards gently near a limit;
-        and every plan, a stop too, starts from (q0, v0) clipped into the range
-        (:meth:`LimitApproach.start_inside`) and never leaves it: a profile whose extrema would
-        (a time-synchronised one braking more gently than the fastest stop) is planned again
-        with those joints unsynchronised, and if even that leaves the range the plan is a
-        :class:`TrajectoryError`."""
+        where it ends (with ``limits.approach``, at least its margin inside the range: a stop
+        that would end closer to a limit comes back to the margin). With ``limits.approach`` a
+        goal is planned at least its margin inside the joint range (``goal`` is then the planned
+        one) and braked towards gently near a limit; and every plan, a stop too, starts from
+        (q0, v0) clipped into the range (:meth:`LimitApproach.start_inside`) and never leaves
+        it: a profile whose extrema would (a time-synchronised one braking more gently than the
+        fastest stop) is planned again with those joints unsynchronised, and if even that leaves
+        the range the plan is a :class:`TrajectoryError`."""
         n = len(q0)
         approach = limits.approach
         goal = np.asarray(goal, dtype=np.float64)
@@ -145,6 +148,18 @@ class JerkLimitedTrajectory:
                 self._trajectory = _plan(parameters)
         if approach is not None:
             self._keep_inside(parameters, approach)
+            if stop:
+                end = np.array(self._trajectory.at_time(self._trajectory.duration)[0])
+                inside = approach.planned_goal(end)
+                if not np.array_equal(inside, end):
+                    # A stop that would end within a joint's margin of its limit (where tracking
+                    # puts the joint past it) ends on the margin instead: the same brake, then
+                    # back to the margin, with the same bounds.
+                    parameters.control_interface = ControlInterface.Position
+                    parameters.target_position = inside.tolist()
+                    parameters.per_dof_synchronization = None
+                    self._trajectory = _plan(parameters)
+                    self._keep_inside(parameters, approach)
         self.start_time = float(start_time)
         self.duration = float(self._trajectory.duration)
         end = self._trajectory.at_time(self.duration)[0] if stop else goal

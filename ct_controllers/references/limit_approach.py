@@ -74,6 +74,10 @@ from ct_controllers.types import FloatArray
 LIMIT_MARGIN = 0.005  # [rad] a goal is planned at least this far inside the joint range
 LIMIT_APPROACH_DECELERATION = 0.3  # [rad/s²] braking towards a limit the goal is near
 OVERSHOOT_TOLERANCE = 1e-9  # [rad | m] Ruckig's own rounding at the target
+# [m] a gripper finger's references are kept this far inside its range: a reference on the limit
+# itself puts the finger past it by its tracking error (measured: µm at rest, against MuJoCo's
+# soft joint-range constraint) — 0.5 mm costs the servo's 2000 N/m 1 N, a fraction of any grip.
+FINGER_LIMIT_MARGIN = 0.0005
 
 
 @dataclass(frozen=True)
@@ -121,14 +125,18 @@ class LimitApproach:
         selected: np.ndarray,
         margin: float = LIMIT_MARGIN,
         deceleration: float = LIMIT_APPROACH_DECELERATION,
+        other_margin: float = 0.0,
     ) -> LimitApproach:
         """``margin`` and ``deceleration`` for the ``selected`` joints (a boolean mask) that
-        have a bounded range, none for the others."""
-        mask = np.asarray(selected, dtype=bool) & np.isfinite(lower) & np.isfinite(upper)
+        have a bounded range; ``other_margin`` and no gentle braking for the other bounded
+        joints (e.g. a gripper's fingers: ``FINGER_LIMIT_MARGIN``); nothing for unbounded
+        ones."""
+        bounded = np.isfinite(lower) & np.isfinite(upper)
+        mask = np.asarray(selected, dtype=bool) & bounded
         return cls(
             lower=np.asarray(lower, dtype=np.float64),
             upper=np.asarray(upper, dtype=np.float64),
-            margin=np.where(mask, margin, 0.0),
+            margin=np.where(mask, margin, np.where(bounded, other_margin, 0.0)),
             deceleration=np.where(mask, deceleration, np.inf),
         )
 
