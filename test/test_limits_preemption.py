@@ -270,16 +270,20 @@ def finger_effort_bound() -> float:
     return max(masses) * 9.81 + gripper.damping * gripper.speed
 
 
-@pytest.mark.parametrize("effort", [5e-324, 1e-6, 1.0, 0.999])
+@pytest.mark.parametrize(
+    ("effort", "of_the_bound"),
+    [(5e-324, False), (1e-6, False), (1.0, False), (0.999, True)],
+    ids=["denormal", "micronewton", "one-newton", "just-below"],
+)
 def test_a_grasp_effort_the_finger_servo_cannot_control_is_refused_with_the_bound(
-    client: Client, effort: float
+    client: Client, effort: float, of_the_bound: bool
 ) -> None:
     """grasp_effort below the servo's bound (the fingers' weight plus the servo's damping at
-    its speed: 2.49 N for the bundled arm) is INVALID_GOAL at the goal check, with a message
-    giving the bound (rounded up to the mN), and nothing moves; 0.999 stands for 0.999 × the
-    bound."""
+    its speed: 2.49 N for the bundled arm) — down to the smallest positive double, up to 0.999
+    of the bound — is INVALID_GOAL at the goal check, with a message giving the bound (rounded
+    up to the mN), and nothing moves."""
     bound = finger_effort_bound()
-    value = bound * effort if effort == 0.999 else effort
+    value = bound * effort if of_the_bound else effort
     before = latest(client, NAMES)
     handle = send(client, client.grasp, grasp_goal(START, 0.05, value))  # type: ignore[attr-defined]
     result = client.result(handle, 10.0)
@@ -309,24 +313,24 @@ def test_a_grasp_effort_at_the_bound_is_accepted(client: Client) -> None:
 def test_a_grasp_that_closes_on_nothing_leaves_the_fingers_inside_their_range(
     client: Client,
 ) -> None:
-    """A Grasp where there is no object ends PHASE_FAILED ("fingers closed on nothing"); from
-    then on, idle for 1.5 s, every finger reference published and every measured finger
-    position is inside the fingers' range [0, 0.04] m (before: references at −3.2 / −3.8 mm
-    and fingers at −1.7 / −2.1 mm until the next goal)."""
+    """A Grasp where there is no object ends PHASE_FAILED ("fingers closed on nothing"):
+    through it and idle for 1.5 s after it, every finger reference published and every measured
+    finger position is inside the fingers' range [0, 0.04] m (before: references at −3.2 /
+    −3.8 mm and fingers at −1.7 / −2.1 mm until the next goal)."""
     move_arm(client, START)
+    samples = Samples(client)
+    samples.start()
     handle = send(client, client.grasp, grasp_goal(START, 0.0))  # type: ignore[attr-defined]
     result = client.result(handle, 15.0)
     assert result.error_code == Grasp.Result.PHASE_FAILED, result.message
     assert "closed on nothing" in result.message
-    samples = Samples(client)
-    samples.start()
     client.spin_until(lambda: False, 1.5)
     samples.take()
     fingers = MODEL.indices(FINGERS)
     desired = np.array(samples.desired)[:, fingers]
     measured = np.array(samples.measured)[:, fingers]
     print(
-        f"after PHASE_FAILED: finger references [{desired.min() * 1e3:.4f}, "
+        f"through and after PHASE_FAILED: finger references [{desired.min() * 1e3:.4f}, "
         f"{desired.max() * 1e3:.4f}] mm, measured [{measured.min() * 1e3:.4f}, "
         f"{measured.max() * 1e3:.4f}] mm"
     )
