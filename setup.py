@@ -31,6 +31,7 @@ setup(
             "ct-bringup = ct_controllers.cli:bringup_main",
             "ct-sim = ct_controllers.cli:sim_main",
             "ct-bench = ct_controllers.bench.cli:main",
+            "ct-setup = ct_controllers.setup_assistant.cli:main",
         ],
         # Plugins, as pluginlib does for ros2_control: names used in the URDF and controllers.yaml.
         "ct_controllers.hardware": [

@@ -132,13 +132,24 @@ def video_recorder(args: argparse.Namespace) -> Any:
 def bringup_main(argv: list[str] | None = None) -> int:
     """Start the ROS 2 control node in this process with the plan the launch files use
     (ct_controllers.launch_plan: the same parameter file, parameters and DDS environment).
-    Arguments it does not know (e.g. `--ros-args -p update_rate:=500`) go to the node."""
-    from ct_controllers.launch_plan import BACKENDS, TARGETS, launch_plan
+    Arguments it does not know (e.g. `--ros-args -p update_rate:=500`) go to the node; a name
+    or namespace given there (`-r __node:=...`, `-r __ns:=/arm2`) replaces the default."""
+    from ct_controllers.launch_plan import BACKENDS, NODE_NAME, TARGETS, launch_plan
+    from ct_controllers.node_names import split_user_names
 
     parser = argparse.ArgumentParser(prog="ct-bringup", description=bringup_main.__doc__)
     parser.add_argument("target", choices=list(TARGETS))
     parser.add_argument("--config", help="controllers.yaml (default: the installed one)")
     parser.add_argument("--backend", choices=BACKENDS, help="default: the target's")
+    parser.add_argument(
+        "--namespace",
+        help="the node's namespace (default: /ct; as --ros-args -r __ns:=/NAMESPACE)",
+    )
+    parser.add_argument(
+        "--clock-topic",
+        help="where a simulation publishes its clock (default: /clock; a second simulated arm "
+        "in the same ROS domain needs its own, e.g. /arm2/clock: docs/ros-interface.md)",
+    )
     parser.add_argument(
         "--dds-network",
         action="store_true",
@@ -147,7 +158,8 @@ def bringup_main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--print-plan",
         action="store_true",
-        help="print the node's ROS arguments and environment changes as JSON, start nothing",
+        help="print the node's fully qualified name, ROS arguments and environment changes as "
+        "JSON, start nothing",
     )
     parser.add_argument(
         "--record",
@@ -161,21 +173,31 @@ def bringup_main(argv: list[str] | None = None) -> int:
     )
     args, ros_args = parser.parse_known_args(argv)
     try:
+        # rcl applies the first remap rule that matches and the plan's come first: the user's
+        # name and namespace go into the plan, or they would be silently ignored.
+        given = split_user_names(ros_args, NODE_NAME)
+        namespace = _one_of("namespace", args.namespace, given.namespace)
+        clock_topic = _one_of("clock topic", args.clock_topic, given.clock_topic)
         plan = launch_plan(
             args.target,
             backend=args.backend or "",
             config=args.config or "",
             dds_network=True if args.dds_network else None,
+            namespace=namespace or "",
+            name=given.name or "",
+            clock_topic=clock_topic or "",
         )
     except (ValueError, LookupError) as exc:
         print(f"ct-bringup: {exc}", file=sys.stderr)
         return 2
+    rest = list(given.rest)
     if args.print_plan:
         print(
             json.dumps(
                 {
                     "node": plan.node,
-                    "ros_arguments": plan.ros_arguments() + ros_args,
+                    "clock": plan.clock,
+                    "ros_arguments": plan.ros_arguments() + rest,
                     "environment": dict(plan.environment),
                     "dds_network": plan.dds_network,
                 }
@@ -190,4 +212,15 @@ def bringup_main(argv: list[str] | None = None) -> int:
 
     own = ["--record", args.record] if args.record else []
     own += ["--viewer"] if args.viewer else []
-    return node_main(own + plan.ros_arguments() + ros_args)
+    return node_main(own + plan.ros_arguments() + rest)
+
+
+def _one_of(what: str, option: str | None, remapped: str | None) -> str | None:
+    """The value given by an option or by a remap rule; both, and different, is an error."""
+    from ct_controllers.node_names import absolute_namespace
+
+    if option is not None and remapped is not None:
+        same = absolute_namespace(option) == remapped if what == "namespace" else option == remapped
+        if not same:
+            raise ValueError(f"the {what} is given twice: {option!r} and {remapped!r} (a remap)")
+    return option if option is not None else remapped

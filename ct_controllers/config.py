@@ -1,6 +1,6 @@
 """The stack configuration: ``config/controllers.yaml`` read into one validated, frozen object.
 
-The YAML is a ROS 2 parameters file (``/ct/controller_manager: ros__parameters: ...``), so the
+The YAML is a ROS 2 parameters file (``/**/controller_manager: ros__parameters: ...``), so the
 same file feeds ``ros2 launch`` and the ROS-free tools. Nested keys become dotted parameter
 names (``joint_impedance.stiffness``), as rclpy flattens them.
 """
@@ -62,7 +62,16 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-NODE_KEYS = ("/ct/controller_manager", "ct/controller_manager", "controller_manager", "/**")
+# The sections a parameters file may give the controller manager in, first found wins;
+# "/**/controller_manager" (the bundled file's) applies in every namespace
+# (ct_controllers.node_names).
+NODE_KEYS = (
+    "/**/controller_manager",
+    "/ct/controller_manager",
+    "ct/controller_manager",
+    "controller_manager",
+    "/**",
+)
 
 
 def default_config_path() -> Path:
@@ -133,11 +142,13 @@ class StackConfig:
     overrun_fraction: float  # [-] of a period: a tick starting later is an overrun
     # Live gain sets may leave a joint with no feedback at all (K = D = 0): it floats freely.
     allow_free_joints: bool
-    # Every parameter as given, flattened: a plugin's ``from_config`` parses its own section
-    # from these with its schema (:meth:`section`).
+    # Every parameter as given, flattened (a controller instance's entries, tools that show
+    # the file).
     parameters: Mapping[str, Any] = field(default_factory=dict)
-    # The plugin sections checked here (the selected backend's and every other one present
-    # that has a registered schema): section -> parsed values.
+    # The plugin sections checked here, once (the selected backend's, sized by the joint
+    # lists, and every other one present that has a registered schema): section -> parsed
+    # values. A backend's ``from_config`` reads its own from here (:meth:`section`) instead of
+    # parsing it again.
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def section(self, name: str) -> Mapping[str, Any]:

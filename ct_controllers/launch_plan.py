@@ -7,6 +7,11 @@ through the ament index as ``ros2 run`` and launch_ros's ``Node`` find it), the 
 namespace, the parameter file (the installed ``config/controllers.yaml`` unless another is
 given), the parameters the target sets (``backend``, ``use_sim_time``, ``robot_description``) and
 the environment (DDS on loopback, or not with ``dds_network``: :mod:`ct_controllers.ros.dds`).
+The name and namespace default to ``/ct/controller_manager``; a user's (``namespace:=``,
+``ct-bringup --namespace``, ``--ros-args -r __ns:=`` / ``-r __node:=``) replaces the default
+in the plan itself, because rcl applies the first matching remap rule and the plan's come first
+(:mod:`ct_controllers.node_names`). ``clock_topic`` remaps a simulation's ``/clock`` (two
+simulated arms in one ROS graph: docs/ros-interface.md, "Several arms").
 :meth:`LaunchPlan.command` is the command line launch_ros builds from it (checked against the
 Jazzy launch_ros sources: ``Node._perform_substitutions`` and ``Node._get_parameter_rule``);
 :func:`exit_message` is the one line a launch prints when the node ends.
@@ -23,12 +28,21 @@ from pathlib import Path
 import yaml
 
 from ct_controllers.config import TARGETS
+from ct_controllers.node_names import (
+    CLOCK_TOPIC,
+    absolute_namespace,
+    fully_qualified,
+    node_name,
+    resolve_topic,
+    sections_for,
+    topic_name,
+)
 from ct_controllers.ros.dds import dds_environment, network_requested
 from ct_controllers.share import PACKAGE, share_directory
 
 EXECUTABLE = "ct_control_node"
 NODE_NAME = "controller_manager"
-NAMESPACE = "ct"
+NAMESPACE = "ct"  # the default, relative (under a namespace pushed by an including launch)
 # The prefix of the node's one-line refusal on standard error (ct_control_node's main()).
 REFUSAL_PREFIX = f"{EXECUTABLE}: "
 
@@ -44,27 +58,42 @@ class LaunchPlan:
     package: str
     executable: str
     name: str
-    namespace: str  # relative, as given to launch_ros's Node (it makes it absolute)
+    # As given to launch_ros's Node: relative ("ct", the default, or "arm2": launch_ros puts it
+    # under a namespace an including launch pushed) or absolute ("/arm2": taken as it is).
+    namespace: str
     parameter_files: tuple[str, ...]
     parameters: tuple[tuple[str, str | bool], ...]  # -p overrides, in order
     environment: Mapping[str, str | None]  # None = unset in the node's environment
     dds_network: bool
+    clock_topic: str = CLOCK_TOPIC  # where a simulation publishes its clock (as given)
 
     @property
     def node(self) -> str:
-        """The node's fully qualified name."""
-        return f"/{self.namespace}/{self.name}"
+        """The node's fully qualified name (with no namespace pushed by an including launch)."""
+        return fully_qualified(absolute_namespace(self.namespace), self.name)
+
+    @property
+    def clock(self) -> str:
+        """The absolute topic a simulation's clock goes to (``/clock`` unless remapped)."""
+        return resolve_topic(self.clock_topic, absolute_namespace(self.namespace), self.name)
+
+    def remappings(self) -> list[tuple[str, str]]:
+        """Topic remaps (launch_ros's ``remappings``): ``/clock`` when ``clock_topic`` moves it."""
+        return [] if self.clock_topic == CLOCK_TOPIC else [(CLOCK_TOPIC, self.clock_topic)]
 
     def ros_arguments(self) -> list[str]:
         """The arguments launch_ros's ``Node`` puts after the executable for this plan: one
-        ``--ros-args`` section with the name and namespace remaps, each parameter file, then
-        each parameter as ``-p name:=<yaml.dump(value)>`` (launch_ros writes a
-        ``launch_ros.parameter_descriptions.Parameter`` so)."""
-        arguments = ["--ros-args", "-r", f"__node:={self.name}", "-r", f"__ns:=/{self.namespace}"]
+        ``--ros-args`` section with the name and namespace remaps, each parameter file, each
+        parameter as ``-p name:=<yaml.dump(value)>`` (launch_ros writes a
+        ``launch_ros.parameter_descriptions.Parameter`` so), then the topic remaps."""
+        namespace = absolute_namespace(self.namespace)
+        arguments = ["--ros-args", "-r", f"__node:={self.name}", "-r", f"__ns:={namespace}"]
         for path in self.parameter_files:
             arguments += ["--params-file", path]
         for name, value in self.parameters:
             arguments += ["-p", f"{name}:={yaml.dump(value)}"]
+        for source, target in self.remappings():
+            arguments += ["-r", f"{source}:={target}"]
         return arguments
 
     def executable_path(self) -> str:
@@ -118,10 +147,15 @@ def launch_plan(
     config: str = "",
     dds_network: str | bool | None = None,
     environ: Mapping[str, str] | None = None,
+    namespace: str = "",
+    name: str = "",
+    clock_topic: str = "",
 ) -> LaunchPlan:
     """The node a launch of ``target`` (``sim`` | ``hardware``) starts. Empty arguments take the
-    target's defaults; ``dds_network`` None follows ``CT_DDS_NETWORK`` in ``environ`` (default:
-    this process's environment)."""
+    target's defaults (``namespace`` ``ct``, ``name`` ``controller_manager``, ``clock_topic``
+    ``/clock``); ``dds_network`` None follows ``CT_DDS_NETWORK`` in ``environ`` (default: this
+    process's environment). A name, namespace or topic that is not a ROS one, or a parameter
+    file with no section for the node's fully qualified name, is a ValueError naming it."""
     if target not in TARGETS:
         raise ValueError(f"unknown target '{target}' (one of {', '.join(TARGETS)})")
     defaults = TARGETS[target]
@@ -133,6 +167,11 @@ def launch_plan(
     if network is None:
         network = network_requested(environ)
     config_file = config or str(share_directory() / "config" / "controllers.yaml")
+    node = node_name(name.strip()) if name.strip() else NODE_NAME
+    space = namespace.strip() or NAMESPACE
+    absolute_namespace(space)  # validates; kept as given (relative: under a pushed namespace)
+    clock = topic_name(clock_topic.strip()) if clock_topic.strip() else CLOCK_TOPIC
+    _check_sections(config_file, fully_qualified(absolute_namespace(space), node))
     parameters: list[tuple[str, str | bool]] = [
         ("backend", backend),
         ("use_sim_time", defaults.use_sim_time if sim_time is None else sim_time),
@@ -143,13 +182,33 @@ def launch_plan(
         target=target,
         package=PACKAGE,
         executable=EXECUTABLE,
-        name=NODE_NAME,
-        namespace=NAMESPACE,
+        name=node,
+        namespace=space,
         parameter_files=(str(Path(config_file).absolute()),),
         parameters=tuple(parameters),
         environment=dds_environment(network, environ),
         dds_network=network,
+        clock_topic=clock,
     )
+
+
+def _check_sections(config_file: str, node: str) -> None:
+    """A parameter file none of whose sections applies to ``node`` would leave the node on its
+    declared defaults without a word (rcl skips sections for other nodes): refuse it, naming
+    the keys and the one that serves any namespace. A file that cannot be read is the node's
+    to report (it names the file)."""
+    try:
+        document = yaml.safe_load(Path(config_file).read_text())
+    except (OSError, yaml.YAMLError):
+        return
+    if not isinstance(document, Mapping):
+        return
+    keys = [str(key) for key in document]
+    if not sections_for(keys, node):
+        raise ValueError(
+            f"{config_file} has no parameters for {node} (its sections: {', '.join(keys)}); "
+            f"key them '/**/{node.rsplit('/', 1)[1]}' to serve the node in any namespace"
+        )
 
 
 def exit_message(returncode: int, stderr: str = "") -> str:

@@ -24,6 +24,17 @@ from ct_controllers.plugins import UnknownPluginError, load_plugin
 
 PARAMETERS = "ct_controllers.parameters"
 
+
+class _Required:
+    """The default of a parameter that has none: the robot's own (its joints, frames, per-joint
+    limits), which the configuration file must give."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
 # A validator returns what is wrong with a value (the message after the parameter's name), or
 # None when it is fine.
 Validator = Callable[[Any], "str | None"]
@@ -39,7 +50,9 @@ class ParameterSpec:
     """One parameter. ``kind``: bool | int | float | str, of the value or of each element when
     ``sequence``; ``per_joint``: a sequence of one value per joint (``arm_joints +
     gripper_joints`` order); ``live``: may change at run time (``ros2 param set``), else
-    read-only once the stack runs; ``unit`` as written in descriptions (``N·m | N``)."""
+    read-only once the stack runs; ``unit`` as written in descriptions (``N·m | N``);
+    ``default`` :data:`REQUIRED`: none — what the robot is (joint names, frames, per-joint
+    values) comes from the configuration file, never from a default."""
 
     name: str
     kind: type
@@ -53,6 +66,11 @@ class ParameterSpec:
 
     def describe(self) -> str:
         return f"{self.description} [{self.unit}]" if self.unit else self.description
+
+    @property
+    def required(self) -> bool:
+        """No default: the configuration must give it."""
+        return self.default is REQUIRED
 
     def check(self, value: Any, joint_count: int | None = None) -> Any:
         """``value`` checked and as this parameter's Python value (a tuple for a sequence):
@@ -116,11 +134,18 @@ class ParameterSchema:
         return f"{self.section}.{spec.name}" if self.section else spec.name
 
     def defaults(self) -> dict[str, Any]:
-        """Full parameter name -> default: what the YAML section holds unless changed."""
+        """Full parameter name -> default: what the YAML section holds unless changed (the
+        required parameters, which have none, are not in it: :attr:`required`)."""
         return {
             self.full_name(s): list(s.default) if isinstance(s.default, tuple) else s.default
             for s in self.parameters
+            if not s.required
         }
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Full names of the parameters without a default (the configuration must give them)."""
+        return tuple(self.full_name(s) for s in self.parameters if s.required)
 
     def describe(self) -> dict[str, tuple[str, bool]]:
         """Full parameter name -> (description with unit, live)."""
@@ -147,7 +172,8 @@ class ParameterSchema:
         for spec in self.parameters:
             name = self.full_name(spec)
             if name not in params:
-                raise ConfigError(f"parameter '{name}' is missing")
+                what = " (it has no default: it describes the robot)" if spec.required else ""
+                raise ConfigError(f"parameter '{name}' is missing{what}")
             if spec.per_joint and joint_count is None and self.joint_lists:
                 joint_count = sum(len(values[n]) for n in self.joint_lists)
             try:

@@ -14,11 +14,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ct_controllers.hardware.interface import FAULT_REACTIONS
-from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
-
-ARM = tuple(f"joint{i}" for i in range(1, 8))
-GRIPPER = ("left_finger_joint", "right_finger_joint")
+from ct_controllers.hardware.fault_reactions import FAULT_REACTIONS
+from ct_controllers.parameter_schema import (
+    REQUIRED,
+    ParameterSchema,
+    ParameterSpec,
+    one_of,
+    positive,
+)
 
 
 def _names(value: tuple[str, ...]) -> str | None:
@@ -75,20 +78,29 @@ def _cartesian_divides(values: Mapping[str, Any], joint_count: int | None) -> st
     )
 
 
-def _per_joint(
-    name: str, default: tuple[float, ...], description: str, unit: str, **kw: Any
-) -> Any:
-    return ParameterSpec(name, float, default, description, unit, per_joint=True, **kw)
+def _per_joint(name: str, description: str, unit: str, **kw: Any) -> Any:
+    """A per-joint entry: the robot's, so without a default (REQUIRED)."""
+    return ParameterSpec(name, float, REQUIRED, description, unit, per_joint=True, **kw)
 
 
 # Section "": the entries sit at the top of ros__parameters (dotted where nested). Every one is
 # read-only once the stack runs. The joint lists come first: they size the per-joint entries.
+# What describes the robot — its joints, frames, home and every per-joint value — has no
+# default (REQUIRED): it comes from the configuration file (the bundled arm's from
+# config/controllers.yaml), never from a name written here.
 PARAMETERS = ParameterSchema(
     "",
     (
-        ParameterSpec("arm_joints", str, ARM, "Arm joint names", sequence=True, validator=_names),
         ParameterSpec(
-            "gripper_joints", str, GRIPPER, "Gripper joint names", sequence=True, validator=_names
+            "arm_joints", str, REQUIRED, "Arm joint names", sequence=True, validator=_names
+        ),
+        ParameterSpec(
+            "gripper_joints",
+            str,
+            REQUIRED,
+            "Gripper joint names (none: [])",
+            sequence=True,
+            validator=_names,
         ),
         ParameterSpec(
             "update_rate",
@@ -114,11 +126,15 @@ PARAMETERS = ParameterSchema(
             "mujoco",
             "Hardware backend (xacro argument): mujoco | ros2_control_bridge | canopen",
         ),
-        ParameterSpec("base_frame", str, "base_link", "Frame every goal pose must be expressed in"),
-        ParameterSpec("tcp_frame", str, "tcp", "Tool centre point frame"),
+        ParameterSpec(
+            "base_frame",
+            str,
+            REQUIRED,
+            "Frame every goal pose must be expressed in (a URDF link fixed to the world)",
+        ),
+        ParameterSpec("tcp_frame", str, REQUIRED, "Tool centre point frame (a URDF frame)"),
         _per_joint(
             "home_positions",
-            (0.0, 0.4, 0.0, -1.6, 0.0, 1.2, 0.0, 0.02, 0.02),
             "Start pose of the simulator, arm_joints then gripper_joints",
             "rad | m",
         ),
@@ -149,28 +165,24 @@ PARAMETERS = ParameterSchema(
         ),
         _per_joint(
             "references.max_acceleration",
-            (3.0,) * 7 + (0.5,) * 2,
             "Reference acceleration limit per joint",
             "rad/s² | m/s²",
             validator=positive,
         ),
         _per_joint(
             "references.max_jerk",
-            (30.0,) * 7 + (5.0,) * 2,
             "Reference jerk limit per joint",
             "rad/s³ | m/s³",
             validator=positive,
         ),
         _per_joint(
             "limiter.effort_rate_limit",
-            (1000.0,) * 7 + (20000.0,) * 2,
             "Effort-rate limit per joint",
             "N·m/s | N/s",
             validator=positive,
         ),
         _per_joint(
             "safe_hold.damping",
-            (20.0, 20.0, 10.0, 10.0, 5.0, 5.0, 2.0, 2.0, 2.0),
             "Safe-hold joint damping, per joint",
             "N·m·s/rad | N·s/m",
         ),

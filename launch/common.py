@@ -1,9 +1,10 @@
 """Shared by sim.launch.py and hardware.launch.py (a ROS 2 Jazzy install with launch_ros).
 
-Every decision (which executable, the node's name, its parameter file and parameters, the
-environment with or without ``dds_network``) is ``ct_controllers.launch_plan.launch_plan``'s, a
-plain function that the tests run too; this file only turns the plan into launch actions, and
-ends the launch when the node ends, with the reason in one error line.
+Every decision (which executable, the node's name and namespace, its parameter file and
+parameters, the clock topic, the environment with or without ``dds_network``) is
+``ct_controllers.launch_plan.launch_plan``'s, a plain function that the tests run too; this
+file only turns the plan into launch actions, and ends the launch when the node ends, with the
+reason in one error line.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def generate(target: str) -> LaunchDescription:
             description="controllers.yaml; empty = the installed config/controllers.yaml",
         ),
         DeclareLaunchArgument(
+            "namespace",
+            default_value="ct",
+            description="the node's namespace: relative (under a namespace an including launch "
+            "pushes) or /absolute; a second arm needs its own, e.g. arm2",
+        ),
+        DeclareLaunchArgument(
+            "clock_topic",
+            default_value="/clock",
+            description="where a simulation publishes its clock; one per simulation: a second "
+            "simulated arm in the same ROS domain needs its own, e.g. /arm2/clock",
+        ),
+        DeclareLaunchArgument(
             "dds_network",
             default_value="",
             description="1 = let DDS use the network; empty = CT_DDS_NETWORK, else loopback only",
@@ -70,6 +83,8 @@ def _from_plan(context: LaunchContext, target: str) -> list[Any]:
         config=argument("config"),
         dds_network=argument("dds_network"),
         environ=dict(context.environment),
+        namespace=argument("namespace"),
+        clock_topic=argument("clock_topic"),
     )
     environment = [
         UnsetEnvironmentVariable(name) if value is None else SetEnvironmentVariable(name, value)
@@ -80,6 +95,7 @@ def _from_plan(context: LaunchContext, target: str) -> list[Any]:
         executable=plan.executable,
         name=plan.name,
         namespace=plan.namespace,
+        remappings=plan.remappings(),
         output="screen",
         parameters=[
             *plan.parameter_files,

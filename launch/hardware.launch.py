@@ -2,7 +2,8 @@
 the stack on real drives (system clock). Real backends refuse to start unless armed
 (hardware.armed: true in the config); the launch then ends with the reason in one error line.
 Without launch_ros, `ct-bringup hardware` starts the same node with the same plan
-(ct_controllers.launch_plan)."""
+(ct_controllers.launch_plan). `namespace:=arm2` (default ct) for a second arm:
+docs/ros-interface.md, "Several arms"."""
 
 import os
 import sys

@@ -38,8 +38,10 @@ def lockstep_config() -> StackConfig:
 
 
 def new_robot_model() -> RobotModel:
-    """A fresh RobotModel of the bundled arm (each owns its scratch ``pin.Data``)."""
-    return RobotModel(bundled_description().urdf)
+    """A fresh RobotModel of the bundled arm (each owns its scratch ``pin.Data``), with the
+    bundled configuration's TCP and base frames."""
+    config = bundled_config()
+    return RobotModel(bundled_description().urdf, config.tcp_frame, config.base_frame)
 
 
 def home_by_name(config: StackConfig | None = None) -> dict[str, float]:

@@ -284,3 +284,150 @@ def test_overrun_fraction_reaches_the_loop():
 
     stack = build_stack(load_config(overrides={"mujoco.mode": "lockstep", "overrun_fraction": 0.2}))
     assert stack.loop.overrun_fraction == 0.2
+
+
+ROBOT_ENTRIES = (
+    "arm_joints",
+    "gripper_joints",
+    "base_frame",
+    "tcp_frame",
+    "home_positions",
+    "references.max_acceleration",
+    "references.max_jerk",
+    "limiter.effort_rate_limit",
+    "safe_hold.damping",
+)
+
+
+@pytest.mark.parametrize("name", ROBOT_ENTRIES)
+def test_what_describes_the_robot_has_no_default(name):
+    """The robot's own entries (joints, frames, home, per-joint values) are required: the
+    schema has no default for them, and a configuration without one fails naming it and
+    saying it describes the robot."""
+    from ct_controllers.stack_parameters import PARAMETERS as STACK
+
+    assert name in STACK.required and name not in STACK.defaults()
+    params = load_parameters()
+    del params[name]
+    with pytest.raises(ConfigError, match=re.escape(f"'{name}' is missing (it has no default")):
+        StackConfig.from_parameters(params)
+
+
+def test_no_schema_default_names_the_bundled_arm():
+    """No default of the stack's schema or of any registered section's names a joint, a link
+    or a frame of the bundled URDF: those come from the configuration file only."""
+    from ct_controllers.model.description import load_description
+    from ct_controllers.model.link_tree import urdf_joints
+    from ct_controllers.parameter_schema import PARAMETERS, section_schema
+    from ct_controllers.stack_parameters import PARAMETERS as STACK
+
+    joints = urdf_joints(load_description().urdf)
+    names = {j.name for j in joints} | {j.parent for j in joints} | {j.child for j in joints}
+    assert {"joint1", "tcp", "base_link", "left_finger_joint"} <= names
+    schemas = [STACK] + [section_schema(s) for s in known_plugins(PARAMETERS)]
+    for schema in schemas:
+        assert schema is not None
+        for key, value in schema.defaults().items():
+            values = value if isinstance(value, list) else [value]
+            named = sorted(v for v in values if isinstance(v, str) and v in names)
+            assert not named, f"{key} defaults to {named}"
+
+
+def test_build_stack_refuses_a_mimic_follower_in_the_joint_lists(tmp_path):
+    """A configuration that lists a <mimic> follower as a joint of its own fails in
+    build_stack, naming the follower and its master."""
+    from test_model_joints import small_arm
+
+    joints = ("shoulder", "elbow", "wrist", "left", "right")
+    block = "".join(
+        f'<joint name="{j}"><command_interface name="effort"/>'
+        '<state_interface name="position"/></joint>'
+        for j in joints
+    )
+    urdf = small_arm().replace(
+        "</robot>",
+        '<ros2_control name="arm" type="system"><hardware><plugin>ct_controllers/MujocoSystem'
+        f"</plugin></hardware>{block}</ros2_control></robot>",
+    )
+    path = tmp_path / "small_arm.urdf"
+    path.write_text(urdf)
+    n = len(joints)
+    config = load_config(
+        overrides={
+            "robot_description": str(path),
+            "base_frame": "base",
+            "tcp_frame": "tool",
+            "arm_joints": list(joints[:3]),
+            "gripper_joints": list(joints[3:]),
+            "home_positions": [0.0] * n,
+            "safe_hold.damping": [1.0] * n,
+            "references.max_acceleration": [1.0] * n,
+            "references.max_jerk": [1.0] * n,
+            "limiter.effort_rate_limit": [1.0] * n,
+            "joint_impedance.stiffness": [1.0] * n,
+            "joint_impedance.damping": [1.0] * n,
+        }
+    )
+    with pytest.raises(ConfigError, match="mimic joint 'right': it follows 'left'"):
+        build_stack(config)
+
+
+def test_a_backend_reads_its_section_as_parsed_when_the_configuration_was_loaded():
+    """load_config parses the selected backend's section once and keeps it; the backend's
+    from_config reads the kept result, not the raw parameters again (a kept value that
+    differs from the raw one is the one the backend takes)."""
+    import dataclasses
+
+    from ct_controllers.hardware.ros2_control_bridge import Ros2ControlBridge
+    from ct_controllers.model.description import load_description
+
+    config = load_config(overrides={"backend": "ros2_control_bridge"})
+    kept = dict(config.section("ros2_control_bridge"))
+    kept["command_topic"] = "/kept/commands"
+    config = dataclasses.replace(config, sections={**config.sections, "ros2_control_bridge": kept})
+    description = load_description(mappings={"backend": "ros2_control_bridge"})
+    bridge = Ros2ControlBridge.from_config(description, config)
+    assert bridge.config.command_topic == "/kept/commands"
+    assert config.parameters["ros2_control_bridge.command_topic"] != "/kept/commands"
+
+
+def test_the_configuration_and_hardware_interface_are_in_no_import_cycle():
+    """config, stack_parameters, hardware.interface and hardware.guard import each other in
+    no cycle — counting every import, those for type annotations only included."""
+    import ast
+    from pathlib import Path
+
+    import ct_controllers
+
+    root = Path(ct_controllers.__file__).parent
+    modules: dict[str, set[str]] = {}
+    for file in root.rglob("*.py"):
+        name = ".".join(("ct_controllers", *file.relative_to(root).with_suffix("").parts))
+        name = name.removesuffix(".__init__")
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+        modules[name] = imported
+    graph = {m: {d for d in deps if d in modules and d != m} for m, deps in modules.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module == goal:
+                return True
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+        return False
+
+    for module in (
+        "ct_controllers.config",
+        "ct_controllers.stack_parameters",
+        "ct_controllers.hardware.interface",
+        "ct_controllers.hardware.guard",
+    ):
+        assert not reaches(module, module), f"{module} is in an import cycle"

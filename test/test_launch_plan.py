@@ -309,3 +309,43 @@ def test_the_bridge_node_keeps_its_name_and_parameters_under_the_launch_command_
     finally:
         stop(process)
         plant.stop()
+
+
+# --- issue 23: the launch files' arguments reach the plan ------------------------------------
+def test_every_launch_argument_reaches_the_plan_and_its_default_is_the_plans() -> None:
+    """launch/common.py (read from this checkout; `launch` is not installed here, so its
+    source is inspected, not run): each declared launch argument is passed, by its own name,
+    to launch_plan, every keyword of launch_plan but ``environ`` and ``name`` (the node name,
+    which a launch user gives launch_ros's way; ct-bringup takes ``-r __node:=``) is a launch
+    argument, and the
+    declared defaults give the same plan as no arguments at all (namespace ct, /clock)."""
+    import ast
+    import inspect
+
+    source = ast.parse(
+        (Path(__file__).resolve().parent.parent / "launch" / "common.py").read_text()
+    )
+    declared: dict[str, str] = {}
+    forwarded: dict[str, str] = {}
+    for call in (n for n in ast.walk(source) if isinstance(n, ast.Call)):
+        name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+        if name == "DeclareLaunchArgument":
+            default = next((k.value for k in call.keywords if k.arg == "default_value"), None)
+            declared[ast.literal_eval(call.args[0])] = (
+                ast.unparse(default) if default is not None else ""
+            )
+        elif name == "launch_plan":
+            for keyword in call.keywords:
+                value = keyword.value
+                if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "argument":
+                    forwarded[str(keyword.arg)] = ast.literal_eval(value.args[0])
+    assert forwarded == {name: name for name in declared}, (declared, forwarded)
+    keywords = set(inspect.signature(launch_plan).parameters) - {"target", "environ", "name"}
+    assert keywords == set(declared)
+    config = str(Path(__file__).resolve().parent.parent / "config" / "controllers.yaml")
+    literal = {
+        name: ast.literal_eval(value)
+        for name, value in declared.items()
+        if name in ("namespace", "clock_topic", "robot_description", "dds_network")
+    }
+    assert launch_plan("sim", config=config, **literal) == launch_plan("sim", config=config)

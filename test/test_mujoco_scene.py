@@ -3,18 +3,23 @@ the Pinocchio model (kinematics and rigid-body dynamics), with the URDF limits."
 
 from __future__ import annotations
 
+import logging
+import struct
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
 from helpers import bundled_description, new_robot_model, random_configuration
 
-from ct_controllers.hardware.mujoco_scene import TCP_SITE, ServoGains, build_scene
+from ct_controllers.bench.robots import panda_urdf_path
+from ct_controllers.hardware.mujoco_scene import ServoGains, build_scene, compile_scene
 from ct_controllers.model.description import DescriptionError
 from ct_controllers.model.robot import RobotModel
 
 SAMPLES = 200
+TCP = "tcp"  # the bundled arm's TCP frame (its site is named after it)
 
 
 def _close(value: np.ndarray, reference: np.ndarray, rel: float = 1e-6) -> bool:
@@ -29,7 +34,7 @@ def robot() -> RobotModel:
 @pytest.fixture(scope="module")
 def arm_only() -> mujoco.MjModel:
     """The arm without table, floor and cube: no contacts."""
-    return build_scene(bundled_description().urdf, with_objects=False).compile()
+    return build_scene(bundled_description().urdf, tcp_frame=TCP, with_objects=False).compile()
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +83,7 @@ def test_scene_has_one_dof_per_urdf_joint(robot, arm_only):
 def test_tcp_pose_agrees_with_pinocchio(robot, arm_only, dof_map, random_states):
     """Site 'tcp' position and orientation equal RobotModel.frame_pose at random q."""
     data = mujoco.MjData(arm_only)
-    site = arm_only.site(TCP_SITE).id
+    site = arm_only.site(TCP).id
     for q, _ in random_states:
         _set_state(arm_only, data, dof_map, q, np.zeros_like(q))
         pose = robot.frame_pose(q)
@@ -201,17 +206,134 @@ def test_full_scene_has_table_and_cube_clear_of_arm_dofs(robot, full_scene):
     assert cube_z == pytest.approx(0.025)  # resting on the table top (z = 0)
 
 
-# --- rejected descriptions -------------------------------------------------------------------
-def test_unsupported_collision_shape_is_rejected_naming_it():
-    """A collision mesh raises DescriptionError naming the link and the shape."""
+# --- meshes ------------------------------------------------------------------------------------
+def _with_mesh(
+    filename: str, link: str = "link3", kind: str = "collision", visuals: bool = False
+) -> str:
+    """The bundled URDF with ``link``'s ``kind`` geometry replaced by the mesh ``filename``;
+    ``visuals``: with ``<mujoco><compiler discardvisual="false"/>`` (visual geometry kept)."""
     root = ET.fromstring(bundled_description().urdf)
-    (link3,) = [link for link in root.findall("link") if link.get("name") == "link3"]
-    geometry = link3.find("collision/geometry")
+    (element,) = [e for e in root.findall("link") if e.get("name") == link]
+    geometry = element.find(f"{kind}/geometry")
     assert geometry is not None
     geometry.clear()
-    ET.SubElement(geometry, "mesh", filename="link3.stl")
-    with pytest.raises(DescriptionError, match=r"link 'link3'.*'mesh'"):
-        build_scene(ET.tostring(root, encoding="unicode"))
+    ET.SubElement(geometry, "mesh", filename=filename)
+    if visuals:
+        compiler = ET.SubElement(ET.SubElement(root, "mujoco"), "compiler")
+        compiler.set("discardvisual", "false")
+    return ET.tostring(root, encoding="unicode")
+
+
+def _write_box_stl(path: Path, half: tuple[float, float, float]) -> None:
+    """A binary STL of the box ±half [m] (12 triangles, outward normals)."""
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * half
+    faces = [
+        (0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
+        (2, 3, 7), (2, 7, 6), (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3),
+    ]  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+        file.write(b"\0" * 80 + struct.pack("<I", len(faces)))
+        for face in faces:
+            a, b, c = corners[list(face)]
+            normal = np.cross(b - a, c - a)
+            normal /= np.linalg.norm(normal)
+            file.write(struct.pack("<12fH", *normal, *a, *b, *c, 0))
+
+
+def test_mesh_is_found_beside_the_urdf_on_ros_package_path_and_by_file_uri(tmp_path, monkeypatch):
+    """A collision mesh referenced relative to the URDF's folder, as package://PKG/... (PKG on
+    ROS_PACKAGE_PATH) or as a file:// URI becomes a massless mesh geom on its link, with that
+    file's size (bounding radius of the 0.03 × 0.04 × 0.05 half-size box)."""
+    mesh = tmp_path / "my_pkg" / "meshes" / "box.stl"
+    half = (0.03, 0.04, 0.05)
+    _write_box_stl(mesh, half)
+    monkeypatch.setenv("ROS_PACKAGE_PATH", str(tmp_path))
+    for filename, folder in (
+        ("my_pkg/meshes/box.stl", tmp_path),
+        ("package://my_pkg/meshes/box.stl", None),
+        (f"file://{mesh}", None),
+    ):
+        model = compile_scene(
+            build_scene(_with_mesh(filename), with_objects=False, urdf_directory=folder)
+        )
+        (geom,) = [g for g in range(model.ngeom) if model.geom_bodyid[g] == model.body("link3").id]
+        assert model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_MESH, filename
+        assert model.geom_rbound[geom] == pytest.approx(np.linalg.norm(half), rel=1e-6)
+        assert model.body("link3").mass[0] == pytest.approx(3.0)  # the <inertial>, not the mesh
+
+
+def test_package_mesh_is_found_in_an_installed_distribution(monkeypatch):
+    """The Panda of the installed example-robot-data, given as text (no URDF folder) with no
+    ROS_PACKAGE_PATH: its package://example-robot-data/... meshes are found in the Python
+    environment's cmeel.prefix/share; the 9 collision STLs are read, the .dae visuals not."""
+    monkeypatch.delenv("ROS_PACKAGE_PATH", raising=False)
+    urdf = panda_urdf_path().read_text()
+    model = compile_scene(build_scene(urdf, with_objects=False))
+    assert model.nmesh == 9
+
+
+def test_missing_mesh_is_rejected_naming_it_and_the_places_looked_in(tmp_path, monkeypatch):
+    """A mesh found nowhere raises DescriptionError naming the reference and every place
+    looked in: ROS_PACKAGE_PATH, beside the URDF, the installed distributions."""
+    monkeypatch.setenv("ROS_PACKAGE_PATH", str(tmp_path / "ros"))
+    filename = "package://ghost_pkg/meshes/link3.stl"
+    with pytest.raises(DescriptionError) as info:
+        build_scene(_with_mesh(filename), urdf_directory=tmp_path / "robot" / "urdf")
+    message = str(info.value)
+    assert f"mesh '{filename}' not found" in message
+    assert str(tmp_path / "ros" / "ghost_pkg" / "meshes" / "link3.stl") in message
+    assert str(tmp_path / "robot" / "urdf" / "ghost_pkg" / "meshes" / "link3.stl") in message
+    assert "cmeel.prefix" in message
+
+
+def test_collision_mesh_in_a_format_mujoco_cannot_read_is_rejected():
+    """A collision mesh MuJoCo cannot decode (.dae) raises DescriptionError naming the link and
+    the file (the robot would otherwise lose a collision shape silently)."""
+    with pytest.raises(DescriptionError, match=r"link 'link3'.*'link3\.dae'.*cannot read"):
+        build_scene(_with_mesh("link3.dae"))
+
+
+def test_visual_meshes_mujoco_cannot_read_are_skipped_with_one_warning(tmp_path, caplog):
+    """With visual geometry kept (discardvisual="false"), .dae visual meshes are left out with
+    one warning naming them, a readable visual STL is kept as a non-colliding geom, and the
+    scene compiles."""
+    _write_box_stl(tmp_path / "box.stl", (0.01, 0.01, 0.01))
+    root = ET.fromstring(_with_mesh("link3.dae", kind="visual", visuals=True))
+    for name, filename in (("link4", "link4.dae"), ("link5", "box.stl")):
+        (link,) = [e for e in root.findall("link") if e.get("name") == name]
+        geometry = link.find("visual/geometry")
+        assert geometry is not None
+        geometry.clear()
+        ET.SubElement(geometry, "mesh", filename=filename)
+    with caplog.at_level(logging.WARNING, logger="ct_controllers"):
+        model = compile_scene(
+            build_scene(ET.tostring(root, encoding="unicode"), urdf_directory=tmp_path)
+        )
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "link3.dae" in record.getMessage() and "link4.dae" in record.getMessage()
+    (mesh_geom,) = [
+        g for g in range(model.ngeom) if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH
+    ]
+    assert model.geom_bodyid[mesh_geom] == model.body("link5").id
+    assert model.geom_contype[mesh_geom] == 0 and model.geom_conaffinity[mesh_geom] == 0
+
+
+# --- rejected descriptions -------------------------------------------------------------------
+def test_massless_moving_link_is_rejected_naming_it():
+    """A link on a movable joint with zero mass and inertia (MuJoCo cannot simulate it; fused
+    massless links on fixed joints are fine) raises DescriptionError naming the link, on one
+    line."""
+    root = ET.fromstring(bundled_description().urdf)
+    (finger,) = [e for e in root.findall("link") if e.get("name") == "left_finger"]
+    inertial = finger.find("inertial")
+    assert inertial is not None
+    inertial.find("mass").set("value", "0")  # type: ignore[union-attr]
+    for key in ("ixx", "iyy", "izz"):
+        inertial.find("inertia").set(key, "0")  # type: ignore[union-attr]
+    with pytest.raises(DescriptionError, match=r"moving bodies.*'left_finger'") as info:
+        compile_scene(build_scene(ET.tostring(root, encoding="unicode")))
+    assert "\n" not in str(info.value)
 
 
 def test_interface_for_unknown_joint_is_rejected_naming_it():
@@ -229,4 +351,18 @@ def test_unknown_interface_kind_is_rejected_naming_it():
 def test_missing_tcp_link_is_rejected():
     """A TCP link that is not in the URDF raises DescriptionError naming it."""
     with pytest.raises(DescriptionError, match="tool_ghost"):
-        build_scene(bundled_description().urdf, tcp_link="tool_ghost")
+        build_scene(bundled_description().urdf, tcp_frame="tool_ghost")
+
+
+def test_urdf_that_does_not_parse_or_mimics_a_ghost_is_rejected():
+    """Text that is not XML, and a <mimic> naming no movable joint, raise DescriptionError
+    saying so (the second naming both joints)."""
+    with pytest.raises(DescriptionError, match="not valid XML"):
+        build_scene("<robot><link name='a'></robot>")
+    urdf = bundled_description().urdf.replace(
+        '<joint name="right_finger_joint" type="prismatic">',
+        '<joint name="right_finger_joint" type="prismatic"><mimic joint="thumb_joint"/>',
+    )
+    assert "thumb_joint" in urdf
+    with pytest.raises(DescriptionError, match=r"'right_finger_joint' mimics 'thumb_joint'"):
+        build_scene(urdf)

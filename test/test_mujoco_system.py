@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import bundled_description, home_by_name, new_robot_model
+from helpers import bundled_description, home_by_name, lockstep_config, new_robot_model
 
 from ct_controllers.hardware.interface import (
     CommandRejected,
@@ -386,3 +386,22 @@ def test_invalid_mujoco_configs_are_rejected():
         MujocoConfig(timestep=0.001, control_period=0.0015)
     with pytest.raises(ValueError, match="elbow_ghost"):
         make_system(command_interfaces={"elbow_ghost": "position"})
+
+
+def test_the_configured_tcp_frame_gets_its_site_at_pinocchios_tcp_pose(robot):
+    """Built by the plugin constructor from controllers.yaml, the backend's scene has a site
+    named after the configured tcp_frame (a frame fusing removes), at the pose Pinocchio gives
+    that frame at the home configuration; the URDF's folder is passed on (for its meshes)."""
+    config = lockstep_config()
+    system = MujocoSystem.from_config(bundled_description(), config)
+    assert system.config.tcp_frame == config.tcp_frame
+    assert system.config.urdf_directory is not None
+    system.configure()
+    assert system.model is not None and system.data is not None
+    site = system.data.site(config.tcp_frame)
+    q = robot.neutral()
+    for name, value in home_by_name(config).items():
+        q[robot.q_index(name)] = value
+    pose = robot.frame_pose(q, config.tcp_frame)
+    np.testing.assert_allclose(site.xpos, pose[:3, 3], atol=1e-9)
+    np.testing.assert_allclose(site.xmat.reshape(3, 3), pose[:3, :3], atol=1e-9)

@@ -51,13 +51,17 @@ def test_every_backend_registers_the_schema_of_its_section():
 
 def test_the_bundled_sections_are_the_schemas_defaults():
     """The YAML defaults derive from the schemas: every plugin section of the bundled file holds
-    exactly its schema's parameters at their defaults, and every schema entry is described."""
+    exactly its schema's parameters, at their defaults where they have one (the required ones,
+    which describe the robot, are there with the bundled arm's values), and every schema entry
+    is described."""
     bundled = load_parameters()
     for section in BACKENDS:
         schema = section_schema(section)
         assert schema is not None
         in_file = {k: v for k, v in bundled.items() if k.startswith(f"{section}.")}
-        assert in_file == schema.defaults(), section
+        assert set(schema.required) <= set(in_file), section
+        defaults = {k: v for k, v in in_file.items() if k not in schema.required}
+        assert defaults == schema.defaults(), section
         assert all(d for d, _ in schema.describe().values())
     for instance in bundled["controllers"]:
         schema = load_plugin(CONTROLLERS, bundled[f"{instance}.type"]).PARAMETERS
@@ -145,7 +149,9 @@ def test_live_gains_are_checked_by_the_same_specs():
 def test_the_bundled_stack_entries_are_the_stack_schemas_defaults():
     """The stack's own entries have a schema too: every entry of the bundled file belongs to
     the stack's schema, a registered section's or a controller instance, and the stack's entries
-    are the stack schema's defaults (described, read-only)."""
+    are the stack schema's defaults (described, read-only), except the required ones — what
+    describes the robot (joints, frames, home, per-joint values) has no default: the file gives
+    the bundled arm's."""
     bundled = load_parameters()
     instances = set(bundled["controllers"])
     sections = set(known_plugins(PARAMETERS))
@@ -154,9 +160,11 @@ def test_the_bundled_stack_entries_are_the_stack_schemas_defaults():
         owner = name.split(".", 1)[0] if "." in name else ""
         if owner in instances or owner in sections:
             continue
+        if name in STACK_PARAMETERS.required:
+            continue
         assert name in stack, f"{name}: in the bundled file but in no schema"
         assert value == stack[name], name
-    assert set(stack) <= set(bundled)
+    assert set(stack) | set(STACK_PARAMETERS.required) <= set(bundled)
     assert all(d and not live for d, live in STACK_PARAMETERS.describe().values())
 
 

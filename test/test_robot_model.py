@@ -252,3 +252,12 @@ def test_with_own_data_shares_the_tree_and_keeps_its_scratch_data_apart():
     np.testing.assert_array_equal(original.data.oMf[original.tcp_frame_id].homogeneous, before)
     v = rng.normal(size=original.nv)
     np.testing.assert_array_equal(other.bias(q1, v), original.bias(q1, v))
+
+
+def test_the_bundled_arm_needs_no_configuration_conversion(model):
+    """The bundled arm has no continuous or mimic joint (nq == nv in Pinocchio): the model
+    layer's joint positions are Pinocchio's configuration, handed over as the same array (the
+    per-tick fast path: nothing converted, nothing allocated)."""
+    q = model.neutral()
+    assert model.model.nq == model.nv == model.nq and not model.mimic
+    assert model.configuration.identity and model.pinocchio_configuration(q) is q

@@ -23,7 +23,7 @@ ln -s "$ROOT/package.xml" "$SHARE/package.xml"
 for file in launch/*.py config/*.yaml urdf/*.xacro; do
   ln -s "$ROOT/$file" "$SHARE/$file"
 done
-for script in ct_control_node ct-bringup ct-sim ct-bench; do
+for script in ct_control_node ct-bringup ct-sim ct-bench ct-setup; do
   ln -sfn "../../bin/$script" "$VENV/lib/ct_controllers/$script"
 done
 [ -x "$VENV/lib/ct_controllers/ct_control_node" ] \

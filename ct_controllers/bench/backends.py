@@ -347,7 +347,8 @@ def run_backend(
     failed row (the rig goes on, back home, if it can)."""
     rows: list[Row] = []
     config = load_config()
-    independent = RobotModel(load_description().urdf, config.tcp_frame, config.base_frame)
+    description = load_description(config.robot_description or None, mappings={"backend": backend})
+    independent = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
     # What exists now is frozen out of the garbage collector's full passes (as the control
     # node does after start-up): a full collection of a long bench's heap stalls every thread
     # of the process for tens of ms, longer than a 100 Hz bus's deadlines.

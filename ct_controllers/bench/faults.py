@@ -126,7 +126,9 @@ class Bench:
         else:
             raise ValueError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
         self.config: StackConfig = load_config(overrides=overrides)
-        description = load_description(mappings={"backend": self.config.backend})
+        description = load_description(
+            self.config.robot_description or None, mappings={"backend": self.config.backend}
+        )
         wrap = InjectingSystem if backend == "mujoco" else None
         self.stack: Stack = build_stack(self.config, description, wrap_hardware=wrap)
         if backend == "ros2_control_bridge":
@@ -170,10 +172,12 @@ class Bench:
                 self.plant.send({"unknown_joint": "unknown"}.get(fault, fault))
         else:
             assert self.drives is not None
+            arm = self.config.arm_joints  # drives of the configured arm, by name
+            third, fifth, second = (arm[min(i, len(arm) - 1)] for i in (2, 4, 1))
             action: dict[str, Callable[[], None]] = {
-                "heartbeat_loss": lambda: self.drives.stop_heartbeat("joint3"),  # type: ignore[union-attr]
-                "drive_fault": lambda: self.drives.enter_fault("joint5"),  # type: ignore[union-attr]
-                "pdo_stop": lambda: self.drives.stop_pdos("joint2"),  # type: ignore[union-attr]
+                "heartbeat_loss": lambda: self.drives.stop_heartbeat(third),  # type: ignore[union-attr]
+                "drive_fault": lambda: self.drives.enter_fault(fifth),  # type: ignore[union-attr]
+                "pdo_stop": lambda: self.drives.stop_pdos(second),  # type: ignore[union-attr]
                 "bus_error": self.drives.send_error_frame,
             }
             action[fault]()
@@ -209,9 +213,11 @@ class Bench:
         state timeout, from the detection for a fault the backend reports)."""
         loop = self.stack.loop
         joint1, joint4 = MOVES[index % len(MOVES)]
+        arm = self.config.arm_joints  # the configured arm's first and fourth joints, by name
+        moved = [arm[0], arm[min(3, len(arm) - 1)]]
         before: str | None = None
         for _ in range(MAX_RETRIES + 1):
-            loop.request_motion(["joint1", "joint4"], [joint1, joint4], 1.0)
+            loop.request_motion(moved, [joint1, joint4], 1.0)
             self.run(0.2)
             if loop.fault is None:
                 break

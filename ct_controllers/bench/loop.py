@@ -102,9 +102,10 @@ def lockstep(sim_seconds: float, seed: int, cartesian_rate: float = 0.0) -> dict
 
 def _floor_rtf(config: StackConfig, sim_seconds: float) -> float:
     """MuJoCo alone: the same scene stepped with zero torque, no controller, no Python stack."""
-    model = build_scene(
-        load_description().urdf, timestep=config.section("mujoco")["timestep"]
-    ).compile()
+    description = load_description(
+        config.robot_description or None, mappings={"backend": config.backend}
+    )  # the configured robot, not the bundled one
+    model = build_scene(description.urdf, timestep=config.section("mujoco")["timestep"]).compile()
     data = mujoco.MjData(model)
     steps = round(sim_seconds / model.opt.timestep)
     start = time.perf_counter()

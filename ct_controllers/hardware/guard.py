@@ -33,7 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ct_controllers.hardware.interface import FloatArray, JointCommand, StateSample
+from ct_controllers.hardware.samples import JointCommand, StateSample
+from ct_controllers.types import FloatArray
 
 _FLOAT = np.dtype(np.float64)
 _isfinite = math.isfinite  # bound once: the control thread calls it on every sample

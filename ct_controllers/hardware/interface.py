@@ -12,13 +12,24 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
 from ct_controllers.errors import CtError
+
+# The fault reactions and the boundary's sample and command types live in leaf modules (the
+# guard and the configuration's schema import them without importing this one); re-exported.
+from ct_controllers.hardware.fault_reactions import DAMP as DAMP
+from ct_controllers.hardware.fault_reactions import DISABLE as DISABLE
+from ct_controllers.hardware.fault_reactions import FAULT_REACTIONS as FAULT_REACTIONS
+from ct_controllers.hardware.fault_reactions import HOLD as HOLD
+from ct_controllers.hardware.fault_reactions import QUICK_STOP as QUICK_STOP
+from ct_controllers.hardware.guard import BoundaryGuard
+from ct_controllers.hardware.samples import JointCommand as JointCommand
+from ct_controllers.hardware.samples import StateSample as StateSample
 from ct_controllers.parameter_schema import ParameterSchema
-from ct_controllers.types import FloatArray
+from ct_controllers.types import FloatArray as FloatArray
 
 if TYPE_CHECKING:
     from typing import Self
@@ -66,57 +77,9 @@ class NotArmedError(LifecycleError):
     """A real-hardware backend was asked to activate without ``hardware.armed: true``."""
 
 
-HOLD = "hold"
-DAMP = "damp"
-QUICK_STOP = "quick_stop"
-DISABLE = "disable"
-FAULT_REACTIONS = (DAMP, HOLD, QUICK_STOP, DISABLE)
-
-
 def reactions(*names: str) -> tuple[str, ...]:
     """A backend's ``fault_reactions`` (typed as a variable-length tuple)."""
     return names
-
-
-class StateSample(NamedTuple):
-    """Measured joint state at one instant. (A NamedTuple, immutable: a backend builds one
-    every tick, in a third of a frozen dataclass's time.)
-
-    stamp     [s] measurement time in this process's clock (sim time with MuJoCo); NaN when
-              the source gave none
-    position  [rad | m], velocity [rad/s | m/s], effort [N·m | N] (measured/applied actuator
-              effort; NaN where not measured), each in ``joint_names`` order.
-    sequence  the source's sample counter, if it has one (None otherwise)
-    frame_id  the frame id the source message carried, if any (None otherwise)
-
-    A backend hands samples over as its source gave them (names in the source's order); the
-    :class:`~ct_controllers.hardware.guard.BoundaryGuard` checks them and re-orders them by name.
-    """
-
-    stamp: float
-    joint_names: tuple[str, ...]
-    position: FloatArray
-    velocity: FloatArray
-    effort: FloatArray
-    sequence: int | None = None
-    frame_id: str | None = None
-
-
-class JointCommand(NamedTuple):
-    """One command for every claimed joint. (A NamedTuple, immutable: the loop builds one
-    every tick.)
-
-    stamp      [s] stamp of the state sample the command was computed from
-    sequence   strictly increasing per writer
-    interfaces per joint, ``"effort"`` ([N·m | N]) or ``"position"`` ([rad | m])
-    values     in ``joint_names`` order
-    """
-
-    stamp: float
-    sequence: int
-    joint_names: tuple[str, ...]
-    interfaces: tuple[str, ...]
-    values: FloatArray
 
 
 @dataclass(frozen=True)
@@ -211,12 +174,13 @@ class SystemInterface(ABC):
     def from_config(cls, description: RobotDescription, config: StackConfig) -> Self:
         """The plugin constructor: joints from the description's ``<ros2_control>`` block, the
         rest from ``config`` — the stack's settings (``armed=config.armed`` for a backend that
-        ``requires_arming``) and the backend's own section only, which it parses with
-        :attr:`PARAMETERS`."""
+        ``requires_arming``) and the backend's own section only, as :attr:`PARAMETERS` parsed
+        it once when the configuration was loaded (``config.section(PARAMETERS.section)``;
+        never parsed again here). Every joint, link and frame name comes from the description
+        or the configuration: a backend assumes none."""
         raise NotImplementedError(f"{cls.__name__} does not implement from_config")
 
     def __post_init__(self) -> None:
-        from ct_controllers.hardware.guard import BoundaryGuard  # guard imports this module
 
         if len(set(self.joint_names)) != len(self.joint_names):
             dup = sorted({n for n in self.joint_names if self.joint_names.count(n) > 1})

@@ -8,14 +8,27 @@ state besides the backend's own reset).
 
 from __future__ import annotations
 
+import threading
+from typing import Protocol
+
 import mujoco
 import numpy as np
 
 from ct_controllers.hardware.interface import ObjectObservation
-from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.types import FloatArray
 
-__all__ = ["ObjectObservation", "ObjectSensor", "place_object"]
+__all__ = ["ObjectObservation", "ObjectSensor", "SimulatedMujoco", "place_object"]
+
+
+class SimulatedMujoco(Protocol):
+    """What the sensor and resets use of a MuJoCo backend (``MujocoSystem``, which imports this
+    module): its model and data (None until configured; a new pair after each configure) and
+    the lock they are stepped under."""
+
+    model: mujoco.MjModel | None
+    data: mujoco.MjData | None
+    lock: threading.Lock
+
 
 # Up to this many contacts in the scene, the sensor reads them one by one in Python floats (~0.1
 # µs each, ~0.25 µs on a finger); beyond, in numpy calls over all of them at once (~5 µs).
@@ -25,7 +38,7 @@ FEW_CONTACTS = 32
 class ObjectSensor:
     def __init__(
         self,
-        system: MujocoSystem,
+        system: SimulatedMujoco,
         body: str = "cube",
         finger_bodies: tuple[str, ...] = ("left_finger", "right_finger"),
     ) -> None:
@@ -136,7 +149,7 @@ class ObjectSensor:
         return forces
 
 
-def place_object(system: MujocoSystem, body: str, pose: FloatArray) -> None:
+def place_object(system: SimulatedMujoco, body: str, pose: FloatArray) -> None:
     """Explicit reset: put a free body at ``pose`` (4x4, world frame) at rest."""
     model, data = system.model, system.data
     if model is None or data is None:

@@ -1,37 +1,56 @@
-"""The MuJoCo scene, built in code (``mujoco.MjSpec``) from the same URDF Pinocchio loads.
+"""The MuJoCo scene: the robot as MuJoCo's own URDF import reads it, plus what the stack needs.
 
-The robot is walked link by link: each URDF link becomes a body at its joint origin, with the
-URDF inertial (mass, COM, full inertia tensor) taken as given (``inertiafromgeom = false``), so the
-simulated arm is the Pinocchio arm; collision shapes become geoms. Deliberate differences from the
-Pinocchio model: none in kinematics or rigid-body dynamics (the same armature, from
-``<dynamics armature>``; no joint damping or friction, no joint-level force limit); MuJoCo adds
-joint-range constraints and contacts.
+The robot comes from ``mujoco.MjSpec.from_string`` on the URDF (made ready by
+:mod:`~ct_controllers.hardware.mujoco_urdf`: meshes found the ROS way), or from an MJCF file the
+user already has (``mujoco.scene``), matched to the URDF by joint name
+(:mod:`~ct_controllers.hardware.mujoco_mjcf`). MuJoCo's import fuses fixed and massless links
+into their parents (``fusestatic``), reads continuous joints as hinges without range,
+``<mimic>`` as a joint equality constraint and ``<dynamics damping friction>`` as joint damping
+and frictionloss. Added to its spec here:
 
-Around the robot: a floor, a table whose top is the base plane z = 0, and a 5 cm cube on it.
-Actuators, one per joint: a ``motor`` (effort interface; ctrl and force range = the URDF effort
-limit) or a ``position`` servo (position interface; ctrl range = joint range, force range = the
-URDF effort limit).
+- inertia from ``<inertial>`` only (``inertiafromgeom = false``): the collision geoms are
+  massless, so the simulated arm has Pinocchio's masses; the root link stays a body of its own
+  name (MuJoCo would fuse a static root into the world), found by the base frame's name;
+- armature [kg·m² | kg] from ``<dynamics armature>`` (ct_controllers' extension; MuJoCo's import
+  ignores it);
+- the TCP: a site named after the configured TCP frame, at that frame. A frame on a fixed joint
+  that fusing removes still gets its site, at its pose, on the body it was fused into;
+- actuators, one per actuated joint (the ``<ros2_control>`` joints; a mimic follower gets none:
+  it follows its master through the equality constraint), each named after its joint: a
+  ``motor`` (effort interface; ctrl and force range = ± the URDF effort limit) or a ``position``
+  servo (position interface; ctrl range = the joint range, none for a continuous joint; force
+  range = ± the URDF effort limit);
+- options: the physics timestep, the ``implicitfast`` integrator (the servos' kv is integrated
+  implicitly), and, for grasping, an elliptic friction cone with impratio 10 (URDF scenes only;
+  an MJCF keeps its own contact options);
+- around the robot: a floor, a table whose top is the base plane z = 0, and a 5 cm cube on it.
+
+Deliberate differences from the Pinocchio model: none in kinematics or rigid-body dynamics;
+MuJoCo adds joint damping and friction (the URDF's, zero on the bundled arm), joint-range
+constraints, the mimic constraints and contacts.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import mujoco
 import numpy as np
 
 from ct_controllers.hardware.interface import EFFORT, POSITION
+from ct_controllers.hardware.mujoco_mjcf import load_matching_mjcf
+from ct_controllers.hardware.mujoco_urdf import PreparedUrdf, prepare_urdf
 from ct_controllers.model.description import DescriptionError, joint_armature
 
-TCP_SITE = "tcp"
 CUBE_BODY = "cube"
 CUBE_HALF_SIZE = 0.025  # [m]
 CUBE_MASS = 0.1  # [kg]
 TABLE_HALF_SIZE = (0.35, 0.5, 0.02)  # [m]
 TABLE_CENTER = (0.6, 0.0, -0.02)  # [m], top surface at z = 0
 FLOOR_HEIGHT = -0.75  # [m]
+TCP_SITE_SIZE = 0.005  # [m] (drawn only)
 
 
 @dataclass(frozen=True)
@@ -49,8 +68,150 @@ class ServoGains:
     prismatic_kv: float = 40.0
 
 
-def _floats(text: str | None, default: str) -> np.ndarray:
-    return np.array([float(x) for x in (text or default).split()], dtype=np.float64)
+def build_scene(
+    urdf: str,
+    timestep: float = 0.001,
+    command_interfaces: Mapping[str, str] | None = None,
+    servo_gains: ServoGains = ServoGains(),
+    tcp_frame: str | None = None,
+    with_objects: bool = True,
+    mass_scale: float = 1.0,
+    actuated_joints: Sequence[str] | None = None,
+    urdf_directory: str | Path | None = None,
+    scene: str | Path | None = None,
+) -> mujoco.MjSpec:
+    """Build the scene spec (compile it with :func:`compile_scene`).
+
+    ``command_interfaces`` maps an actuated joint to "effort" (default) or "position";
+    ``actuated_joints`` are the joints that get an actuator (default: every movable joint that
+    mimics none); ``tcp_frame`` a URDF link that gets a site of its name (None: no TCP site);
+    ``mass_scale`` multiplies every link mass, rotational inertia about the link COM unchanged
+    (plant model error for experiments; 1 = the URDF; URDF scenes only); ``urdf_directory`` the
+    URDF file's folder (where its meshes are also looked for); ``scene`` an MJCF file to take
+    the robot from instead of the URDF (see the module docstring). DescriptionError names what
+    is wrong and nothing is built."""
+    if not (np.isfinite(mass_scale) and mass_scale > 0):
+        raise ValueError(f"mass_scale must be finite and positive, got {mass_scale}")
+    prepared = prepare_urdf(urdf, urdf_directory, meshes=scene is None)
+    actuated = _actuated(prepared, actuated_joints, command_interfaces or {})
+    if scene is None:
+        spec = _robot_from_urdf(prepared, urdf, mass_scale)
+    else:
+        if mass_scale != 1.0:
+            raise ValueError("mass_scale applies to scenes built from the URDF, not to an MJCF")
+        spec = load_matching_mjcf(Path(scene), prepared)
+    spec.option.timestep = timestep
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    if tcp_frame is not None:
+        _add_tcp_site(spec, prepared, tcp_frame)
+    _add_actuators(spec, prepared, actuated, command_interfaces or {}, servo_gains)
+    if with_objects:
+        _add_objects(spec)
+    return spec
+
+
+def compile_scene(spec: mujoco.MjSpec) -> mujoco.MjModel:
+    """``spec.compile()``, MuJoCo's compiler errors (a massless moving link, a degenerate
+    mesh, ...) as DescriptionError."""
+    try:
+        return spec.compile()
+    except ValueError as exc:
+        message = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        if "mass and inertia of moving bodies" in message:
+            message += " (give that link an <inertial> with positive mass and inertia)"
+        raise DescriptionError(f"MuJoCo cannot compile the scene: {message}") from exc
+
+
+def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mujoco.MjSpec:
+    try:
+        spec = mujoco.MjSpec.from_string(prepared.xml)
+    except ValueError as exc:
+        raise DescriptionError(f"MuJoCo's URDF import failed: {exc}".strip()) from exc
+    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+    if prepared.root_link != "world":  # a root link named "world" is the world body
+        # A body referenced by an exclude is never fused: the root keeps its name. Both are
+        # static, so MuJoCo filters their contacts anyway.
+        spec.add_exclude(bodyname1="world", bodyname2=prepared.root_link)
+    for name, value in joint_armature(urdf).items():
+        joint = spec.joint(name)
+        if joint is not None:
+            joint.armature = value
+    if mass_scale != 1.0:
+        for body in spec.bodies:
+            if body.name != "world":
+                body.mass *= mass_scale
+    # Grasping: MuJoCo's soft friction lets a held object creep (measured here: a 0.1 kg cube
+    # slid 2 mm/s out of a 2 × 20 N grasp with the default pyramidal cone). An elliptic cone
+    # with a high impedance ratio makes static friction hold.
+    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    spec.option.impratio = 10.0
+    return spec
+
+
+def _actuated(
+    prepared: PreparedUrdf, requested: Sequence[str] | None, interfaces: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The joints that get an actuator, checked: movable, not a mimic follower, an effort
+    limit, a known interface."""
+    names = (
+        tuple(n for n in prepared.joints if n not in prepared.mimic)
+        if requested is None
+        else tuple(requested)
+    )
+    unknown = sorted(set(names) - set(prepared.joints))
+    if unknown:
+        raise DescriptionError(
+            f"actuated joint(s) not movable joints of the URDF: {', '.join(unknown)}"
+        )
+    followers = [n for n in names if n in prepared.mimic]
+    if followers:
+        raise DescriptionError(
+            "; ".join(
+                f"joint '{n}' mimics '{prepared.mimic[n].master}': it follows its master and "
+                f"gets no actuator (command '{prepared.mimic[n].master}')"
+                for n in followers
+            )
+        )
+    stray = sorted(set(interfaces) - set(names))
+    if stray:
+        raise DescriptionError(f"command interface given for unknown joint(s): {', '.join(stray)}")
+    for name in names:
+        interface = interfaces.get(name, EFFORT)
+        if interface not in (EFFORT, POSITION):
+            raise DescriptionError(f"joint '{name}': unknown command interface '{interface}'")
+        if not prepared.joints[name].effort > 0:
+            raise DescriptionError(f"joint '{name}' has no positive effort limit in the URDF")
+    return names
+
+
+def _add_tcp_site(spec: mujoco.MjSpec, prepared: PreparedUrdf, frame: str) -> None:
+    """A site named ``frame`` at the URDF frame ``frame``: on its body when the spec has one
+    (MuJoCo moves it with the body when it fuses it), else on its nearest ancestor body through
+    the URDF's fixed joints, at the composed fixed transform. An MJCF site of that name is
+    taken as it is."""
+    if spec.site(frame) is not None:
+        return
+    if frame not in prepared.links:
+        raise DescriptionError(f"TCP frame '{frame}' is not a link of the URDF")
+    transform = np.eye(4)
+    link = frame
+    while spec.body(link) is None:
+        if link not in prepared.fixed_parents:
+            raise DescriptionError(
+                f"TCP frame '{frame}': the scene has no body '{link}' and it hangs on no fixed "
+                "joint of the URDF, so the site has nowhere to go"
+            )
+        parent, xyz, rpy = prepared.fixed_parents[link]
+        step = np.eye(4)
+        step[:3, :3] = _rpy_to_matrix(np.array(rpy))
+        step[:3, 3] = xyz
+        transform = step @ transform
+        link = parent
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, transform[:3, :3].ravel())
+    spec.body(link).add_site(
+        name=frame, pos=transform[:3, 3], quat=quat, size=[TCP_SITE_SIZE, 0, 0]
+    )
 
 
 def _rpy_to_matrix(rpy: np.ndarray) -> np.ndarray:
@@ -66,206 +227,45 @@ def _rpy_to_matrix(rpy: np.ndarray) -> np.ndarray:
     )
 
 
-def _quat(rpy: np.ndarray) -> np.ndarray:
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, _rpy_to_matrix(rpy).ravel())
-    return quat
-
-
-def _origin(element: ET.Element | None) -> tuple[np.ndarray, np.ndarray]:
-    if element is None:
-        return np.zeros(3), np.zeros(3)
-    return _floats(element.get("xyz"), "0 0 0"), _floats(element.get("rpy"), "0 0 0")
-
-
-def _add_link(body: mujoco.MjsBody, link: ET.Element, mass_scale: float) -> None:
-    inertial = link.find("inertial")
-    if inertial is not None:
-        xyz, rpy = _origin(inertial.find("origin"))
-        mass_el = inertial.find("mass")
-        inertia_el = inertial.find("inertia")
-        if mass_el is None or inertia_el is None:
-            raise DescriptionError(f"link '{link.get('name')}': <inertial> lacks mass or inertia")
-        i = {k: float(inertia_el.get(k, "0")) for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
-        tensor = np.array(
-            [
-                [i["ixx"], i["ixy"], i["ixz"]],
-                [i["ixy"], i["iyy"], i["iyz"]],
-                [i["ixz"], i["iyz"], i["izz"]],
-            ]
-        )
-        rotation = _rpy_to_matrix(rpy)
-        tensor = rotation @ tensor @ rotation.T  # into the link frame
-        body.mass = float(mass_el.get("value", "0")) * mass_scale
-        body.ipos = xyz
-        body.fullinertia = [
-            tensor[0, 0],
-            tensor[1, 1],
-            tensor[2, 2],
-            tensor[0, 1],
-            tensor[0, 2],
-            tensor[1, 2],
-        ]
-        body.explicitinertial = True
-    for index, collision in enumerate(link.findall("collision")):
-        xyz, rpy = _origin(collision.find("origin"))
-        geometry = collision.find("geometry")
-        shape = None if geometry is None else next(iter(geometry), None)
-        if shape is None:
-            continue
-        geom = body.add_geom(name=f"{link.get('name')}_collision_{index}", pos=xyz, quat=_quat(rpy))
-        if shape.tag == "cylinder":
-            geom.type = mujoco.mjtGeom.mjGEOM_CYLINDER
-            geom.size = [float(shape.get("radius", "0")), float(shape.get("length", "0")) / 2, 0]
-        elif shape.tag == "box":
-            geom.type = mujoco.mjtGeom.mjGEOM_BOX
-            geom.size = _floats(shape.get("size"), "0 0 0") / 2
-        elif shape.tag == "sphere":
-            geom.type = mujoco.mjtGeom.mjGEOM_SPHERE
-            geom.size = [float(shape.get("radius", "0")), 0, 0]
-        else:
-            raise DescriptionError(
-                f"link '{link.get('name')}': collision shape '{shape.tag}' is not supported "
-                "(use cylinder, box or sphere)"
-            )
-        # Inertia comes from <inertial> only; geoms are massless collision shapes.
-        geom.mass = 0.0
-        geom.density = 0.0
-
-
-def build_scene(
-    urdf: str,
-    timestep: float = 0.001,
-    command_interfaces: Mapping[str, str] | None = None,
-    servo_gains: ServoGains = ServoGains(),
-    tcp_link: str = "tcp",
-    with_objects: bool = True,
-    mass_scale: float = 1.0,
-) -> mujoco.MjSpec:
-    """Build the scene spec. ``command_interfaces`` maps joint name to "effort" (default) or
-    "position"; the actuator for joint J is named ``J`` either way. ``mass_scale`` multiplies
-    every link mass, rotational inertia about the link COM unchanged (plant model error for
-    experiments; 1 = the URDF)."""
-    if not (np.isfinite(mass_scale) and mass_scale > 0):
-        raise ValueError(f"mass_scale must be finite and positive, got {mass_scale}")
-    root = ET.fromstring(urdf)
-    armature = joint_armature(urdf)
-    links = {link.get("name", ""): link for link in root.findall("link")}
-    joints = root.findall("joint")
-    children: dict[str, list[ET.Element]] = {}
-    child_links: set[str] = set()
-    for joint in joints:
-        parent = joint.find("parent")
-        child = joint.find("child")
-        if parent is None or child is None:
-            raise DescriptionError(f"joint '{joint.get('name')}' lacks <parent> or <child>")
-        children.setdefault(parent.get("link", ""), []).append(joint)
-        child_links.add(child.get("link", ""))
-    roots = [name for name in links if name not in child_links]
-    if len(roots) != 1:
-        raise DescriptionError(f"the URDF must have one root link, found: {roots}")
-
-    spec = mujoco.MjSpec()
-    spec.modelname = root.get("name", "robot")
-    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
-    spec.compiler.autolimits = True
-    spec.compiler.degree = False  # URDF angles are radians; MjSpec defaults to degrees
-    spec.option.timestep = timestep
-    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
-    # Grasping: MuJoCo's soft friction lets a held object creep (measured here: a 0.1 kg cube
-    # slid 2 mm/s out of a 2 × 20 N grasp with the default pyramidal cone). An elliptic cone
-    # with a high impedance ratio makes static friction hold.
-    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    spec.option.impratio = 10.0
-
-    interfaces = dict(command_interfaces or {})
-    movable: list[ET.Element] = []
-
-    def walk(body: mujoco.MjsBody, link_name: str) -> None:
-        _add_link(body, links[link_name], mass_scale)
-        for joint in children.get(link_name, []):
-            child = joint.find("child")
-            assert child is not None
-            child_name = child.get("link", "")
-            if child_name not in links:
-                raise DescriptionError(
-                    f"joint '{joint.get('name')}' names child link '{child_name}', which is missing"
-                )
-            xyz, rpy = _origin(joint.find("origin"))
-            child_body = body.add_body(name=child_name, pos=xyz, quat=_quat(rpy))
-            kind = joint.get("type")
-            if kind in ("revolute", "continuous", "prismatic"):
-                mj_joint = child_body.add_joint(name=joint.get("name"))
-                mj_joint.type = (
-                    mujoco.mjtJoint.mjJNT_SLIDE
-                    if kind == "prismatic"
-                    else mujoco.mjtJoint.mjJNT_HINGE
-                )
-                axis = joint.find("axis")
-                mj_joint.axis = _floats(None if axis is None else axis.get("xyz"), "1 0 0")
-                mj_joint.armature = armature.get(joint.get("name", ""), 0.0)
-                limit = joint.find("limit")
-                if kind != "continuous" and limit is not None:
-                    mj_joint.range = [
-                        float(limit.get("lower", "0")),
-                        float(limit.get("upper", "0")),
-                    ]
-                    mj_joint.limited = mujoco.mjtLimited.mjLIMITED_TRUE
-                movable.append(joint)
-            elif kind != "fixed":
-                raise DescriptionError(f"joint '{joint.get('name')}': type '{kind}' not supported")
-            walk(child_body, child_name)
-
-    base = spec.worldbody.add_body(name=roots[0])
-    walk(base, roots[0])
-
-    tcp = spec.body(tcp_link)
-    if tcp is None:
-        raise DescriptionError(f"TCP link '{tcp_link}' is not in the URDF")
-    tcp.add_site(name=TCP_SITE, size=[0.005, 0, 0])
-
-    movable_names = {j.get("name") for j in movable}
-    unknown = sorted(set(interfaces) - movable_names)
-    if unknown:
-        raise DescriptionError(
-            f"command interface given for unknown joint(s): {', '.join(unknown)}"
-        )
-    for joint in movable:
-        name = joint.get("name", "")
-        limit = joint.find("limit")
-        effort = float(limit.get("effort", "0")) if limit is not None else 0.0
-        if effort <= 0:
-            raise DescriptionError(f"joint '{name}' has no positive effort limit in the URDF")
+def _add_actuators(
+    spec: mujoco.MjSpec,
+    prepared: PreparedUrdf,
+    actuated: tuple[str, ...],
+    interfaces: Mapping[str, str],
+    gains: ServoGains,
+) -> None:
+    for name in actuated:
+        joint = prepared.joints[name]
         actuator = spec.add_actuator(name=name, target=name)
         actuator.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        interface = interfaces.get(name, EFFORT)
-        if interface == EFFORT:
+        if interfaces.get(name, EFFORT) == EFFORT:
             actuator.set_to_motor()
-            actuator.ctrlrange = [-effort, effort]
-        elif interface == POSITION:
-            if joint.get("type") == "prismatic":
-                actuator.set_to_position(kp=servo_gains.prismatic_kp, kv=servo_gains.prismatic_kv)
-            else:
-                actuator.set_to_position(kp=servo_gains.kp, kv=servo_gains.kv)
-            assert limit is not None
-            actuator.ctrlrange = [float(limit.get("lower", "0")), float(limit.get("upper", "0"))]
+            actuator.ctrlrange = [-joint.effort, joint.effort]
+            actuator.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
         else:
-            raise DescriptionError(f"joint '{name}': unknown command interface '{interface}'")
-        actuator.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        actuator.forcerange = [-effort, effort]
+            if joint.kind == "prismatic":
+                actuator.set_to_position(kp=gains.prismatic_kp, kv=gains.prismatic_kv)
+            else:
+                actuator.set_to_position(kp=gains.kp, kv=gains.kv)
+            if joint.lower is not None and joint.upper is not None:
+                actuator.ctrlrange = [joint.lower, joint.upper]
+                actuator.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            else:  # a continuous joint: any target angle
+                actuator.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        actuator.forcerange = [-joint.effort, joint.effort]
         actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-
-    if with_objects:
-        _add_objects(spec)
-    return spec
 
 
 def _add_objects(spec: mujoco.MjSpec) -> None:
     world = spec.worldbody
     world.add_light(pos=[0, 0, 3], dir=[0, 0, -1])
-    world.add_geom(
-        name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.1], pos=[0, 0, FLOOR_HEIGHT]
-    )
+    if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in world.geoms):  # an MJCF's own
+        world.add_geom(
+            name="floor",
+            type=mujoco.mjtGeom.mjGEOM_PLANE,
+            size=[3, 3, 0.1],
+            pos=[0, 0, FLOOR_HEIGHT],
+        )
     world.add_geom(
         name="table",
         type=mujoco.mjtGeom.mjGEOM_BOX,

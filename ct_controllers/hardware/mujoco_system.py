@@ -12,6 +12,10 @@ Two modes:
   plant run open-loop on a stale command for a long stretch. Stale commands on real drives are the
   watchdog's job; in sim they would only make the simulation meaningless.
 
+The scene (hardware/mujoco_scene.py) is MuJoCo's own import of the URDF, or the MJCF file named by
+the optional ``mujoco.scene`` entry, with the TCP site at the configured ``tcp_frame`` and one
+actuator per ``<ros2_control>`` joint (a mimic follower is none: it follows its master).
+
 The clock of this backend is sim time (``data.time``) [s]; the ROS node publishes it on /clock.
 Measured effort is the generalized actuator force on the joint (``qfrc_actuator``), what a joint
 torque sensor would read without friction.
@@ -41,11 +45,13 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
 
+from ct_controllers.errors import ConfigError
 from ct_controllers.hardware.interface import (
     COMMAND_INTERFACES,
     EFFORT,
@@ -59,7 +65,13 @@ from ct_controllers.hardware.interface import (
     StateSample,
     SystemInterface,
 )
-from ct_controllers.hardware.mujoco_scene import ServoGains, build_scene
+from ct_controllers.hardware.mujoco_objects import ObjectSensor
+from ct_controllers.hardware.mujoco_scene import (
+    CUBE_BODY,
+    ServoGains,
+    build_scene,
+    compile_scene,
+)
 from ct_controllers.model.description import RobotDescription
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
 
@@ -113,6 +125,11 @@ PARAMETERS = ParameterSchema(
     ),
     checks=(_interfaces_per_joint,),
 )
+# Optional entry (the schema requires every one of its entries in every file; this one is for
+# the few who have an MJCF): ``mujoco.scene``, an MJCF file [path, absolute or relative to the
+# working directory] to simulate the robot from (e.g. a MuJoCo Menagerie model), matched to the
+# URDF by joint name (hardware/mujoco_mjcf.py); absent or "" = MuJoCo's import of the URDF.
+SCENE = f"{SECTION}.scene"
 
 
 @dataclass(frozen=True)
@@ -120,7 +137,12 @@ class MujocoConfig:
     """timestep [s] physics step; control_period [s], a whole multiple of the timestep;
     initial_positions [rad | m] and initial_velocities [rad/s | m/s] by joint name (others 0);
     mass_scale multiplies every link mass of the simulated robot (plant model error, 1 = URDF);
-    command_interfaces: joint name -> "effort" (default) | "position"."""
+    command_interfaces: joint name -> "effort" (default) | "position"; tcp_frame: the URDF
+    link that gets the TCP site (None: none); urdf_directory: the URDF file's folder (where
+    its meshes are also looked for; None: the URDF came as text); scene: an MJCF file to take
+    the robot from instead of the URDF (None: MuJoCo's import of the URDF); gripper_joints:
+    the gripper's joints, whose bodies (and those of joints mimicking them) the object sensor
+    reads contact forces on (empty: the sensor's default finger bodies)."""
 
     timestep: float = 0.001
     control_period: float = 0.001
@@ -132,6 +154,10 @@ class MujocoConfig:
     servo_gains: ServoGains = field(default_factory=ServoGains)
     with_objects: bool = True
     max_catch_up_periods: int = 2  # paced mode: control periods of physics per read at most
+    tcp_frame: str | None = None
+    urdf_directory: str | None = None
+    scene: str | None = None
+    gripper_joints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in (LOCKSTEP, PACED):
@@ -184,11 +210,15 @@ class MujocoSystem(SystemInterface):
         controllers.yaml (``mujoco.*`` — command interfaces per joint included —, parsed here by
         :data:`PARAMETERS`; ``home_positions``, ``update_rate``)."""
         params = PARAMETERS.parse(config.parameters, len(config.joint_names))
+        scene = config.parameters.get(SCENE, "")
+        if not isinstance(scene, str):
+            raise ConfigError(f"parameter '{SCENE}': expected a path (a string), got {scene!r}")
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
         per_joint = params["command_interfaces"]
         if len(per_joint) == 1:
             per_joint *= len(config.joint_names)
         interfaces = dict(zip(config.joint_names, per_joint, strict=True))
+        source = Path(description.source)
         return cls(
             description.urdf,
             description.hardware.joint_names,
@@ -198,6 +228,10 @@ class MujocoSystem(SystemInterface):
                 mode=params["mode"],
                 initial_positions=home,
                 command_interfaces={n: i for n, i in interfaces.items() if i != EFFORT},
+                tcp_frame=config.tcp_frame,
+                urdf_directory=str(source.parent) if source.is_file() else None,
+                scene=scene or None,
+                gripper_joints=config.gripper_joints,
             ),
         )
 
@@ -208,10 +242,14 @@ class MujocoSystem(SystemInterface):
             timestep=self.config.timestep,
             command_interfaces=self.config.command_interfaces,
             servo_gains=self.config.servo_gains,
+            tcp_frame=self.config.tcp_frame,
             with_objects=self.config.with_objects,
             mass_scale=self.config.mass_scale,
+            actuated_joints=self.joint_names,
+            urdf_directory=self.config.urdf_directory,
+            scene=self.config.scene,
         )
-        model = spec.compile()
+        model = compile_scene(spec)
         self.model, self.data = model, mujoco.MjData(model)
         # MjData's arrays as numpy views, taken once (each attribute access builds a new view;
         # MjData never moves them): what every read and write indexes.
@@ -265,6 +303,7 @@ class MujocoSystem(SystemInterface):
                 self.data.qpos[self.model.joint(name).qposadr[0]] = value
             for name, value in self.config.initial_velocities.items():
                 self.data.qvel[self.model.joint(name).dofadr[0]] = value
+            self._satisfy_joint_couplings()
             # Servos start at their joint's position, motors at zero effort.
             for i, interface in enumerate(self.command_interfaces):
                 self.data.ctrl[self._ctrl_adr[i]] = (
@@ -272,6 +311,24 @@ class MujocoSystem(SystemInterface):
                 )
             self._gravity_feedforward()
             mujoco.mj_forward(self.model, self.data)
+
+    def _satisfy_joint_couplings(self) -> None:
+        """Joints coupled by a joint equality (a URDF <mimic>: q1 = c0 + c1 q2 + ... + c4 q2⁴)
+        start on it, at rest relative to their master (q̇1 = dq1/dq2 · q̇2), so the first step
+        has no constraint violation to correct. Lock held."""
+        model, data = self.model, self.data
+        assert model is not None and data is not None
+        for i in range(model.neq):
+            if int(model.eq_type[i]) != int(mujoco.mjtEq.mjEQ_JOINT) or not model.eq_active0[i]:
+                continue
+            follower, master = int(model.eq_obj1id[i]), int(model.eq_obj2id[i])
+            if master < 0:  # a joint held at a constant: the constant is its own business
+                continue
+            c = model.eq_data[i, :5]
+            q = data.qpos[model.jnt_qposadr[master]]
+            data.qpos[model.jnt_qposadr[follower]] = sum(c[k] * q**k for k in range(5))
+            slope = sum(k * c[k] * q ** (k - 1) for k in range(1, 5))
+            data.qvel[model.jnt_dofadr[follower]] = slope * data.qvel[model.jnt_dofadr[master]]
 
     def _gravity_feedforward(self) -> None:
         """Position servos: g(q) [N·m | N] at the current state into their actuators' bias
@@ -379,14 +436,27 @@ class MujocoSystem(SystemInterface):
     def object_sensor(self) -> ObjectSensing | None:
         """The scene's simulated object sensor (the cube's pose and finger contact forces, read
         from MuJoCo) when the scene has a cube, else None. Configured backends only."""
-        from ct_controllers.hardware.mujoco_objects import ObjectSensor  # imports this module
-
         if self.model is None:
             return None
         try:
-            return ObjectSensor(self)
+            if not self.config.gripper_joints:
+                return ObjectSensor(self)
+            return ObjectSensor(self, CUBE_BODY, self._finger_bodies())
         except KeyError:  # no cube (or no finger bodies) in this scene
             return None
+
+    def _finger_bodies(self) -> tuple[str, ...]:
+        """The bodies the gripper joints move, then those of joints that mimic them (a mimic
+        finger, coupled by a joint equality), each once: the fingers the object touches."""
+        model = self.model
+        assert model is not None
+        joints = [model.joint(name).id for name in self.config.gripper_joints]
+        for i in range(model.neq):
+            coupled = int(model.eq_type[i]) == int(mujoco.mjtEq.mjEQ_JOINT)
+            if coupled and int(model.eq_obj2id[i]) in joints:
+                joints.append(int(model.eq_obj1id[i]))
+        bodies = (model.body(int(model.jnt_bodyid[j])).name for j in joints)
+        return tuple(dict.fromkeys(bodies))
 
     @property
     def unstable(self) -> bool:

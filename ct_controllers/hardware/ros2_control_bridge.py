@@ -159,11 +159,12 @@ class Ros2ControlBridge(SystemInterface):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> Ros2ControlBridge:
         """The plugin constructor: joints from ``<ros2_control>``, the rest from
-        ``ros2_control_bridge.*`` (parsed here by its schema, :data:`PARAMETERS`), armed as
-        ``hardware.armed`` says."""
-        params = PARAMETERS.parse(config.parameters, len(config.joint_names))
+        ``ros2_control_bridge.*`` (checked by its schema, :data:`PARAMETERS`, once, when the
+        configuration was loaded), armed as ``hardware.armed`` says."""
+        params = config.section(PARAMETERS.section)
         joints = description.hardware.joint_names
-        model = RobotModel(description.urdf, tcp_frame=config.tcp_frame)
+        # Dynamics only (the safe hold's gravity): no frame is needed, none is assumed.
+        model = RobotModel(description.urdf)
         damping = dict(zip(config.joint_names, config.safe_hold_damping, strict=True))
         hardware_index = model.indices(joints)
         damping_model = np.zeros(model.nv)

@@ -5,21 +5,9 @@ checking a configuration must not import rclpy."""
 from __future__ import annotations
 
 from ct_controllers.hardware.interface import EFFORT, POSITION
-from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of
+from ct_controllers.parameter_schema import REQUIRED, ParameterSchema, ParameterSpec, one_of
 
 SECTION = "ros2_control_bridge"
-
-_JOINTS = (
-    "joint1",
-    "joint2",
-    "joint3",
-    "joint4",
-    "joint5",
-    "joint6",
-    "joint7",
-    "left_finger_joint",
-    "right_finger_joint",
-)
 
 
 def _names(names: tuple[str, ...]) -> str | None:
@@ -54,8 +42,8 @@ PARAMETERS = ParameterSchema(
         ParameterSpec(
             "command_joints",
             str,
-            _JOINTS,
-            "Joint order of the Float64MultiArray commands",
+            REQUIRED,  # the robot's joints, as the forward_command_controller lists them
+            "Joint order of the Float64MultiArray commands (every hardware joint once)",
             sequence=True,
             validator=_names,
         ),

@@ -1,7 +1,9 @@
 """Full inverse kinematics: a candidate configuration for a TCP pose, with its residual.
 
 Problem
-    find q in [q_lo, q_hi] with T(q) = T*, T(q) the TCP pose in the base frame.
+    find q in [q_lo, q_hi] with T(q) = T*, T(q) the TCP pose in the base frame. q holds one
+    position per joint (model order); a continuous joint's angle has no bound (its restarts
+    spread over one turn about 0), and Pinocchio gets the (cos, sin) configuration of it.
 
 Iteration (Levenberg–Marquardt on the 6D log error, projected)
     e_L = log6(T(q)⁻¹ T*)  [m; rad] (TCP axes),  J_L the TCP Jacobian in ``LOCAL`` (TCP axes):
@@ -71,6 +73,7 @@ import pinocchio as pin
 from numpy.typing import NDArray
 from scipy.linalg import lapack
 
+from ct_controllers.model.configuration import ConfigurationMap
 from ct_controllers.model.frames import check_pose
 from ct_controllers.model.robot import RobotModel, UnknownNameError
 
@@ -242,24 +245,47 @@ class IkSolver:
         for name, value in locked.items():
             reference[model.q_index(name)] = value
         self.locked_q = reference  # full model order; the solved joints are overwritten
-        lock_ids = [model.model.getJointId(name) for name in locked]
+        # A locked master takes its mimic followers with it (Pinocchio cannot reduce a model
+        # that keeps a follower of a joint it locks).
+        followers = [f.name for f in model.mimic.values() if f.master in locked]
+        lock_ids = [model.model.getJointId(name) for name in (*locked, *followers)]
         self._model = (
-            pin.buildReducedModel(model.model, lock_ids, reference) if lock_ids else model.model
+            pin.buildReducedModel(
+                model.model, lock_ids, model.configuration.to_pinocchio(reference)
+            )
+            if lock_ids
+            else model.model
         )
+        # The iteration runs on joint positions (one per joint: a continuous joint's angle,
+        # unbounded); Pinocchio gets its configuration (the same array when nq == nv).
+        reduced = ConfigurationMap(self._model)
+        self._to_pinocchio = reduced.to_pinocchio
         self._data = self._model.createData()
         if not self._model.existFrame(self.frame):
             raise UnknownNameError(f"frame '{self.frame}' does not survive locking {locked}")
         self._frame_id = int(self._model.getFrameId(self.frame))
-        # Reduced q index of each solved joint, and where it goes in the full q.
-        self._reduced_index = np.array(
-            [self._model.joints[self._model.getJointId(n)].idx_q for n in self.solved_joints]
-        )
+        # Reduced joint-position index of each solved joint, and where it goes in the full q.
+        solved_joints = [self._model.joints[self._model.getJointId(n)] for n in self.solved_joints]
+        self._reduced_index = np.array([joint.idx_v for joint in solved_joints], dtype=np.intp)
         self._full_index = model.indices(self.solved_joints)
         margin = self.options.limit_margin
-        self._lower = self._model.lowerPositionLimit + margin
-        self._upper = self._model.upperPositionLimit - margin
-        if not (np.all(np.isfinite(self._lower)) and np.all(np.isfinite(self._upper))):
-            raise ValueError("IK needs finite position limits for every solved joint")
+        # Position bounds per reduced joint position; a continuous joint has none (±inf).
+        lower = np.full(self._model.nv, -np.inf)
+        upper = np.full(self._model.nv, np.inf)
+        for joint in solved_joints:
+            if joint.nq == 1:
+                lower[joint.idx_v] = self._model.lowerPositionLimit[joint.idx_q]
+                upper[joint.idx_v] = self._model.upperPositionLimit[joint.idx_q]
+        self._lower = lower + margin
+        self._upper = upper - margin
+        unbounded = [
+            name
+            for name, joint in zip(self.solved_joints, solved_joints, strict=True)
+            if joint.nq == 1
+            and not (np.isfinite(lower[joint.idx_v]) and np.isfinite(upper[joint.idx_v]))
+        ]
+        if unbounded:
+            raise ValueError(f"IK needs finite position limits for the solved joints {unbounded}")
         narrow = [
             name
             for name, i in zip(self.solved_joints, self._reduced_index, strict=True)
@@ -267,8 +293,13 @@ class IkSolver:
         ]
         if narrow:
             raise ValueError(f"IkOptions.limit_margin {margin} leaves no range on {narrow}")
-        self._middle = 0.5 * (self._lower + self._upper)
-        self._half_range = 0.5 * (self._upper - self._lower)
+        # Seeds and restarts: the middle of each range, spread over it; a continuous joint's
+        # over one turn about 0.
+        circle = reduced.continuous_mask
+        spread_lower = np.where(circle, -np.pi, self._lower)
+        spread_upper = np.where(circle, np.pi, self._upper)
+        self._middle = 0.5 * (spread_lower + spread_upper)
+        self._half_range = 0.5 * (spread_upper - spread_lower)
         self._rng = np.random.default_rng(self.options.random_seed)
         self._parallel = self.options.parallel_attempts
 
@@ -333,6 +364,7 @@ class _Search:
         self.options = options
         self.parallel = solver._parallel
         self.model, self.data, self.frame_id = solver._model, solver._data, solver._frame_id
+        self.to_pinocchio = solver._to_pinocchio  # joint positions → Pinocchio's q
         self.lower, self.upper = solver._lower, solver._upper
         self.middle, self.half_range, self.rng = solver._middle, solver._half_range, solver._rng
         self.deadline = start_time + options.time_budget
@@ -356,7 +388,7 @@ class _Search:
     def evaluate(self, x: FloatArray) -> tuple[FloatArray, FloatArray, float]:
         """J_L(x) and e_L = log6(T(x)⁻¹ T*) (TCP axes), ‖e_L‖²: seven Python calls."""
         model, data, frame_id = self.model, self.data, self.frame_id
-        _compute_joint_jacobians(model, data, x)  # FK and every joint Jacobian
+        _compute_joint_jacobians(model, data, self.to_pinocchio(x))  # FK, every joint Jacobian
         placement = _update_frame_placement(model, data, frame_id)
         jacobian = _get_frame_jacobian(model, data, frame_id, _LOCAL)
         # .vector views the Motion's memory without keeping it alive: copy while it lives.
@@ -366,7 +398,7 @@ class _Search:
 
     def world_error(self, x: FloatArray) -> FloatArray:
         """[p* − p(x); log3(R* R(x)ᵀ)], base axes: what the tolerances are about."""
-        _frames_forward_kinematics(self.model, self.data, x)
+        _frames_forward_kinematics(self.model, self.data, self.to_pinocchio(x))
         placement = self.data.oMf[self.frame_id]
         error = np.empty(6)
         error[:3] = self.p_goal - placement.translation
@@ -495,6 +527,7 @@ class _Search:
         for row in range(rows):
             self.start_row(batch, row)
         model, data, frame_id, goal = self.model, self.data, self.frame_id, self.goal
+        to_pinocchio = self.to_pinocchio
         lower, upper = self.lower, self.upper
         world_error, within, cost_maybe = self.world_error, self.within, self.cost_maybe
         max_step = options.max_step
@@ -532,7 +565,7 @@ class _Search:
             dropped = []
             for row in range(rows):
                 xr = candidates[row]
-                _compute_joint_jacobians(model, data, xr)
+                _compute_joint_jacobians(model, data, to_pinocchio(xr))
                 placement = _update_frame_placement(model, data, frame_id)
                 jacobian = _get_frame_jacobian(model, data, frame_id, _LOCAL)
                 motion = _log6(placement.actInv(goal))
@@ -584,7 +617,7 @@ class _Search:
         xr = batch.xs[row]
         xr[:] = self.random_start()
         model, data, frame_id = self.model, self.data, self.frame_id
-        _compute_joint_jacobians(model, data, xr)
+        _compute_joint_jacobians(model, data, self.to_pinocchio(xr))
         placement = _update_frame_placement(model, data, frame_id)
         batch.jacobians[row] = _get_frame_jacobian(model, data, frame_id, _LOCAL)
         motion = _log6(placement.actInv(self.goal))

@@ -14,6 +14,7 @@ from pathlib import Path
 import xacro
 
 from ct_controllers.errors import CtError
+from ct_controllers.plugins import HARDWARE, known_plugins
 from ct_controllers.share import share_directory
 
 
@@ -114,9 +115,17 @@ def parse_description(urdf: str, source: str = "<string>") -> RobotDescription:
         if j.get("type") in ("revolute", "prismatic", "continuous")
     }
     blocks = root.findall("ros2_control")
+    if len(blocks) > 1:
+        # A vendor's URDF may bring its own block (another plugin) beside the one added for us
+        # (ct-setup's xacro includes the URDF unchanged): the block of a registered hardware
+        # plugin is ours.
+        registered = set(known_plugins(HARDWARE))
+        blocks = [b for b in blocks if b.findtext("hardware/plugin", "").strip() in registered]
     if len(blocks) != 1:
+        found = len(root.findall("ros2_control"))
         raise DescriptionError(
-            f"{source}: expected exactly one <ros2_control> block, found {len(blocks)}"
+            f"{source}: expected exactly one <ros2_control> block (or one naming a hardware "
+            f"plugin of ours among several), found {found}"
         )
     block = blocks[0]
     plugin = block.findtext("hardware/plugin", default="").strip()

@@ -88,13 +88,9 @@ class LinkTree:
     from its own copy of the model: one instance per thread (Pinocchio data is scratch)."""
 
     def __init__(self, model: RobotModel, urdf: str) -> None:
-        self.model = RobotModel(
-            model.model,
-            _frame_name(model, model.tcp_frame_id),
-            _frame_name(model, model.base_frame_id),
-        )
+        self.model = RobotModel(model.model, model.tcp_frame, model.base_frame)
         pinocchio = self.model.model
-        self._q = pin.neutral(pinocchio)
+        self._q = pin.neutral(pinocchio)  # Pinocchio's configuration (fixed joints only)
         fixed: list[tuple[str, str, int, int]] = []
         moving: list[tuple[str, str, int, int]] = []
         links: set[str] = set()
@@ -102,13 +98,15 @@ class LinkTree:
             ids = (self._body(joint.parent), self._body(joint.child))
             (fixed if joint.type == "fixed" else moving).append((joint.parent, joint.child, *ids))
             links.update((joint.parent, joint.child))
-        tcp = self.model.model.frames[self.model.tcp_frame_id]
-        if tcp.name not in links:  # a Pinocchio frame of its own: fixed on its parent frame
-            parent = pinocchio.frames[tcp.parentFrame].name
-            fixed.append((parent, tcp.name, int(tcp.parentFrame), self.model.tcp_frame_id))
+        if self.model.has_tcp:
+            tcp = self.model.model.frames[self.model.tcp_frame_id]
+            if tcp.name not in links:  # a Pinocchio frame of its own: fixed on its parent frame
+                parent = pinocchio.frames[tcp.parentFrame].name
+                fixed.append((parent, tcp.name, int(tcp.parentFrame), self.model.tcp_frame_id))
+            links.add(tcp.name)
         self._fixed = tuple(fixed)
         self._moving = tuple(moving)
-        self.links = frozenset(links | {tcp.name})
+        self.links = frozenset(links)
 
     def _body(self, link: str) -> int:
         pinocchio = self.model.model
@@ -128,8 +126,10 @@ class LinkTree:
     def moving_poses(self, q: FloatArray) -> list[tuple[list[float], list[float]]]:
         """The movable joints' transforms at ``q`` as (translation [m], quaternion x y z w),
         in the order of :attr:`moving_links`: :meth:`moving_transforms` without the names, for
-        publishing at the state rate."""
-        pin.framesForwardKinematics(self.model.model, self.model.data, q)
+        publishing at the state rate. A mimic follower's transform follows its master."""
+        pin.framesForwardKinematics(
+            self.model.model, self.model.data, self.model.pinocchio_configuration(q)
+        )
         placements = self.model.data.oMf
         poses = []
         for _, _, p, c in self._moving:
@@ -143,22 +143,20 @@ class LinkTree:
         return poses
 
     def moving_transforms(self, q: FloatArray) -> list[LinkTransform]:
-        """The movable joints' transforms at ``q`` [rad | m] (model order, length nq)."""
+        """The movable joints' transforms at joint positions ``q`` [rad | m] (model order, one
+        per joint)."""
         q = np.asarray(q, dtype=np.float64)
         if q.shape != (self.model.nq,):
             raise ValueError(f"q must have {self.model.nq} entries, got shape {q.shape}")
-        return self._transforms(self._moving, q)
+        return self._transforms(self._moving, self.model.pinocchio_configuration(q))
 
     def _transforms(
-        self, pairs: tuple[tuple[str, str, int, int], ...], q: FloatArray
+        self, pairs: tuple[tuple[str, str, int, int], ...], configuration: FloatArray
     ) -> list[LinkTransform]:
-        pin.framesForwardKinematics(self.model.model, self.model.data, q)
+        """The transforms at Pinocchio's ``configuration`` (nq)."""
+        pin.framesForwardKinematics(self.model.model, self.model.data, configuration)
         placements = self.model.data.oMf
         return [
             transform_of(parent, child, placements[p].actInv(placements[c]))
             for parent, child, p, c in pairs
         ]
-
-
-def _frame_name(model: RobotModel, frame_id: int) -> str:
-    return str(model.model.frames[frame_id].name)

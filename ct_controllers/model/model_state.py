@@ -9,8 +9,11 @@ configuration (:meth:`ModelState.at` / :meth:`ModelState.update`) and computes w
 lazily, once, with Pinocchio's combined algorithms (a frame's Jacobian pass also gives its
 placement), into its own ``pin.Data``.
 
-Conventions are :mod:`ct_controllers.model.robot`'s: model order, 4x4 poses in the base frame,
-6 x nv Jacobians (linear; angular) at the frame origin with world-aligned axes.
+Conventions are :mod:`ct_controllers.model.robot`'s: model order (one position per joint),
+4x4 poses in the base frame, 6 x nv Jacobians (linear; angular) at the frame origin with
+world-aligned axes. A robot with continuous joints has its joint positions converted to
+Pinocchio's configuration (cos θ, sin θ) once per binding, into a buffer of this state's own; for
+one without (nq == nv) Pinocchio gets the bound q itself: nothing is converted or allocated.
 
 The arrays returned are read-only views of this state's own buffers (the same array objects
 every tick), valid until the state is bound to the next configuration — the next tick — which
@@ -24,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from ct_controllers.model.robot import RobotModel
+from ct_controllers.model.configuration import ConfigurationMap
+from ct_controllers.model.robot import NoTcpError, RobotModel
 from ct_controllers.types import FloatArray, JointState
 
 _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -63,10 +67,16 @@ class ModelState:
         # The frame placements Pinocchio writes (a live view of ``data.oMf``, looked up once:
         # the lookup through ``data`` costs more than the indexing).
         self._placements = self.data.oMf
-        self.tcp_frame_id = model.tcp_frame_id
+        # The TCP's frame id, None on a model without a TCP (then a frame must be named).
+        self.tcp_frame_id: int | None = model.tcp_frame_id if model.has_tcp else None
         nv = model.nv
         self._zeros = _read_only(np.zeros(nv))
         self.q: FloatArray = model.neutral()
+        # Pinocchio's configuration for q: q itself (nq == nv) or this buffer, converted into.
+        # (A conversion of its own when there is one: its scratch is not shared across threads.)
+        self._convert = None if model.configuration.identity else ConfigurationMap(model.model)
+        self._pin_buffer = np.array(model.pinocchio_configuration(self.q))
+        self._pin_q: FloatArray = self._pin_buffer
         self.v: FloatArray = self._zeros
         self._state: JointState | None = None
         self._done = 0
@@ -95,6 +105,10 @@ class ModelState:
         state object is asked again (a JointState's arrays never change after it is built)."""
         if state is not self._state:  # :meth:`update`, inlined: this runs on every tick
             self.q, self.v, self._state, self._done = state.q, state.v, state, 0
+            if self._convert is None:
+                self._pin_q = state.q
+            else:
+                self._pin_q = self._convert.to_pinocchio_into(state.q, self._pin_buffer)
             if self._placed:
                 self._placed.clear()
                 self._posed.clear()
@@ -108,6 +122,10 @@ class ModelState:
         update."""
         self.q = q
         self.v = self._zeros if v is None else v
+        if self._convert is None:
+            self._pin_q = q
+        else:
+            self._pin_q = self._convert.to_pinocchio_into(q, self._pin_buffer)
         self._state = None
         self._done = 0
         self._jacobian_done.clear()
@@ -119,6 +137,8 @@ class ModelState:
     def frame_pose(self, frame_id: int | None = None) -> FloatArray:
         """4x4 pose of a frame (default: the TCP) in the base frame."""
         fid = self.tcp_frame_id if frame_id is None else frame_id
+        if fid is None:
+            raise NoTcpError("this model state's robot has no TCP frame: name a frame")
         if fid not in self._posed:
             if fid not in self._placed:
                 self._place(fid)
@@ -131,6 +151,8 @@ class ModelState:
         state is bound and evaluated again (unlike :meth:`frame_pose`'s buffer, whose contents
         change only when it is asked again). Cheaper than the 4x4 pose: nothing is copied."""
         fid = self.tcp_frame_id if frame_id is None else frame_id
+        if fid is None:
+            raise NoTcpError("this model state's robot has no TCP frame: name a frame")
         if fid not in self._placed:
             self._place(fid)
         views = self._placement_views.get(fid)
@@ -143,7 +165,7 @@ class ModelState:
     def _place(self, fid: int) -> None:
         """Compute the frame's placement in ``data.oMf`` at this configuration."""
         if not self._done & _JOINTS:
-            pin.forwardKinematics(self.pin_model, self.data, self.q)
+            pin.forwardKinematics(self.pin_model, self.data, self._pin_q)
             self._done |= _JOINTS
         pin.updateFramePlacement(self.pin_model, self.data, fid)
         self._placed.add(fid)
@@ -153,13 +175,15 @@ class ModelState:
         Its placement comes with it (one pass over the frame's support): :meth:`frame_pose` and
         :meth:`frame_placement` then compute nothing."""
         fid = self.tcp_frame_id if frame_id is None else frame_id
+        if fid is None:
+            raise NoTcpError("this model state's robot has no TCP frame: name a frame")
         buffers = self._jacobians.get(fid)
         if buffers is None:
             buffers = self._jacobians[fid] = _buffer((6, self.robot.nv))
         if fid not in self._jacobian_done:
             np.copyto(
                 buffers[0],
-                pin.computeFrameJacobian(self.pin_model, self.data, self.q, fid, _LWA),
+                pin.computeFrameJacobian(self.pin_model, self.data, self._pin_q, fid, _LWA),
             )
             self._jacobian_done.add(fid)
             self._placed.add(fid)  # the pass placed this frame (only the joints it needs)
@@ -178,7 +202,7 @@ class ModelState:
         """g(q) [N·m | N]."""
         if not self._done & _GRAVITY:
             np.copyto(
-                self._gravity, pin.computeGeneralizedGravity(self.pin_model, self.data, self.q)
+                self._gravity, pin.computeGeneralizedGravity(self.pin_model, self.data, self._pin_q)
             )
             self._done |= _GRAVITY
         return self._gravity_view
@@ -186,7 +210,9 @@ class ModelState:
     def bias(self) -> FloatArray:
         """b(q, v) = C(q, v) v + g(q) [N·m | N]."""
         if not self._done & _BIAS:
-            np.copyto(self._bias, pin.nonLinearEffects(self.pin_model, self.data, self.q, self.v))
+            np.copyto(
+                self._bias, pin.nonLinearEffects(self.pin_model, self.data, self._pin_q, self.v)
+            )
             self._done |= _BIAS
         return self._bias_view
 
@@ -194,7 +220,7 @@ class ModelState:
         """M(q), symmetric [kg·m² | kg] (``pin.crba`` fills the upper triangle only)."""
         if not self._done & _MASS:
             mass = self._mass
-            np.copyto(mass, pin.crba(self.pin_model, self.data, self.q))
+            np.copyto(mass, pin.crba(self.pin_model, self.data, self._pin_q))
             lower = self._strict_lower
             mass[lower] = mass.T[lower]
             self._done |= _MASS
@@ -202,4 +228,4 @@ class ModelState:
 
     def inverse_dynamics(self, a: FloatArray) -> FloatArray:
         """τ = M(q) a + b(q, v) by RNEA [N·m | N] (a new array: it depends on ``a``)."""
-        return np.array(pin.rnea(self.pin_model, self.data, self.q, self.v, a))
+        return np.array(pin.rnea(self.pin_model, self.data, self._pin_q, self.v, a))

@@ -42,6 +42,7 @@ from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
+from ct_controllers.ros.node_uniqueness import UniquenessCheck  # noqa: E402
 from ct_controllers.ros.parameters import (  # noqa: E402
     declare_all,
     live_gains,
@@ -68,11 +69,15 @@ class ControlNode(Node):
         robot description, every goal with its feedback, status and result). ``viewer``: open
         MuJoCo's passive viewer on the simulation (where a display exists; else say why)."""
         super().__init__("controller_manager", namespace="/ct")
+        uniqueness = UniquenessCheck(self)  # its discovery window runs while the stack is built
         values = {name: _plain(v) for name, v in declare_all(self).items()}
         self.config = StackConfig.from_parameters(values)
         # Gains are live by the controller's type, whatever each instance is called.
         self.live_parameters = live_parameters(self.config.controllers)
         self.stack: Stack = build_stack(self.config)
+        # Before anything is served or the hardware touched: NameTaken (exit 2) if another
+        # live node has this name, serves these actions or, in simulation, this clock.
+        uniqueness.verify(publishes_clock=self.stack.hardware.publishes_clock)
         self.loop = self.stack.loop
         self.get_logger().warning(
             f"hardware backend: {self.stack.description.hardware.plugin} "

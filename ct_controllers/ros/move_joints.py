@@ -81,6 +81,14 @@ class MoveJointsServer:
         if duplicates:
             return f"joint(s) listed twice: {name_few(duplicates, separator=', ')}"
         unknown = [quoted(n) for n in names if n not in self._arm]
+        follower = next(
+            (self.stack.model.mimic[n] for n in names if n in self.stack.model.mimic), None
+        )
+        if follower is not None:  # a <mimic> joint: it follows its master, never commanded
+            return (
+                f"joint {quoted(follower.name)} is a mimic joint: it follows "
+                f"{quoted(follower.master)} and is never commanded; name {quoted(follower.master)}"
+            )
         if unknown:
             return (
                 f"unknown arm joint(s): {name_few(unknown, separator=', ')}; arm joints are "

@@ -76,18 +76,16 @@ def declare_all(node: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     stack_defaults = STACK_PARAMETERS.defaults()
     for name, (description, live) in STACK_PARAMETERS.describe().items():
-        values[name] = _declare(
-            node, name, bundled.get(name, stack_defaults[name]), description, live
-        )
+        default = bundled[name] if name in bundled else stack_defaults[name]  # (REQUIRED: none)
+        values[name] = _declare(node, name, default, description, live)
     documented = {name.split(".", 1)[0] for name in bundled if "." in name}
     for section in sorted(({values["backend"]} | documented) & sections):
         schema = section_schema(section)
         assert schema is not None
         defaults = schema.defaults()
         for name, (description, live) in schema.describe().items():
-            values[name] = _declare(
-                node, name, bundled.get(name, defaults[name]), description, live
-            )
+            default = bundled[name] if name in bundled else defaults[name]
+            values[name] = _declare(node, name, default, description, live)
     for instance in values["controllers"]:
         type_name = f"{instance}.type"
         if type_name in bundled:

@@ -51,10 +51,18 @@ SUMMARY_PERIOD = 1.0  # [s] how often the timing percentiles are recomputed
 class StateMessages:
     """The state messages of a stack, built from loop snapshots (no node needed: the node's
     publishers and the lockstep recorders use the same). ``active``: the active controller's
-    name, asked when a message is built."""
+    name, asked when a message is built. ``node``: the node's fully qualified name, which names
+    its diagnostic status on the global /diagnostics (several arms: one status each)."""
 
-    def __init__(self, stack: Any, active: Callable[[], str], gc_monitor: Any = None) -> None:
+    def __init__(
+        self,
+        stack: Any,
+        active: Callable[[], str],
+        gc_monitor: Any = None,
+        node: str = "/ct/controller_manager",
+    ) -> None:
         self.stack = stack
+        self.diagnostic_name = f"{node.lstrip('/')}: control loop"
         self.config = stack.config
         self.active = active
         self.gc_monitor = gc_monitor
@@ -110,7 +118,7 @@ class StateMessages:
             fault = loop.fault  # latched since the last snapshot
         status = DiagnosticStatus(
             level=DiagnosticStatus.ERROR if fault else DiagnosticStatus.OK,
-            name="ct/controller_manager: control loop",
+            name=self.diagnostic_name,
             message=fault or "running",
             hardware_id=self.stack.description.hardware.plugin,
             values=[
@@ -172,7 +180,10 @@ class StatePublishers:
         self.config = stack.config
         self.recorder = recorder
         self.messages = StateMessages(
-            stack, lambda: str(manager.active), getattr(node, "gc_monitor", None)
+            stack,
+            lambda: str(manager.active),
+            getattr(node, "gc_monitor", None),
+            node=node.get_fully_qualified_name(),
         )
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
         # A simulated backend is the clock source: /clock is published from its stamps.

@@ -60,10 +60,12 @@ class GainStability:
         period: float,
         delay: int,
     ) -> None:
-        self.plant = RobotModel(plant.model)  # own copies: any thread may evaluate
+        # Own scratch data (the models, read-only, shared; their frames kept): any thread may
+        # evaluate.
+        self.plant = plant.with_own_data()
         self.feedback = feedback
         own_model = getattr(feedback, "model", None)  # a controller's own (it may differ)
-        self.controller_model = RobotModel(own_model.model) if own_model is not None else None
+        self.controller_model = own_model.with_own_data() if own_model is not None else None
         self.configurations = [np.array(q, dtype=np.float64) for q in configurations]
         self.masses = [self.plant.mass_matrix(q) for q in self.configurations]
         self.period = period
@@ -107,9 +109,12 @@ class GainStability:
 
 def check_configurations(model: RobotModel, home: FloatArray) -> list[FloatArray]:
     """``home`` and ``SAMPLES`` random configurations (seeded: the same every start) within the
-    joint limits, joint ``i mod nv`` of the i-th at zero (or its nearest limit)."""
+    joint limits (a continuous joint, which has none: within one turn, [−π, π]), joint
+    ``i mod nv`` of the i-th at zero (or its nearest limit)."""
     rng = np.random.default_rng(0)
-    lower, upper = model.limits.lower, model.limits.upper
+    limits = model.limits
+    lower = np.where(np.isfinite(limits.lower), limits.lower, -np.pi)
+    upper = np.where(np.isfinite(limits.upper), limits.upper, np.pi)
     configurations = [np.array(home, dtype=np.float64)]
     for i in range(SAMPLES):
         q = rng.uniform(lower, upper)

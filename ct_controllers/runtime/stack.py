@@ -155,6 +155,13 @@ def build_stack(
         ("arm_joints/gripper_joints", config.joint_names),
         ("<ros2_control>", description.hardware.joint_names),
     ):
+        followers = [name for name in names if name in model.mimic]
+        if followers:
+            mimic = model.mimic[followers[0]]
+            raise ConfigError(
+                f"{group} lists the mimic joint '{mimic.name}': it follows '{mimic.master}' "
+                "and is never commanded; list its master only"
+            )
         unknown = sorted(set(names) - set(model.joint_names))
         if unknown:
             raise ConfigError(

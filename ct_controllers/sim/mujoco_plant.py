@@ -5,6 +5,7 @@ limiter before every write."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +32,7 @@ class MujocoPlant(Plant):
 
     def reset(self, q: FloatArray, v: FloatArray) -> None:
         """A fresh backend started on (q, v): configure → activate, as the stack does."""
+        source = Path(self.description.source)  # its folder: where relative meshes are
         self.hardware = MujocoSystem(
             self.description.urdf,
             self.names,
@@ -41,6 +43,7 @@ class MujocoPlant(Plant):
                 initial_velocities=dict(zip(self.names, v.tolist(), strict=True)),
                 with_objects=False,
                 mass_scale=self.mass_scale,
+                urdf_directory=str(source.parent) if source.is_file() else None,
             ),
         )
         self.hardware.configure()

@@ -15,8 +15,10 @@ the simulated CiA 402 drives use too): the fingers close on it and a grasp runs 
 The published finger effort stays the motor's (the command, or the servo's torque), not the
 contact force; ``report`` gives the contact forces separately.
 
-``python -m ct_controllers.sim.ros2_control_plant [--rate HZ] [--order j1,j2,...]
-[--interface effort|position] [--object-width W]``
+``python -m ct_controllers.sim.ros2_control_plant [--config FILE] [--rate HZ]
+[--order j1,j2,...] [--interface effort|position] [--object-width W]``: the robot, its joints,
+home and the bridge's command order come from the configuration FILE (default: the bundled
+``config/controllers.yaml``) and the robot description it names.
 
 Lines on standard input change its behaviour, for fault injection: ``nan`` (positions NaN),
 ``unknown`` (one joint renamed), ``shuffle`` (joints published in reverse order), ``unstamped``
@@ -76,9 +78,13 @@ class Plant:
         object_width: float | None = None,
         contact_stiffness: float = CONTACT_STIFFNESS,
         contact_damping: float = CONTACT_DAMPING,
+        config_path: str | None = None,
     ) -> None:
-        config = load_config()
-        self.model = RobotModel(load_description().urdf)
+        config = load_config(config_path)
+        description = load_description(
+            config.robot_description or None, mappings={"backend": config.backend}
+        )
+        self.model = RobotModel(description.urdf)  # dynamics only: no frame needed
         self.fingers = tuple(config.gripper_joints)
         self.contact_stiffness = contact_stiffness
         self.contact_damping = contact_damping
@@ -241,9 +247,11 @@ class PlantProcess:
         rate: float = 200.0,
         interface: str = "effort",
         object_width: float | None = None,
+        config_path: str | os.PathLike[str] | None = None,
     ) -> None:
         """``object_width`` [m]: an object between the fingers from the start (None: none;
-        :meth:`place_object` changes it)."""
+        :meth:`place_object` changes it); ``config_path``: the configuration whose robot the
+        plant simulates (None: the bundled one)."""
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "ct_controllers.sim.ros2_control_plant",
@@ -251,6 +259,7 @@ class PlantProcess:
                 "--states-topic", states, "--command-topic", commands,
                 "--interface", interface,
                 *(["--object-width", repr(object_width)] if object_width is not None else []),
+                *(["--config", os.fspath(config_path)] if config_path is not None else []),
             ],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ),
         )  # fmt: skip
@@ -305,13 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--contact-stiffness", type=float, default=CONTACT_STIFFNESS)
     parser.add_argument("--contact-damping", type=float, default=CONTACT_DAMPING)
+    parser.add_argument(
+        "--config", default=None, help="configuration file (default: the bundled one)"
+    )
     args = parser.parse_args(argv)
     sys.setswitchinterval(0.0005)
     rclpy.init()
     plant = Plant(
         args.rate, args.order.split(",") if args.order else None, args.states_topic,
         args.command_topic, args.interface, args.object_width, args.contact_stiffness,
-        args.contact_damping,
+        args.contact_damping, args.config,
     )  # fmt: skip
     executor = SingleThreadedExecutor()
     executor.add_node(plant.node)

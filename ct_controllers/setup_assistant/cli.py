@@ -1,0 +1,255 @@
+"""``ct-setup URDF -o DIR [--tcp FRAME] [--base FRAME] [--gripper J,...] [--home q,...]``.
+
+Writes ``DIR/controllers.yaml`` and, where the URDF has no ``<ros2_control>`` block of ours,
+``DIR/<robot>.urdf.xacro`` (the URDF included unchanged, plus our block), then says in a few
+lines what it chose and why. Bad input — a URDF that does not parse, a frame or joint that is not
+there, a gripper joint on the arm chain, a home outside the limits or of the wrong length, files
+already in DIR without ``--force`` — is one line on stderr naming it, exit code 2, and nothing
+written. Before writing, the files are read back the stack's way (its configuration loader,
+description parser, controller plugins and gain check at ``update_rate``) in a scratch
+directory; a file that fails there is a bug of ours (exit code 1), never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ct_controllers.errors import CtError
+from ct_controllers.setup_assistant.chain import Chain, discover_chain
+from ct_controllers.setup_assistant.configuration import Choices, entries
+from ct_controllers.setup_assistant.design_model import design_model
+from ct_controllers.setup_assistant.errors import SetupError
+from ct_controllers.setup_assistant.gains import BANDWIDTH, DAMPING_RATIO, GainDesign, design_gains
+from ct_controllers.setup_assistant.home import Home, check_home, choose_home
+from ct_controllers.setup_assistant.readback import read_back
+from ct_controllers.setup_assistant.urdf_tree import RobotTree, read_robot
+from ct_controllers.setup_assistant.xacro_writer import hardware_plugins, wrapper_xacro
+from ct_controllers.setup_assistant.yaml_writer import render
+
+CONFIG_NAME = "controllers.yaml"
+UPDATE_RATE = 1000.0  # [Hz]
+DEFAULT_BACKEND = "mujoco"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The files to write (path → text) and the summary to print."""
+
+    files: dict[Path, str]
+    summary: tuple[str, ...]
+
+
+def _names(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _numbers(text: str) -> list[float]:
+    values = []
+    for item in text.split(","):
+        try:
+            values.append(float(item))
+        except ValueError:
+            raise SetupError(f"--home: '{item.strip()}' is not a number") from None
+    return values
+
+
+def _file_name(robot: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in robot) or "robot"
+    return f"{safe}.urdf.xacro"
+
+
+def _description(
+    tree: RobotTree, chain: Chain, out: Path, plugins: dict[str, str]
+) -> tuple[Path, str | None, str, str]:
+    """(robot_description path, xacro text or None, backend, why)."""
+    ours = {plugin: backend for backend, plugin in plugins.items()}
+    named = [p for p in tree.plugins if p in ours]
+    if named:
+        if len(tree.plugins) != 1:
+            raise SetupError(
+                f"{tree.source} has {len(tree.plugins)} <ros2_control> blocks; the stack reads "
+                "exactly one: leave ours alone in it"
+            )
+        return tree.source, None, ours[named[0]], f"its own <ros2_control> block ({named[0]})"
+    if DEFAULT_BACKEND not in plugins:
+        raise SetupError(f"no hardware plugin for backend '{DEFAULT_BACKEND}' is installed")
+    if tree.plugins:
+        why = f"its <ros2_control> block names {', '.join(tree.plugins)}, not a plugin of ours"
+    else:
+        why = "it has no <ros2_control> block"
+    path = out / _file_name(tree.name)
+    text = wrapper_xacro(
+        tree.name, tree.source, chain.joint_names, chain.followers, plugins, DEFAULT_BACKEND
+    )
+    return path, text, DEFAULT_BACKEND, why
+
+
+def _lowered_lines(gains: GainDesign, bandwidth: float) -> list[str]:
+    lines = []
+    for joint in gains.joints:
+        if not joint.lowered_by:
+            continue
+        lines.append(
+            f"    {joint.name} (inertia up to {joint.inertia:.3g}): joint impedance "
+            f"{joint.bandwidth:.3g} rad/s ζ {joint.damping_ratio:.2f}, computed torque "
+            f"{joint.ct_bandwidth:.3g} rad/s ζ {joint.ct_damping_ratio:.2f}; by "
+            + "; ".join(joint.lowered_by)
+        )
+    held = [
+        j.name
+        for j in gains.joints
+        if j.bandwidth < 0.5 * bandwidth and any("sampled loop" in why for why in j.lowered_by)
+    ]
+    if held:
+        lines.append(
+            f"    hint: {', '.join(held)} held low under joint impedance where the URDF's "
+            "inertia is light: raise --update-rate, give the drives' <dynamics armature>, or "
+            "use computed torque (it acts through M(q))"
+        )
+    return lines
+
+
+def plan(
+    urdf: str,
+    out: Path,
+    tcp: str | None = None,
+    base: str | None = None,
+    gripper: Sequence[str] | None = None,
+    home: Sequence[float] | None = None,
+    update_rate: float = UPDATE_RATE,
+    bandwidth: float = BANDWIDTH,
+    damping_ratio: float = DAMPING_RATIO,
+    force: bool = False,
+) -> Plan:
+    """Everything ``ct-setup`` would write and print, checked, without writing; files already
+    in ``out`` are refused before the design's cost unless ``force``."""
+    for value, name in (
+        (update_rate, "--update-rate"),
+        (bandwidth, "--bandwidth"),
+        (damping_ratio, "--damping-ratio"),
+    ):
+        if not (math.isfinite(value) and value > 0):
+            raise SetupError(f"{name} must be a positive number, got {value}")
+    tree = read_robot(urdf)
+    chain = discover_chain(tree, tcp=tcp, base=base, gripper=gripper)
+    design = design_model(tree, chain)
+    chosen: Home = (
+        check_home(tree, design, list(home)) if home is not None else choose_home(tree, design)
+    )
+    plugins = hardware_plugins()
+    description, xacro, backend, why = _description(tree, chain, out.resolve(), plugins)
+    targets = [out.resolve() / CONFIG_NAME] + ([description] if xacro is not None else [])
+    there = [str(path) for path in targets if path.exists()]
+    if there and not force:
+        raise SetupError(f"{', '.join(there)} already exist(s): --force to replace")
+    gains = design_gains(
+        design, design.to_model(np.array(chosen.positions)), update_rate, bandwidth, damping_ratio
+    )
+    choices = Choices(
+        chain=chain,
+        design=design,
+        home=chosen.positions,
+        gains=gains,
+        robot_description=str(description),
+        backend=backend,
+        backends=tuple(plugins),
+    )
+    summary = [
+        f"ct-setup: {tree.name} from {tree.source}",
+        *(f"  {note}" for note in chain.notes),
+        f"  arm joints ({len(chain.arm_joints)}): {', '.join(chain.arm_joints)}",
+        f"  gripper joints ({len(chain.gripper_joints)}): "
+        + (
+            ", ".join(
+                f"{n} (follows {chain.followers[n]})" if n in chain.followers else n
+                for n in chain.gripper_joints
+            )
+            or "none"
+        ),
+        f"  home [rad | m]: [{', '.join(f'{v:.3f}' for v in chosen.positions)}] ({chosen.note})",
+        f"  gains: {bandwidth:g} rad/s, damping ratio {damping_ratio:g} on the worst-case "
+        f"inertia M(q)ᵢᵢ + armature over sampled configurations; stable at {update_rate:g} Hz "
+        "with every gain ×2 (0 and 1 period of delay); lowered:",
+        *_lowered_lines(gains, bandwidth),
+        f"  default controller: {gains.default_controller}",
+        f"  robot_description: {description}" + ("" if xacro is None else f" (written: {why})"),
+    ]
+    header = [
+        f"ct_controllers configuration for {tree.name}, written by ct-setup from {tree.source}.",
+        "Gains designed from the model (ct_controllers/setup_assistant/gains.py); what it chose:",
+        *(line.strip() for line in summary[1:]),
+    ]
+    files: dict[Path, str] = {}
+    if xacro is not None:
+        files[description] = xacro
+    files[out.resolve() / CONFIG_NAME] = render(entries(choices), header)
+    return Plan(files, tuple(summary))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write a configuration for your own arm from its URDF."""
+    parser = argparse.ArgumentParser(
+        prog="ct-setup",
+        description="Write controllers.yaml (and, where needed, a <ros2_control> xacro) for "
+        "your own arm from its URDF, with gains designed from the model.",
+    )
+    parser.add_argument("urdf", metavar="URDF", help="the arm's URDF (or xacro) file")
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write")
+    parser.add_argument(
+        "--tcp", metavar="FRAME", help="tool frame (default: tip of the longest chain)"
+    )
+    parser.add_argument("--base", metavar="FRAME", help="base frame (default: the root link)")
+    parser.add_argument(
+        "--gripper",
+        metavar="J,...",
+        help="the gripper's joints as the URDF names them ('' for none; default: found)",
+    )
+    parser.add_argument("--home", metavar="q,...", help="home [rad | m], arm (then gripper)")
+    parser.add_argument("--update-rate", type=float, default=UPDATE_RATE, help="[Hz] (1000)")
+    parser.add_argument("--bandwidth", type=float, default=BANDWIDTH, help="[rad/s] (20)")
+    parser.add_argument("--damping-ratio", type=float, default=DAMPING_RATIO, help="[-] (1.0)")
+    parser.add_argument("--force", action="store_true", help="replace files already in DIR")
+    args = parser.parse_args(argv)
+    out = Path(args.output).expanduser()
+    try:
+        if out.exists() and not out.is_dir():
+            raise SetupError(f"-o {out}: exists and is not a directory")
+        result = plan(
+            args.urdf,
+            out,
+            tcp=args.tcp,
+            base=args.base,
+            gripper=_names(args.gripper),
+            home=None if args.home is None else _numbers(args.home),
+            update_rate=args.update_rate,
+            bandwidth=args.bandwidth,
+            damping_ratio=args.damping_ratio,
+            force=args.force,
+        )
+    except SetupError as exc:
+        print(f"ct-setup: {exc}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="ct-setup-") as scratch:
+        try:
+            verdict = read_back(result.files, Path(scratch))
+        except CtError as exc:  # ours to fix, not the user's input
+            print(f"ct-setup: internal error, nothing written: {exc}", file=sys.stderr)
+            return 1
+    out.mkdir(parents=True, exist_ok=True)
+    for path, text in result.files.items():
+        path.write_text(text)
+    print("\n".join(result.summary))
+    print(f"  read back as the stack reads it: {verdict}")
+    print(f"  wrote {', '.join(str(p) for p in result.files)}")
+    print(f"  next: ct-sim --config {out.resolve() / CONFIG_NAME}")
+    return 0

@@ -1,0 +1,145 @@
+"""What ``controllers.yaml`` holds for the user's robot: every value the setup assistant chose
+(frames, joints, home, gains, limits, description, backend sections), as entries for
+:func:`~ct_controllers.setup_assistant.yaml_writer.render`. Per-joint vectors are in
+``arm_joints + gripper_joints`` order, as the stack reads them.
+
+Backend sections: every installed backend with a parameter schema gets its section, sized for
+this robot. The CANopen drive table (node ids 1…n, encoder resolution, gear ratio, offsets) can
+only be a placeholder until the drives are known; its rated torque is the URDF effort limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+import numpy as np
+
+from ct_controllers.controllers.computed_torque import ComputedTorqueController
+from ct_controllers.controllers.joint_impedance import JointImpedanceController
+from ct_controllers.parameter_schema import ParameterSchema, section_schema
+from ct_controllers.plugins import CONTROLLERS
+from ct_controllers.setup_assistant.chain import Chain
+from ct_controllers.setup_assistant.design_model import DesignModel
+from ct_controllers.setup_assistant.gains import COMPUTED_TORQUE, JOINT_IMPEDANCE, GainDesign
+from ct_controllers.setup_assistant.yaml_writer import Entry, schema_entries
+from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
+
+DIGITS = 5  # significant digits of the written gains and limits
+ENCODER_RESOLUTION = 524288  # [counts/motor rev] CANopen placeholder (19-bit encoder)
+GEAR_RATIO = 100.0  # [motor rev/joint rev] CANopen placeholder
+
+
+@dataclass(frozen=True)
+class Choices:
+    """Everything the file is written from."""
+
+    chain: Chain
+    design: DesignModel
+    home: tuple[float, ...]  # [rad | m] configuration order
+    gains: GainDesign
+    robot_description: str
+    backend: str
+    backends: tuple[str, ...]  # the backends whose sections are written
+
+
+def rounded(values: np.ndarray) -> list[float]:
+    """``values`` to ``DIGITS`` significant digits (what the file says)."""
+    return [float(f"{v:.{DIGITS}g}") for v in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def controller_type(cls: type) -> str:
+    """The plugin name registered for a controller class (as the YAML's ``type`` names it)."""
+    for entry_point in entry_points(group=CONTROLLERS):
+        if entry_point.load() is cls:
+            return entry_point.name
+    raise LookupError(f"{cls.__name__} is not registered in {CONTROLLERS}")
+
+
+def _schema(cls: type) -> ParameterSchema:
+    schema = getattr(cls, "PARAMETERS", None)
+    assert isinstance(schema, ParameterSchema)
+    return schema
+
+
+def entries(choices: Choices) -> list[Entry]:
+    """The file's entries: the stack's own, the two controllers', the backends' sections."""
+    chain, design, gains = choices.chain, choices.design, choices.gains
+    joints = len(chain.joint_names)
+    per_joint = design.to_config
+    values: dict[str, Any] = {
+        "update_rate": float(gains.update_rate),
+        "robot_description": choices.robot_description,
+        "backend": choices.backend,
+        "base_frame": chain.base,
+        "tcp_frame": chain.tcp,
+        "arm_joints": list(chain.arm_joints),
+        "gripper_joints": list(chain.gripper_joints),
+        "home_positions": [round(v, 4) for v in choices.home],
+        "default_controller": gains.default_controller,
+        "controllers": [JOINT_IMPEDANCE, COMPUTED_TORQUE],
+        "references.max_acceleration": rounded(per_joint(gains.max_acceleration)),
+        "references.max_jerk": rounded(per_joint(gains.max_jerk)),
+        "limiter.effort_rate_limit": rounded(per_joint(gains.effort_rate_limit)),
+        "safe_hold.damping": rounded(per_joint(gains.hold_damping)),
+    }
+    notes = {
+        "robot_description": "written by ct-setup",
+        "references.max_acceleration": "ct-setup: half the effort left after gravity, and "
+        "about 0.05 rad of tracking error",
+        "references.max_jerk": "ct-setup: 10 × max_acceleration per second",
+        "limiter.effort_rate_limit": "ct-setup: the effort limit in 50 ms",
+        "safe_hold.damping": "ct-setup: the joint impedance damping, stable with margin",
+    }
+    found = schema_entries(STACK_PARAMETERS, values, notes=notes)
+    controllers: Mapping[str, tuple[type, dict[str, Any]]] = {
+        JOINT_IMPEDANCE: (
+            JointImpedanceController,
+            {
+                "stiffness": rounded(per_joint(gains.stiffness)),
+                "damping": rounded(per_joint(gains.damping)),
+            },
+        ),
+        COMPUTED_TORQUE: (
+            ComputedTorqueController,
+            {"kp": rounded(per_joint(gains.kp)), "kd": rounded(per_joint(gains.kd))},
+        ),
+    }
+    for name, (cls, gain_values) in controllers.items():
+        found.append(Entry(f"{name}.type", controller_type(cls), "controller plugin"))
+        found += schema_entries(
+            _schema(cls),
+            {f"{name}.{key}": value for key, value in gain_values.items()},
+            prefix=name,
+            notes={f"{name}.{key}": "ct-setup: from the model" for key in gain_values},
+        )
+    effort = per_joint(design.model.limits.effort)
+    sections: dict[str, dict[str, Any]] = {
+        "ros2_control_bridge": {"command_joints": list(chain.joint_names)},
+        "canopen": {
+            "node_ids": list(range(1, joints + 1)),
+            "encoder_resolution": [ENCODER_RESOLUTION] * joints,
+            "gear_ratio": [GEAR_RATIO] * joints,
+            "position_offset": [0.0] * joints,
+            "rated_torque": rounded(effort),
+        },
+    }
+    placeholders = {
+        "canopen.node_ids",
+        "canopen.encoder_resolution",
+        "canopen.gear_ratio",
+        "canopen.position_offset",
+    }
+    for backend in choices.backends:
+        schema = section_schema(backend)
+        if schema is None:
+            continue
+        given = {f"{backend}.{k}": v for k, v in sections.get(backend, {}).items()}
+        found += schema_entries(
+            schema,
+            given,
+            notes={name: "PLACEHOLDER: set your drives' values" for name in placeholders},
+        )
+    return found

@@ -1,0 +1,76 @@
+"""``<robot>.urdf.xacro``: the user's URDF included unchanged (``xacro:include`` of its path) plus
+a ``<ros2_control>`` block of ours, whose ``<hardware><plugin>`` the ``backend`` argument picks
+among the installed hardware plugins (each says which ``backend:`` value selects it: its
+``BACKEND``), as the bundled ``urdf/ct_arm.urdf.xacro`` does.
+
+Every joint the stack drives offers effort and position commands and position, velocity and
+effort state; a mimic joint (a follower) offers state only: it is never commanded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+from ct_controllers.plugins import HARDWARE
+
+COMMANDS = ("effort", "position")
+STATES = ("position", "velocity", "effort")
+
+
+def hardware_plugins() -> dict[str, str]:
+    """``backend:`` value → hardware plugin name, for every installed hardware plugin that
+    names its backend (one that cannot be imported here is left out)."""
+    plugins: dict[str, str] = {}
+    for entry_point in sorted(entry_points(group=HARDWARE), key=lambda e: e.name):
+        try:
+            backend = getattr(entry_point.load(), "BACKEND", None)
+        except ImportError:
+            continue
+        if isinstance(backend, str) and backend not in plugins:
+            plugins[backend] = entry_point.name
+    return plugins
+
+
+def wrapper_xacro(
+    robot: str,
+    urdf: Path,
+    joints: Sequence[str],
+    followers: Mapping[str, str],
+    plugins: Mapping[str, str],
+    default_backend: str,
+) -> str:
+    """The xacro text (module docstring); ``joints`` in configuration order."""
+    lines = [
+        '<?xml version="1.0"?>',
+        "<!--",
+        f"  Written by ct-setup for {robot}: {urdf} included unchanged, and a <ros2_control> block",
+        "  for ct_controllers. Argument backend: "
+        + " | ".join(plugins)
+        + " (the <hardware><plugin>).",
+        "-->",
+        f'<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name={quoteattr(robot)}>',
+        f'  <xacro:arg name="backend" default={quoteattr(default_backend)}/>',
+        f"  <xacro:include filename={quoteattr(str(urdf))}/>",
+        f'  <ros2_control name={quoteattr(robot + "_system")} type="system">',
+        "    <hardware>",
+    ]
+    for backend, plugin in plugins.items():
+        lines += [
+            f"      <xacro:if value=\"${{'$(arg backend)' == '{backend}'}}\">",
+            f"        <plugin>{plugin}</plugin>",
+            "      </xacro:if>",
+        ]
+    lines.append("    </hardware>")
+    for name in joints:
+        lines.append(f"    <joint name={quoteattr(name)}>")
+        if name in followers:
+            lines.append(f"      <!-- follows {followers[name]} (<mimic>): state only -->")
+        else:
+            lines += [f'      <command_interface name="{c}"/>' for c in COMMANDS]
+        lines += [f'      <state_interface name="{s}"/>' for s in STATES]
+        lines.append("    </joint>")
+    lines += ["  </ros2_control>", "</robot>", ""]
+    return "\n".join(lines)

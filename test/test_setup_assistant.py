@@ -1,0 +1,463 @@
+"""ct-setup (ct_controllers.setup_assistant): from a URDF to a configuration the stack accepts.
+
+Robots from installed packages, never copied into this repository: the Franka Panda and the UR5
+of example-robot-data (a 7-DOF arm with a mimic finger and meshes; a 6-DOF arm without a
+gripper) and the bundled arm. What ct-setup writes is checked the stack's way — its
+configuration loader, description parser, controller plugins and gain check — independently of
+how the setup assistant designed it. (Bringing the Panda up in MuJoCo needs the scene builder's
+mesh support: not here.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import io
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from ct_controllers.config import StackConfig, load_config, load_parameters
+from ct_controllers.controllers.controller import Controller
+from ct_controllers.model.description import (
+    RobotDescription,
+    default_description_path,
+    load_description,
+)
+from ct_controllers.model.robot import RobotModel
+from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
+from ct_controllers.runtime.gain_stability import GainStability
+from ct_controllers.runtime.stack import gain_stabilities, to_model_order
+from ct_controllers.setup_assistant.cli import main
+
+MARGIN = 2.0  # every gain doubled must still be stable: the margin ct-setup promises
+DELAYS = (0, 1)  # MuJoCo; the bus and topic backends
+
+
+def example_robot(suffix: str) -> Path:
+    """A file of the installed example-robot-data distribution, by the end of its path."""
+    distribution = importlib.metadata.distribution("example-robot-data")
+    for file in distribution.files or ():
+        if str(file).endswith(suffix):
+            return Path(str(distribution.locate_file(file)))
+    raise LookupError(f"example-robot-data has no {suffix}")
+
+
+ROBOTS = {
+    "panda": lambda: example_robot("panda_description/urdf/panda.urdf"),
+    "ur5": lambda: example_robot("ur_description/urdf/ur5_robot.urdf"),
+    "ct_arm": default_description_path,
+}
+
+
+@dataclass(frozen=True)
+class Written:
+    urdf: Path
+    out: Path
+    code: int
+    stdout: str
+    digest: str  # of the user's URDF before the run
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _quietly(*argv: str) -> tuple[int, str]:
+    """main() in-process, its stdout captured (module-scoped fixtures have no capsys)."""
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = main(list(argv))
+    return code, stdout.getvalue()
+
+
+@pytest.fixture(scope="module", params=sorted(ROBOTS))
+def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Written:
+    """ct-setup run once per robot, in-process, into a directory of its own."""
+    urdf = ROBOTS[request.param]()
+    before = _digest(urdf)
+    out = tmp_path_factory.mktemp(request.param) / "config"
+    code, stdout = _quietly(str(urdf), "-o", str(out))
+    return Written(urdf, out, code, stdout, before)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    config: StackConfig
+    description: RobotDescription
+    model: RobotModel
+    controllers: dict[str, Controller]
+
+
+def _load(written: Written) -> Loaded:
+    """The written configuration through the stack's own loaders, as build_stack reads it."""
+    config = load_config(written.out / "controllers.yaml")
+    description = load_description(config.robot_description, mappings={"backend": config.backend})
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+    controllers = {
+        name: load_plugin(CONTROLLERS, str(params["type"])).from_parameters(
+            model.with_own_data(), config.joint_names, params
+        )
+        for name, params in config.controllers.items()
+    }
+    return Loaded(config, description, model, controllers)
+
+
+def test_output_loads_with_the_stacks_loaders(written: Written) -> None:
+    """Exit 0; controllers.yaml loads with load_config; its robot_description expands with the
+    configured backend to exactly one <ros2_control> block of a registered hardware plugin that
+    the backend selects; arm + gripper joints and the block's joints are exactly the URDF's
+    movable joints (build_stack's check); TCP and base are frames of the model; every controller
+    builds from its plugin; and the user's URDF is unchanged."""
+    assert written.code == 0, written.stdout
+    loaded = _load(written)
+    config, description, model = loaded.config, loaded.description, loaded.model
+    plugin = description.hardware.plugin
+    assert config.backend == load_plugin(HARDWARE, plugin).BACKEND
+    for names in (config.joint_names, description.hardware.joint_names):
+        assert sorted(names) == sorted(model.joint_names)
+        assert len(set(names)) == len(names)
+    assert model.model.existFrame(config.tcp_frame)
+    assert model.model.existFrame(config.base_frame)
+    assert set(loaded.controllers) == {"joint_impedance", "computed_torque"}
+    assert _digest(written.urdf) == written.digest, "ct-setup changed the user's URDF"
+
+
+def test_every_entry_carries_a_comment(written: Written) -> None:
+    """Every parameter line of controllers.yaml has a comment (its description and unit), and
+    the file holds every parameter the stack's loader read (nothing left to defaults unseen)."""
+    text = (written.out / "controllers.yaml").read_text()
+    body = text.split("ros__parameters:", 1)[1]
+    entries = [
+        line for line in body.splitlines() if ":" in line and not line.rstrip().endswith(":")
+    ]
+    assert entries and all("#" in line for line in entries)
+    parameters = load_parameters(written.out / "controllers.yaml")
+    assert len(entries) == len(parameters)
+
+
+def test_gains_pass_the_stacks_check_with_margin(written: Written) -> None:
+    """The stack's gain check (runtime.stack.gain_stabilities, as at bring-up) finds every
+    controller and the safe hold stable at update_rate with 0 and 1 period of delay — and still
+    stable with every gain doubled (margin), at every configuration it checks."""
+    loaded = _load(written)
+    for delay in DELAYS:
+        checks = gain_stabilities(loaded.config, loaded.model, loaded.controllers, delay)
+        assert set(checks) == {"joint_impedance", "computed_torque", "safe_hold.damping"}
+        for name, check in checks.items():
+            found = check.worst()
+            assert found is not None and found.stable, (name, delay, found)
+            if name in loaded.controllers:
+                controller = loaded.controllers[name]
+                doubled = {g: MARGIN * getattr(controller, g) for g in controller.GAIN_NAMES}
+                worst = check.worst(doubled)
+            else:
+                stiffness, damping = check.feedback
+                worst = GainStability(
+                    check.plant,
+                    (MARGIN * stiffness, MARGIN * damping),
+                    check.configurations,
+                    check.period,
+                    delay,
+                ).worst()
+            assert worst is not None and worst.stable, (name, delay, worst.describe())
+
+
+def test_gains_follow_the_model_and_the_effort_limits(written: Written) -> None:
+    """Independently of the design: computed torque kd² ≤ 4 kp (damping ratio ≤ 1 asked), and
+    the joint impedance stiffness of each joint is at most (effort limit − largest gravity
+    effort) / 0.1 rad (0.01 m) over the stack's check configurations, and at least its largest
+    Mᵢᵢ(q) there × 1 rad²/s² (it asks a bandwidth, not nothing) — M and g from Pinocchio."""
+    loaded = _load(written)
+    model = loaded.model
+    impedance, computed = (
+        loaded.controllers["joint_impedance"],
+        loaded.controllers["computed_torque"],
+    )
+    kp, kd = computed.kp, computed.kd
+    assert np.all(kd**2 <= 4.0 * kp * (1 + 1e-3))
+    check = gain_stabilities(loaded.config, model, loaded.controllers, 0)["joint_impedance"]
+    pinocchio_model = pin.buildModelFromXML(loaded.description.urdf)
+    data = pinocchio_model.createData()
+    gravity = np.max(
+        [
+            np.abs(pin.computeGeneralizedGravity(pinocchio_model, data, q))
+            for q in check.configurations
+        ],
+        axis=0,
+    )
+    inertia = np.max(
+        [np.diag(pin.crba(pinocchio_model, data, q)) for q in check.configurations], axis=0
+    )
+    prismatic = np.array(
+        [
+            pinocchio_model.joints[i].shortname().startswith("JointModelP")
+            for i in range(1, pinocchio_model.njoints)
+        ]
+    )
+    error = np.where(prismatic, 0.01, 0.1)
+    stiffness = impedance.stiffness
+    assert np.all(stiffness * error <= (model.limits.effort - gravity) * (1 + 1e-3))
+    assert np.all(stiffness >= inertia * 1.0)
+
+
+def test_home_is_inside_the_limits_and_above_the_base(written: Written) -> None:
+    """home_positions has one value per joint, each within its URDF limits; at home every link
+    origin is above the base plane or no lower than at q = 0 (forward kinematics by Pinocchio),
+    and the TCP Jacobian of the arm joints has full rank (no singular home)."""
+    loaded = _load(written)
+    config, model = loaded.config, loaded.model
+    home = to_model_order(model, config.joint_names, config.home_positions, "home")
+    assert np.all(home >= model.limits.lower) and np.all(home <= model.limits.upper)
+    pin_model = model.model
+    data = pin_model.createData()
+
+    def heights(q: np.ndarray) -> np.ndarray:
+        pin.framesForwardKinematics(pin_model, data, q)
+        base = data.oMf[pin_model.getFrameId(config.base_frame)].inverse()
+        return np.array([(base * data.oMf[f]).translation[2] for f in range(len(pin_model.frames))])
+
+    assert np.all(heights(home) >= np.minimum(heights(pin.neutral(pin_model)), 0.05) - 1e-6)
+    arm = model.indices(config.arm_joints)
+    jacobian = model.frame_jacobian(home)[:, arm]
+    assert np.linalg.svd(jacobian, compute_uv=False)[-1] > 1e-3
+
+
+def test_chain_is_the_urdf_path_from_base_to_tcp(written: Written) -> None:
+    """arm_joints are the movable joints Pinocchio puts between the base frame and the TCP
+    (model.supports of the TCP's joint, base's own supports removed), in that order; the
+    gripper joints are every other movable joint; base is the URDF's root link."""
+    loaded = _load(written)
+    config, model = loaded.config, loaded.model
+    pin_model = model.model
+    tcp_joint = pin_model.frames[pin_model.getFrameId(config.tcp_frame)].parentJoint
+    base_joint = pin_model.frames[pin_model.getFrameId(config.base_frame)].parentJoint
+    above_base = set(pin_model.supports[base_joint])
+    chain = [pin_model.names[j] for j in pin_model.supports[tcp_joint] if j not in above_base]
+    assert tuple(chain) == config.arm_joints
+    assert set(config.gripper_joints) == set(model.joint_names) - set(chain)
+    root = ET.fromstring(loaded.description.urdf)
+    children = {j.find("child").get("link") for j in root.findall("joint")}
+    roots = [link.get("name") for link in root.findall("link") if link.get("name") not in children]
+    assert roots == [config.base_frame]
+
+
+def _canonical(element: ET.Element) -> tuple[object, ...]:
+    """An element as tag, attributes, text and children, whitespace between elements aside."""
+    return (
+        element.tag,
+        sorted(element.attrib.items()),
+        (element.text or "").strip(),
+        tuple(_canonical(child) for child in element),
+    )
+
+
+def test_panda_tcp_gripper_and_mimic_follower(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Panda: TCP the URDF's own tool frame panda_hand_tcp at the chain's tip; both fingers
+    the gripper, found where the tree branches; given only the mimic finger, its master joins
+    it; the written xacro includes the URDF unchanged (every link and joint of the original,
+    meshes referenced as they were) and gives the follower state interfaces only, every other
+    joint effort and position commands."""
+    urdf = ROBOTS["panda"]()
+    code, out, err = _run(
+        capsys, str(urdf), "-o", str(tmp_path / "a"), "--gripper", "panda_finger_joint2"
+    )
+    assert code == 0, err
+    config = load_config(tmp_path / "a" / "controllers.yaml")
+    assert config.tcp_frame == "panda_hand_tcp"
+    assert config.gripper_joints == ("panda_finger_joint1", "panda_finger_joint2")
+    assert "panda_finger_joint2 (follows panda_finger_joint1)" in out
+    # What it chose and why, in a few lines: frames, joints, home, targets, each limit that
+    # lowered a gain (the Panda's shoulder: its effort limit; joint1/joint3: the sampled loop).
+    for said in (
+        "base frame panda_link0",
+        "TCP frame panda_hand_tcp",
+        "arm joints (7)",
+        "home [rad | m]",
+        "20 rad/s, damping ratio 1",
+        "panda_joint2 (inertia up to",
+        "effort: 0.1 rad × K ≤ limit 87",
+        "sampled loop at 1000 Hz",
+        "default controller",
+    ):
+        assert said in out, said
+    assert len(out.splitlines()) <= 25
+    expanded = ET.fromstring(load_description(config.robot_description).urdf)
+    original = ET.fromstring(urdf.read_text())
+    for tag in ("link", "joint"):
+        mine = {e.get("name"): _canonical(e) for e in expanded.findall(tag)}
+        theirs = {e.get("name"): _canonical(e) for e in original.findall(tag)}
+        assert mine == theirs
+    blocks = expanded.findall("ros2_control")
+    assert len(blocks) == 1
+    for joint in blocks[0].findall("joint"):
+        commands = [c.get("name") for c in joint.findall("command_interface")]
+        states = [s.get("name") for s in joint.findall("state_interface")]
+        assert states == ["position", "velocity", "effort"]
+        assert commands == (
+            [] if joint.get("name") == "panda_finger_joint2" else ["effort", "position"]
+        )
+
+
+def test_given_home_and_frames_are_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--home (arm joints only: the gripper at mid-range), --tcp and --base as given land in the
+    file unchanged (to the file's 4 decimals)."""
+    urdf = ROBOTS["ur5"]()
+    home = [0.1, -1.2, 1.3, -1.6, -1.5, 0.2]
+    code, _, err = _run(
+        capsys,
+        str(urdf),
+        "-o",
+        str(tmp_path),
+        "--tcp",
+        "ee_link",
+        "--base",
+        "base_link",
+        "--home",
+        ",".join(map(str, home)),
+    )
+    assert code == 0, err
+    config = load_config(tmp_path / "controllers.yaml")
+    assert (config.tcp_frame, config.base_frame) == ("ee_link", "base_link")
+    assert config.home_positions == pytest.approx(home, abs=1e-4)
+    assert config.gripper_joints == ()
+
+
+def test_same_input_same_files(tmp_path: Path) -> None:
+    """The choice is deterministic: two runs on the UR5 write the same controllers.yaml (the
+    output directory's path aside)."""
+    urdf = ROBOTS["ur5"]()
+    texts = []
+    for name in ("a", "b"):
+        code, _ = _quietly(str(urdf), "-o", str(tmp_path / name))
+        assert code == 0
+        texts.append(
+            (tmp_path / name / "controllers.yaml").read_text().replace(str(tmp_path / name), "DIR")
+        )
+    assert texts[0] == texts[1]
+
+
+def test_vendor_ros2_control_block_gets_ours_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A URDF whose <ros2_control> block names another vendor's plugin: ct-setup writes the xacro
+    (the URDF included unchanged, its block too) and the stack's description parser picks our
+    block; a continuous joint (nq ≠ nv in Pinocchio) gets a home in [−π, π]."""
+    text = ROBOTS["ur5"]().read_text()
+    text = text.replace(
+        '<joint name="wrist_3_joint" type="revolute">',
+        '<joint name="wrist_3_joint" type="continuous">',
+    )
+    vendor = (
+        '<ros2_control name="vendor" type="system"><hardware><plugin>mock_components/GenericSystem'
+        '</plugin></hardware><joint name="shoulder_pan_joint"><command_interface name="position"/>'
+        "</joint></ros2_control></robot>"
+    )
+    urdf = tmp_path / "ur5_vendor.urdf"
+    urdf.write_text(text.replace("</robot>", vendor))
+    code, out, err = _run(capsys, str(urdf), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "not a plugin of ours" in out
+    config = load_config(tmp_path / "out" / "controllers.yaml")
+    description = load_description(config.robot_description, mappings={"backend": config.backend})
+    assert config.backend == load_plugin(HARDWARE, description.hardware.plugin).BACKEND
+    assert len(ET.fromstring(description.urdf).findall("ros2_control")) == 2
+    wrist = config.home_positions[config.joint_names.index("wrist_3_joint")]
+    assert -math.pi <= wrist <= math.pi
+
+
+def _broken(tmp_path: Path) -> Path:
+    path = tmp_path / "broken.urdf"
+    path.write_text('<robot name="x"><link name="a"></robot>')
+    return path
+
+
+BAD_INPUTS = {
+    # case: (robot or a maker of a bad file, extra arguments, what the message must name)
+    "urdf does not parse": (_broken, [], "does not parse"),
+    "urdf not found": (lambda tmp: tmp / "nope.urdf", [], "nope.urdf"),
+    "tcp not there": ("panda", ["--tcp", "no_such_frame"], "no_such_frame"),
+    "base not there": ("panda", ["--base", "no_such_base"], "no_such_base"),
+    "gripper joint not there": ("panda", ["--gripper", "no_such_joint"], "no_such_joint"),
+    "gripper joint on the arm chain": ("panda", ["--gripper", "panda_joint4"], "panda_joint4"),
+    "gripper joint on the given chain": (
+        "panda",
+        ["--tcp", "panda_leftfinger", "--gripper", "panda_finger_joint1"],
+        "panda_finger_joint1",
+    ),
+    "home outside the limits": ("panda", ["--home", "0,0,0,-3.5,0,1,0"], "panda_joint4"),
+    "home of the wrong length": ("ur5", ["--home", "0,0,0"], "expected 6"),
+    "home not a number": ("ur5", ["--home", "0,a,0,0,0,0"], "'a'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_naming_it_and_writes_nothing(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each bad input: exit code 2, one line on stderr that names the offending frame, joint,
+    value or file, nothing on stdout, and the output directory not even created."""
+    robot, extra, named = BAD_INPUTS[case]
+    urdf = ROBOTS[robot]() if isinstance(robot, str) else robot(tmp_path)
+    out = tmp_path / "out"
+    code, stdout, stderr = _run(capsys, str(urdf), "-o", str(out), *extra)
+    assert code == 2
+    assert stdout == ""
+    assert stderr.count("\n") == 1 and stderr.startswith("ct-setup: ") and named in stderr
+    assert not out.exists()
+
+
+def test_existing_files_are_kept_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second run into a directory that holds the files exits 2 naming them and leaves them
+    as they were; --force replaces them with what the first run wrote."""
+    urdf = ROBOTS["ur5"]()
+    assert _run(capsys, str(urdf), "-o", str(tmp_path))[0] == 0
+    config = tmp_path / "controllers.yaml"
+    first = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    config.write_text(config.read_text() + "# edited\n")
+    edited = config.read_bytes()
+    code, stdout, stderr = _run(capsys, str(urdf), "-o", str(tmp_path))
+    assert code == 2 and "already exist" in stderr and str(config) in stderr and stdout == ""
+    assert config.read_bytes() == edited
+    assert _run(capsys, str(urdf), "-o", str(tmp_path), "--force")[0] == 0
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == first
+
+
+def test_yaml_scalars_read_back_as_written(tmp_path: Path) -> None:
+    """Strings that YAML would read as something else (a path with spaces and a colon, 'true',
+    an empty string, a number-like name) and floats are written so that the stack's loader
+    reads back exactly the values given."""
+    from ct_controllers.setup_assistant.yaml_writer import Entry, render
+
+    values = {
+        "robot_description": "/a path/with: colon.urdf",
+        "frame": "true",
+        "empty": "",
+        "number_like": "1e3",
+        "names": ["joint 1", "no", "ok_name"],
+        "gains": [1e-7, 123456789.0, 0.1, 2.0],
+        "flag": False,
+        "count": 3,
+    }
+    file = tmp_path / "controllers.yaml"
+    file.write_text(render([Entry(f"section.{k}", v, "a comment") for k, v in values.items()]))
+    read = load_parameters(file)
+    assert read == {f"section.{k}": v for k, v in values.items()}
