@@ -57,8 +57,8 @@ def test_at_the_limit_no_speed_towards_it_and_unbounded_ranges_no_cap() -> None:
 def test_a_start_is_clipped_into_the_range_and_able_to_stop_in_it() -> None:
     """Positions past a limit come back onto it with no speed further out (speed back in is
     kept); a joint inside moving towards a limit keeps at most the speed that stops in the
-    room left; a state well inside, and a joint with an unbounded range, keep their values
-    exactly."""
+    room left before its margin (none within the margin); a state well inside, and a joint
+    with an unbounded range, keep their values exactly."""
     approach = LimitApproach.for_joints(
         np.array([-2.0, -2.0, -2.0, -np.inf, 0.0]),
         np.array([2.0, 2.0, 2.0, np.inf, 0.04]),
@@ -67,12 +67,14 @@ def test_a_start_is_clipped_into_the_range_and_able_to_stop_in_it() -> None:
     )
     acceleration = np.array([3.0, 3.0, 3.0, 3.0, 0.5])
     jerk = np.array([30.0, 30.0, 30.0, 30.0, 5.0])
-    q = np.array([2.01, -1.99, 0.3, 50.0, -0.002])
+    q = np.array([2.01, -1.99, 1.997, 50.0, -0.002])
     v = np.array([0.4, -0.9, 0.2, 5.0, 0.05])
     start_q, start_v = approach.start_inside(q, v, acceleration, jerk)
-    np.testing.assert_array_equal(start_q, [2.0, -1.99, 0.3, 50.0, 0.0])
-    room = float(stopping_speed(np.array([-1.99 - -2.0]), 3.0, 30.0)[0])
-    np.testing.assert_array_equal(start_v, [0.0, -room, 0.2, 5.0, 0.05])
+    np.testing.assert_array_equal(start_q, [2.0, -1.99, 1.997, 50.0, 0.0])
+    room = float(stopping_speed(np.array([-1.99 - (-2.0 + 0.005)]), 3.0, 30.0)[0])
+    np.testing.assert_allclose(start_v, [0.0, -room, 0.0, 5.0, 0.05], rtol=1e-12, atol=0.0)
+    far = approach.start_inside(np.full(5, 0.02), np.full(5, 0.2), acceleration, jerk)
+    np.testing.assert_array_equal(far[1], 0.2)  # room enough: unchanged
     back = approach.start_inside(np.array([2.01, 0, 0, 0, 0.05]), -v, acceleration, jerk)[1]
     assert back[0] == -0.4 and back[4] == -0.05  # moving back in: kept
     assert approach.margin.tolist() == [0.005, 0.005, 0.005, 0.0, FINGER_LIMIT_MARGIN]

@@ -53,12 +53,14 @@ with the bounds a_max and j_max, a stop that ends at rest (a = 0) covers
 (the velocity curve of either is point-symmetric about its middle: d = v·T/2). So the plan
 starts from the measured state *clipped into the limits* (:meth:`LimitApproach.start_inside`): q
 into [lower, upper] — a step back of at most the excursion, which pulls the arm inside — and a
-velocity towards a limit capped at the speed whose stop fits the room left, the inverse of d:
+velocity towards a limit capped at the speed whose stop fits the room left before the margin
+(none within it: the arm tracks a braking reference with a lead, and a finger on its soft
+joint impedance overshot a reference braked onto its limit by 53 µm), the inverse of d:
 
     v_max(d) = (d² j_max)^(1/3)                              for d ≤ a_max³ / j_max²
     v_max(d) = −a_max² / (2 j_max) + √(a_max⁴ / (4 j_max²) + 2 a_max d)   otherwise
 
-(0 at the limit). Braking from there takes the reference to rest inside the range with bounded
+(0 at the margin). Braking from there takes the reference to rest inside the range with bounded
 acceleration and jerk; the planner then checks the plan's position extrema against the range
 (a time-synchronised profile may brake more gently than the fastest stop).
 """
@@ -150,11 +152,16 @@ class LimitApproach:
         """The measured (q [rad | m], v [rad/s | m/s]) clipped into the limits (module
         docstring): q into [lower, upper]; v towards a limit at most the speed from which a
         stop within ``acceleration`` [rad/s² | m/s²] and ``jerk`` [rad/s³ | m/s³] (from a = 0
-        to rest) ends at it. New arrays; a state well inside keeps its values exactly."""
+        to rest) ends ``margin`` short of it (0 within the margin). New arrays; a state well
+        inside keeps its values exactly."""
         q = np.clip(np.asarray(q, dtype=np.float64), self.lower, self.upper)
         v = np.array(v, dtype=np.float64)
-        toward_upper = stopping_speed(self.upper - q, acceleration, jerk)
-        toward_lower = stopping_speed(q - self.lower, acceleration, jerk)
+        # The room before the margin (none once inside it): a plan that starts outside the
+        # margin zone does not enter it braking, one that starts in it goes no further out.
+        room_up = np.maximum(self.upper - self.margin - q, 0.0)
+        room_down = np.maximum(q - self.lower - self.margin, 0.0)
+        toward_upper = stopping_speed(room_up, acceleration, jerk)
+        toward_lower = stopping_speed(room_down, acceleration, jerk)
         return q, np.minimum(np.maximum(v, -toward_lower), toward_upper)
 
     def outside(self, lowest: FloatArray, highest: FloatArray) -> np.ndarray:
