@@ -73,8 +73,9 @@ def test_a_start_is_clipped_into_the_range_and_able_to_stop_in_it() -> None:
     np.testing.assert_array_equal(start_q, [2.0, -1.99, 1.997, 50.0, 0.0])
     room = float(stopping_speed(np.array([-1.99 - (-2.0 + 0.005)]), 3.0, 30.0)[0])
     np.testing.assert_allclose(start_v, [0.0, -room, 0.0, 5.0, 0.05], rtol=1e-12, atol=0.0)
-    far = approach.start_inside(np.full(5, 0.02), np.full(5, 0.2), acceleration, jerk)
-    np.testing.assert_array_equal(far[1], 0.2)  # room enough: unchanged
+    speeds = np.array([0.2, 0.2, 0.2, 0.2, 0.05])  # each stops well before its margin
+    far = approach.start_inside(np.full(5, 0.02), speeds, acceleration, jerk)
+    np.testing.assert_array_equal(far[1], speeds)  # room enough: unchanged
     back = approach.start_inside(np.array([2.01, 0, 0, 0, 0.05]), -v, acceleration, jerk)[1]
     assert back[0] == -0.4 and back[4] == -0.05  # moving back in: kept
     assert approach.margin.tolist() == [0.005, 0.005, 0.005, 0.0, FINGER_LIMIT_MARGIN]
