@@ -161,8 +161,8 @@ def grasp_goal(arm: np.ndarray, approach_offset: float, effort: float = 20.0) ->
 # at or near its limit and moving towards it — then the second goal preempts).
 def first_move_joints(client: Client) -> tuple[Any, Callable[[], bool]]:
     goal = START.copy()
-    goal[J7] = J7_LOWER  # to the limit itself
-    handle = send(client, client.move_joints, joint_goal(ARM, goal.tolist(), 0.0))
+    goal[J7] = J7_LOWER  # to the limit itself, slowly enough not to end before the preemption
+    handle = send(client, client.move_joints, joint_goal(ARM, goal.tolist(), 3.0))
     return handle, lambda: latest(client, ["joint7"])[0] <= J7_LOWER + NEAR
 
 
@@ -172,7 +172,10 @@ def first_move_to_pose(client: Client) -> tuple[Any, Callable[[], bool]]:
     handle = send(
         client,
         client.move_to_pose,  # type: ignore[attr-defined]
-        MoveToPose.Goal(target=tcp_pose(goal), timeout=10.0),
+        # Tolerances it cannot meet before the preemption (it would otherwise end first).
+        MoveToPose.Goal(
+            target=tcp_pose(goal), position_tolerance=1e-7, orientation_tolerance=1e-7, timeout=10.0
+        ),
     )
     return handle, lambda: latest(client, ["joint7"])[0] <= J7_LOWER + NEAR
 
