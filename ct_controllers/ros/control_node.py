@@ -56,6 +56,7 @@ from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
 
 GOAL_SHUTDOWN_TIMEOUT = 2.0  # [s] for running goals to end at shutdown (they check every 50 ms)
 RESULT_FLUSH_TIME = 0.3  # [s] of spinning after they ended, for their results to be sent
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each asks the node to stop, once
 
 
 def _plain(value: Any) -> Any:
@@ -283,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def request_stop(signum: int, _frame: Any) -> None:
         stop.set()
+        _absorb_stop_signals()  # the stop runs: any further SIGINT/SIGTERM is absorbed
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, request_stop)
     rclpy.init(args=["ct_control_node", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     node = None
@@ -312,7 +314,33 @@ def main(argv: list[str] | None = None) -> int:
             node.shutdown()
             node.destroy_node()
         rclpy.try_shutdown()
+        _absorb_stop_signals()  # the process ends now, whatever ended the spin
+        node = executor = None
+        _release_everything()
     return code
+
+
+def _absorb_stop_signals() -> None:
+    """Ignore SIGINT and SIGTERM until the process exits (main thread only). Not a Python
+    handler: at interpreter finalization CPython puts every signal with a Python handler back
+    to SIG_DFL (``_PySignal_Fini``), and modules are torn down after that, so a SIGINT arriving
+    then — launch's own, after a terminal's Ctrl-C, on a loaded machine later than usual —
+    ended the process by the signal (exit -2). An ignored signal stays ignored through
+    finalization."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _release_everything() -> None:
+    """Collect the stopped node's objects before the interpreter exits. The node froze what it
+    built (``gc.freeze`` in :class:`ControlNode`): frozen objects are never collected, not even
+    at exit, and the loop, the chains and the servers are in reference cycles, so what they held
+    at the stop — a running goal's trajectory (a nanobind ``ruckig.Trajectory``) — would outlive
+    the interpreter, and nanobind reports every such instance, type and function as leaked on
+    standard error. Unfrozen and collected here, once everything is shut down, they are
+    released in order."""
+    gc.unfreeze()
+    gc.collect()
 
 
 if __name__ == "__main__":
