@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import array
 import gc
+import math
 import signal
 import sys
 import threading
@@ -38,7 +39,7 @@ from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E40
 from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
-from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
+from ct_controllers.ros.goals import RESULT_TIMEOUT, GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
@@ -64,10 +65,17 @@ def _plain(value: Any) -> Any:
 
 
 class ControlNode(Node):
-    def __init__(self, record: str | None = None, viewer: bool = False) -> None:
+    def __init__(
+        self,
+        record: str | None = None,
+        viewer: bool = False,
+        result_timeout: float = RESULT_TIMEOUT,
+    ) -> None:
         """``record``: an MCAP file to record the node's messages to (state topics, TF, the
         robot description, every goal with its feedback, status and result). ``viewer``: open
-        MuJoCo's passive viewer on the simulation (where a display exists; else say why)."""
+        MuJoCo's passive viewer on the simulation (where a display exists; else say why).
+        ``result_timeout`` [s]: how long a finished goal's result is kept (rclpy's; its memory
+        is held that long)."""
         super().__init__("controller_manager", namespace="/ct")
         values = {name: _plain(v) for name, v in declare_all(self).items()}
         self.config = StackConfig.from_parameters(values)
@@ -85,7 +93,7 @@ class ControlNode(Node):
             {name: str(p["type"]) for name, p in self.config.controllers.items()},
             self.config.default_controller,
         )
-        self.arbiter = GoalArbiter()
+        self.arbiter = GoalArbiter(result_timeout)
         group = ReentrantCallbackGroup()
         self.move_joints = MoveJointsServer(self, self.stack, self.manager, self.arbiter, group)
         self.move_to_pose = MoveToPoseServer(self, self.stack, self.manager, self.arbiter, group)
@@ -262,7 +270,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="open MuJoCo's passive viewer on the simulation (needs a display)",
     )
+    parser.add_argument(
+        "--result-timeout",
+        type=float,
+        default=RESULT_TIMEOUT,
+        metavar="SECONDS",
+        help="how long a finished goal's result is kept for a client that asks late; its "
+        f"memory is held that long (default {RESULT_TIMEOUT:g} s, rclpy's)",
+    )
     own, ros_args = parser.parse_known_args(arguments)
+    if not (math.isfinite(own.result_timeout) and own.result_timeout > 0):
+        parser.error(f"--result-timeout must be finite and > 0 s, got {own.result_timeout}")
     extra: list[str] = []
     if own.config:
         extra += ["--params-file", own.config]
@@ -293,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     executor = None
     code = 0
     try:
-        node = ControlNode(record=own.record, viewer=own.viewer)
+        node = ControlNode(record=own.record, viewer=own.viewer, result_timeout=own.result_timeout)
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
         # spin() waits without a timeout: a stop whose wake-up it misses would leave the node
