@@ -8,9 +8,10 @@ run. Then, in order:
 2. ``goals`` goals, mixed MoveJoints / MoveToPose / Grasp, each sent while the previous one
    may still run (it is then preempted), some canceled, some waited for to the end; every
    goal must get an answer and a result (``unanswered`` counts those that did not);
-3. the client leaves, the results expire (``result_timeout`` and a margin): RSS after the
-   goals, against RSS after the warm-up;
-4. ``idle`` seconds with nothing connected (this process only sleeps): RSS at its start and end.
+3. RSS once the results expired (``result_timeout`` and a margin) after the warm-up, after
+   half the goals and after all: what the second half adds is what each goal leaves behind;
+4. the client leaves; ``idle`` seconds with nothing connected (this process only sleeps): RSS
+   at its start and end.
 
 RSS is the node process's ``VmRSS`` (``/proc/<pid>/status``). :func:`run_soak` returns a
 :class:`SoakReport`; ``test/test_node_memory.py`` bounds its figures.
@@ -47,7 +48,8 @@ class SoakReport:
     unanswered: int  # goals without a response or a result within the bound
     goal_seconds: float  # [s] from the first goal to the last result
     rss_after_warmup: int  # [kB] warm-up done, its results expired
-    rss_after_goals: int  # [kB] the goals done, their results expired, the client gone
+    rss_after_half: int  # [kB] the first half of the goals done, their results expired
+    rss_after_goals: int  # [kB] all the goals done, their results expired
     rss_idle_start: int  # [kB]
     rss_idle_end: int  # [kB] after ``idle_seconds`` with nothing connected
     idle_seconds: float  # [s]
@@ -57,6 +59,12 @@ class SoakReport:
     def goal_growth(self) -> int:
         """[kB] RSS after the goals (results expired) − after the warm-up."""
         return self.rss_after_goals - self.rss_after_warmup
+
+    @property
+    def second_half_growth(self) -> int:
+        """[kB] RSS after all the goals − after the first half (results expired each time):
+        what each goal leaves, without the allocators' first high-water marks."""
+        return self.rss_after_goals - self.rss_after_half
 
     @property
     def idle_growth(self) -> int:
@@ -69,8 +77,9 @@ class SoakReport:
             f"{self.goals} goals ({', '.join(f'{a} {n}' for a, n in self.per_action.items())}) "
             f"in {self.goal_seconds:.1f} s: {dict(self.outcomes)}, unanswered "
             f"{self.unanswered}\n"
-            f"RSS after warm-up {self.rss_after_warmup} kB, after the goals (results expired) "
-            f"{self.rss_after_goals} kB: {self.goal_growth:+d} kB\n"
+            f"RSS (results expired) after the warm-up {self.rss_after_warmup} kB, half the "
+            f"goals {self.rss_after_half} kB, all {self.rss_after_goals} kB: "
+            f"{self.goal_growth:+d} kB, the second half {self.second_half_growth:+d} kB\n"
             f"idle {self.idle_seconds:.0f} s: {self.rss_idle_start} -> {self.rss_idle_end} kB, "
             f"{self.idle_growth:+d} kB ({rate:+.2f} kB/s)\n"
             f"node exit code {self.exit_code}"
@@ -194,13 +203,13 @@ class _Goals:
 
     def send(self, count: int) -> None:
         """``count`` goals in a seeded mix: each action in turn at random; after each, a dwell
-        of 0–0.2 s (the next goal preempts it), every 10th canceled, every 25th waited for."""
+        of 0–0.1 s (the next goal preempts it), every 10th canceled, every 25th waited for."""
         for index in range(count):
             action = ACTIONS[int(self.rng.integers(len(ACTIONS)))]
             self.per_action[action] += 1
             future = self.clients[action].send_goal_async(self.make(action))
             self.sent.append((action, future))
-            self.spin(float(self.rng.uniform(0.0, 0.2)))
+            self.spin(float(self.rng.uniform(0.0, 0.1)))
             if index % 10 == 9 and future.done() and future.result().accepted:
                 future.result().cancel_goal_async()
                 self.spin(0.05)
@@ -289,19 +298,27 @@ def run_soak(
             client.reset()
             say(f"{goals} goals (RSS {after_warmup} kB)")
             started = time.monotonic()
-            client.send(goals)
+            client.send(goals // 2)
             client.wait_all(60.0)
             goal_seconds = time.monotonic() - started
+            client.spin(result_timeout + SETTLE)
+            after_half = rss_kb(process.pid)
+            say(f"half of them done (RSS {after_half} kB)")
+            started = time.monotonic()
+            client.send(goals - goals // 2)
+            client.wait_all(60.0)
+            goal_seconds += time.monotonic() - started
+            client.spin(result_timeout + SETTLE)
+            after_goals = rss_kb(process.pid)
             unanswered = client.unanswered()
             outcomes = client.outcomes()
             per_action = dict(sorted(client.per_action.items()))
         finally:
             client.close()
             rclpy.shutdown()  # the client leaves the DDS graph
-        time.sleep(result_timeout + SETTLE)
-        after_goals = rss_kb(process.pid)
-        say(f"idle {idle:.0f} s (RSS {after_goals} kB)")
+        time.sleep(SETTLE)  # the client's departure settles
         idle_start = rss_kb(process.pid)
+        say(f"idle {idle:.0f} s (RSS {idle_start} kB)")
         time.sleep(idle)  # nothing else runs here meanwhile
         idle_end = rss_kb(process.pid)
         process.send_signal(signal.SIGINT)
@@ -318,6 +335,7 @@ def run_soak(
         unanswered=unanswered,
         goal_seconds=goal_seconds,
         rss_after_warmup=after_warmup,
+        rss_after_half=after_half,
         rss_after_goals=after_goals,
         rss_idle_start=idle_start,
         rss_idle_end=idle_end,
