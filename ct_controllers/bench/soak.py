@@ -203,9 +203,12 @@ class _Goals:
 
     def send(self, count: int) -> None:
         """``count`` goals in a seeded mix: each action in turn at random; after each, a dwell
-        of 0–0.1 s (the next goal preempts it), every 10th canceled, every 25th waited for."""
+        of 0–0.1 s (the next goal preempts it), every 10th canceled, every 25th (a MoveJoints)
+        waited for."""
         for index in range(count):
             action = ACTIONS[int(self.rng.integers(len(ACTIONS)))]
+            if index % 25 == 24:
+                action = "move_joints"  # waited for: a short one (a grasp takes seconds)
             self.per_action[action] += 1
             future = self.clients[action].send_goal_async(self.make(action))
             self.sent.append((action, future))
