@@ -86,3 +86,18 @@ def test_the_target_is_the_current_goals_until_it_ends_or_is_preempted():
     assert arbiter.target() is not None
     arbiter.finish(fourth)
     assert arbiter.target() is None
+
+
+def test_a_result_timeout_that_is_not_a_positive_finite_time_is_refused():
+    """GoalArbiter's result_timeout (how long every action server keeps a finished goal's
+    result): 0, negative, NaN and infinite are refused with a message naming the value; a
+    positive one is kept as given, and the default is rclpy's 900 s."""
+    import pytest
+
+    from ct_controllers.ros.goals import RESULT_TIMEOUT
+
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=f"result timeout must be finite and > 0 s, got {bad}"):
+            GoalArbiter(bad)
+    assert GoalArbiter(2.5).result_timeout == 2.5
+    assert GoalArbiter().result_timeout == RESULT_TIMEOUT == 900.0

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "gil": "paced loop overruns beside a goal thread, per GIL switch interval",
     "backends": "joint motion, Cartesian target, grasp, cancel, preempt on every backend/mode",
     "reach": "MoveToPose on random reachable poses in MuJoCo, with and without the approach",
+    "soak": "the node's RSS under N mixed goals (results expired), then idle; unanswered goals",
 }
 
 

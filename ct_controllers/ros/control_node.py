@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import array
 import gc
+import math
 import signal
 import sys
 import threading
@@ -38,7 +39,7 @@ from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E40
 from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
-from ct_controllers.ros.goals import GoalArbiter  # noqa: E402
+from ct_controllers.ros.goals import RESULT_TIMEOUT, GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
@@ -57,6 +58,7 @@ from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
 
 GOAL_SHUTDOWN_TIMEOUT = 2.0  # [s] for running goals to end at shutdown (they check every 50 ms)
 RESULT_FLUSH_TIME = 0.3  # [s] of spinning after they ended, for their results to be sent
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each asks the node to stop, once
 
 
 def _plain(value: Any) -> Any:
@@ -64,10 +66,17 @@ def _plain(value: Any) -> Any:
 
 
 class ControlNode(Node):
-    def __init__(self, record: str | None = None, viewer: bool = False) -> None:
+    def __init__(
+        self,
+        record: str | None = None,
+        viewer: bool = False,
+        result_timeout: float = RESULT_TIMEOUT,
+    ) -> None:
         """``record``: an MCAP file to record the node's messages to (state topics, TF, the
         robot description, every goal with its feedback, status and result). ``viewer``: open
-        MuJoCo's passive viewer on the simulation (where a display exists; else say why)."""
+        MuJoCo's passive viewer on the simulation (where a display exists; else say why).
+        ``result_timeout`` [s]: how long a finished goal's result is kept (rclpy's; its memory
+        is held that long)."""
         super().__init__("controller_manager", namespace="/ct")
         uniqueness = UniquenessCheck(self)  # its discovery window runs while the stack is built
         values = {name: _plain(v) for name, v in declare_all(self).items()}
@@ -89,7 +98,7 @@ class ControlNode(Node):
             {name: str(p["type"]) for name, p in self.config.controllers.items()},
             self.config.default_controller,
         )
-        self.arbiter = GoalArbiter()
+        self.arbiter = GoalArbiter(result_timeout)
         group = ReentrantCallbackGroup()
         self.move_joints = MoveJointsServer(self, self.stack, self.manager, self.arbiter, group)
         self.move_to_pose = MoveToPoseServer(self, self.stack, self.manager, self.arbiter, group)
@@ -266,7 +275,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="open MuJoCo's passive viewer on the simulation (needs a display)",
     )
+    parser.add_argument(
+        "--result-timeout",
+        type=float,
+        default=RESULT_TIMEOUT,
+        metavar="SECONDS",
+        help="how long a finished goal's result is kept for a client that asks late; its "
+        f"memory is held that long (default {RESULT_TIMEOUT:g} s, rclpy's)",
+    )
     own, ros_args = parser.parse_known_args(arguments)
+    if not (math.isfinite(own.result_timeout) and own.result_timeout > 0):
+        parser.error(f"--result-timeout must be finite and > 0 s, got {own.result_timeout}")
     extra: list[str] = []
     if own.config:
         extra += ["--params-file", own.config]
@@ -288,15 +307,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def request_stop(signum: int, _frame: Any) -> None:
         stop.set()
+        _absorb_stop_signals()  # the stop runs: any further SIGINT/SIGTERM is absorbed
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, request_stop)
     rclpy.init(args=["ct_control_node", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     node = None
     executor = None
     code = 0
     try:
-        node = ControlNode(record=own.record, viewer=own.viewer)
+        node = ControlNode(record=own.record, viewer=own.viewer, result_timeout=own.result_timeout)
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
         # spin() waits without a timeout: a stop whose wake-up it misses would leave the node
@@ -317,7 +337,33 @@ def main(argv: list[str] | None = None) -> int:
             node.shutdown()
             node.destroy_node()
         rclpy.try_shutdown()
+        _absorb_stop_signals()  # the process ends now, whatever ended the spin
+        node = executor = None
+        _release_everything()
     return code
+
+
+def _absorb_stop_signals() -> None:
+    """Ignore SIGINT and SIGTERM until the process exits (main thread only). Not a Python
+    handler: at interpreter finalization CPython puts every signal with a Python handler back
+    to SIG_DFL (``_PySignal_Fini``), and modules are torn down after that, so a SIGINT arriving
+    then — launch's own, after a terminal's Ctrl-C, on a loaded machine later than usual —
+    ended the process by the signal (exit -2). An ignored signal stays ignored through
+    finalization."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _release_everything() -> None:
+    """Collect the stopped node's objects before the interpreter exits. The node froze what it
+    built (``gc.freeze`` in :class:`ControlNode`): frozen objects are never collected, not even
+    at exit, and the loop, the chains and the servers are in reference cycles, so what they held
+    at the stop — a running goal's trajectory (a nanobind ``ruckig.Trajectory``) — would outlive
+    the interpreter, and nanobind reports every such instance, type and function as leaked on
+    standard error. Unfrozen and collected here, once everything is shut down, they are
+    released in order."""
+    gc.unfreeze()
+    gc.collect()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 import traceback
@@ -28,6 +29,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_services_default
 T = TypeVar("T")
 LOG = logging.getLogger("ct_controllers")
 REQUEST_QUEUE_DEPTH = 1000  # requests each service keeps before DDS drops the oldest (see above)
+RESULT_TIMEOUT = 900.0  # [s] a finished goal's result is kept this long (rclpy's default)
 SHUTTING_DOWN = "node shutting down"
 
 
@@ -44,7 +46,14 @@ class GoalArbiter:
     """Hands out tokens; only the newest token is current. Thread-safe. Also tells what the
     current goal aims the TCP at (:meth:`target`, for the ``ct_goal`` TF frame)."""
 
-    def __init__(self) -> None:
+    def __init__(self, result_timeout: float = RESULT_TIMEOUT) -> None:
+        """``result_timeout`` [s, the node's clock]: how long every action server keeps a
+        finished goal's result (and its handle) for a client that asks for it late — rclpy's
+        ``result_timeout``; the memory is held until then. Raises ValueError unless finite and
+        positive."""
+        if not (math.isfinite(result_timeout) and result_timeout > 0):
+            raise ValueError(f"result timeout must be finite and > 0 s, got {result_timeout}")
+        self.result_timeout = float(result_timeout)
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         self._current = 0
@@ -219,8 +228,9 @@ def motion_action_server(
 ) -> Any:
     """An action server as every motion action here has it: every goal is accepted (a rejected
     one is aborted at once with its code and reason, which a bare rejection could not carry),
-    cancels are accepted, the execute callback is :func:`guarded`, and the goal, cancel and
-    result services keep ``REQUEST_QUEUE_DEPTH`` requests."""
+    cancels are accepted, the execute callback is :func:`guarded`, the goal, cancel and
+    result services keep ``REQUEST_QUEUE_DEPTH`` requests, and results are kept for
+    ``arbiter.result_timeout`` (``RESULT_TIMEOUT`` without an arbiter)."""
     return ActionServer(
         node,
         action_type,
@@ -241,6 +251,7 @@ def motion_action_server(
         goal_service_qos_profile=request_qos(),
         result_service_qos_profile=request_qos(),
         cancel_service_qos_profile=request_qos(),
+        result_timeout=arbiter.result_timeout if arbiter is not None else RESULT_TIMEOUT,
     )
 
 

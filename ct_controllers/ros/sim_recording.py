@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pinocchio as pin
 from action_msgs.msg import GoalInfo, GoalStatus
 from ct_interfaces.action import Grasp
 from geometry_msgs.msg import PoseStamped
@@ -44,6 +43,7 @@ from ct_controllers.ros.tf_publisher import (
     TF_STATIC_TOPIC,
     TF_TOPIC,
     TfFrames,
+    quaternion_xyzw,
 )
 
 STATE_RATE = 100.0  # [Hz] of sim time, as the node's state publishers
@@ -61,7 +61,7 @@ def pose_stamped(pose: np.ndarray | None, frame: str, stamp: Any) -> PoseStamped
     message.header.stamp = stamp
     position = message.pose.position
     position.x, position.y, position.z = (float(v) for v in pose[:3, 3])
-    x, y, z, w = pin.Quaternion(np.asarray(pose[:3, :3])).coeffs().tolist()
+    x, y, z, w = quaternion_xyzw(pose[:3, :3])  # not pin.Quaternion(pose[:3, :3]): it leaks
     o = message.pose.orientation
     o.x, o.y, o.z, o.w = x, y, z, w
     return message

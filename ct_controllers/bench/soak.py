@@ -1,0 +1,386 @@
+"""``ct-bench soak``: the real node's resident memory under many mixed goals, then idle.
+
+The node is started as ``ct-bringup sim`` starts it (a separate process, real DDS on loopback),
+with a short ``--result-timeout`` so that rclpy forgets each finished goal's result within the
+run. Then, in order:
+
+1. warm-up: ``warmup`` goals of the same mix (first use of every path allocates once);
+2. ``goals`` goals, mixed MoveJoints / MoveToPose / Grasp, each sent while the previous one
+   may still run (it is then preempted), some canceled, some waited for to the end; every
+   goal must get an answer and a result (``unanswered`` counts those that did not);
+3. RSS once the results expired (``result_timeout`` and a margin) after the warm-up, after
+   half the goals and after all: what the second half adds is what each goal leaves behind;
+4. the client leaves; ``idle`` seconds with nothing connected (this process only sleeps): RSS
+   at its start and end.
+
+RSS is the node process's ``VmRSS`` (``/proc/<pid>/status``). :func:`run_soak` returns a
+:class:`SoakReport`; ``test/test_node_memory.py`` bounds its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+ACTIONS = ("move_joints", "move_to_pose", "grasp")
+SETTLE = 3.0  # [s] after the results' expiry before RSS is read (the expiry is checked lazily)
+START_BOUND = 90.0  # [s] for the node's action servers to appear (a loaded machine)
+
+
+@dataclass(frozen=True)
+class SoakReport:
+    """One soak run's figures. RSS values in kB (``VmRSS`` of the node process)."""
+
+    goals: int  # sent after the warm-up
+    per_action: dict[str, int]  # goals sent per action
+    outcomes: dict[str, int]  # final goal status name -> count (SUCCEEDED, ABORTED, CANCELED)
+    unanswered: int  # goals without a response or a result within the bound
+    goal_seconds: float  # [s] from the first goal to the last result
+    rss_after_warmup: int  # [kB] warm-up done, its results expired
+    rss_after_half: int  # [kB] the first half of the goals done, their results expired
+    rss_after_goals: int  # [kB] all the goals done, their results expired
+    rss_idle_start: int  # [kB]
+    rss_idle_end: int  # [kB] after ``idle_seconds`` with nothing connected
+    idle_seconds: float  # [s]
+    exit_code: int | None  # the node's, after SIGINT
+
+    @property
+    def goal_growth(self) -> int:
+        """[kB] RSS after the goals (results expired) − after the warm-up."""
+        return self.rss_after_goals - self.rss_after_warmup
+
+    @property
+    def second_half_growth(self) -> int:
+        """[kB] RSS after all the goals − after the first half (results expired each time):
+        what each goal leaves, without the allocators' first high-water marks."""
+        return self.rss_after_goals - self.rss_after_half
+
+    @property
+    def idle_growth(self) -> int:
+        """[kB] RSS at the end of the idle window − at its start."""
+        return self.rss_idle_end - self.rss_idle_start
+
+    def describe(self) -> str:
+        rate = self.idle_growth / self.idle_seconds if self.idle_seconds else float("nan")
+        return (
+            f"{self.goals} goals ({', '.join(f'{a} {n}' for a, n in self.per_action.items())}) "
+            f"in {self.goal_seconds:.1f} s: {dict(self.outcomes)}, unanswered "
+            f"{self.unanswered}\n"
+            f"RSS (results expired) after the warm-up {self.rss_after_warmup} kB, half the "
+            f"goals {self.rss_after_half} kB, all {self.rss_after_goals} kB: "
+            f"{self.goal_growth:+d} kB, the second half {self.second_half_growth:+d} kB\n"
+            f"idle {self.idle_seconds:.0f} s: {self.rss_idle_start} -> {self.rss_idle_end} kB, "
+            f"{self.idle_growth:+d} kB ({rate:+.2f} kB/s)\n"
+            f"node exit code {self.exit_code}"
+        )
+
+
+def rss_kb(pid: int) -> int:
+    """``VmRSS`` of process ``pid`` [kB]."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise LookupError(f"no VmRSS for process {pid}")
+
+
+def node_command(result_timeout: float) -> list[str]:
+    """``ct-bringup sim --result-timeout T`` (the venv's console script beside this Python)."""
+    bringup = os.path.join(os.path.dirname(sys.executable), "ct-bringup")
+    return [bringup, "sim", "--result-timeout", f"{result_timeout:g}"]
+
+
+class _Drain(threading.Thread):
+    """Reads the node's output as it comes (a full pipe would block its logging)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        super().__init__(daemon=True)
+        self.process = process
+        self.lines: list[str] = []
+
+    def run(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+
+class _Goals:
+    """The soak's client: one action client per action (service queues as deep as the
+    server's), goals of a seeded mix, each goal's response and result tracked."""
+
+    def __init__(self, seed: int) -> None:
+        import rclpy
+        from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
+        from rclpy.action import ActionClient
+
+        from ct_controllers.config import load_config
+        from ct_controllers.ros.goals import request_qos
+
+        self.rclpy = rclpy
+        self.node = rclpy.create_node("ct_soak_client")
+        depth = {
+            "goal_service_qos_profile": request_qos(),
+            "result_service_qos_profile": request_qos(),
+            "cancel_service_qos_profile": request_qos(),
+        }
+        self.types = {"move_joints": MoveJoints, "move_to_pose": MoveToPose, "grasp": Grasp}
+        self.clients = {
+            name: ActionClient(self.node, action, f"/ct/{name}", **depth)
+            for name, action in self.types.items()
+        }
+        config = load_config()
+        self.arm = list(config.arm_joints)
+        self.home = np.array(config.home_positions[: len(self.arm)])
+        self.rng = np.random.default_rng(seed)
+        self.sent: list[tuple[str, Any]] = []  # (action, goal future)
+        self.results: list[Any] = []  # result futures
+        self.per_action: Counter[str] = Counter()
+
+    def wait_for_servers(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(
+            client.wait_for_server(timeout_sec=max(0.0, deadline - time.monotonic()))
+            for client in self.clients.values()
+        )
+
+    def spin(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            self._take_responses()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.rclpy.spin_once(self.node, timeout_sec=min(left, 0.01))
+
+    def _take_responses(self) -> None:
+        """Ask for the result of each goal answered since (in the order sent)."""
+        while len(self.results) < len(self.sent) and self.sent[len(self.results)][1].done():
+            handle = self.sent[len(self.results)][1].result()
+            self.results.append(handle.get_result_async() if handle.accepted else None)
+
+    def _pose(self, position: tuple[float, float, float]) -> Any:
+        from geometry_msgs.msg import PoseStamped
+
+        message = PoseStamped()
+        message.header.frame_id = "base_link"
+        message.pose.position.x, message.pose.position.y, message.pose.position.z = position
+        message.pose.orientation.x = 1.0  # x y z w = 1 0 0 0: the tool points down
+        message.pose.orientation.w = 0.0
+        return message
+
+    def make(self, action: str) -> Any:
+        rng = self.rng
+        goal_type = self.types[action].Goal
+        if action == "move_joints":
+            offsets = rng.uniform(-0.3, 0.3, len(self.arm))
+            return goal_type(
+                joint_names=self.arm,
+                positions=(self.home + offsets).tolist(),
+                duration=float(rng.uniform(0.2, 1.0)),
+            )
+        if action == "move_to_pose":
+            y = float(rng.uniform(-0.2, 0.2))
+            z = float(rng.uniform(0.25, 0.35))
+            return goal_type(target=self._pose((0.45, y, z)), timeout=10.0)
+        return goal_type(
+            grasp_pose=self._pose((0.5, 0.0, 0.025)),
+            approach_offset=0.08,
+            lift_height=0.1,
+            grasp_effort=20.0,
+            hold_duration=0.2,
+        )
+
+    def send(self, count: int) -> None:
+        """``count`` goals in a seeded mix: each action in turn at random; after each, a dwell
+        of 0–0.1 s (the next goal preempts it), every 10th canceled, every 25th (a MoveJoints)
+        waited for."""
+        for index in range(count):
+            action = ACTIONS[int(self.rng.integers(len(ACTIONS)))]
+            if index % 25 == 24:
+                action = "move_joints"  # waited for: a short one (a grasp takes seconds)
+            self.per_action[action] += 1
+            future = self.clients[action].send_goal_async(self.make(action))
+            self.sent.append((action, future))
+            self.spin(float(self.rng.uniform(0.0, 0.1)))
+            if index % 10 == 9 and future.done() and future.result().accepted:
+                future.result().cancel_goal_async()
+                self.spin(0.05)
+            if index % 25 == 24:
+                self.wait_all(20.0)
+
+    def wait_all(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.spin(0.02)
+            if len(self.results) == len(self.sent) and all(
+                r is None or r.done() for r in self.results
+            ):
+                return True
+        return False
+
+    def unanswered(self) -> int:
+        answered = sum(
+            1
+            for index, (_, future) in enumerate(self.sent)
+            if future.done()
+            and index < len(self.results)
+            and (self.results[index] is None or self.results[index].done())
+        )
+        return len(self.sent) - answered
+
+    def outcomes(self) -> dict[str, int]:
+        from action_msgs.msg import GoalStatus
+
+        names = {
+            value: name[len("STATUS_") :]
+            for name, value in vars(GoalStatus).items()
+            if name.startswith("STATUS_") and isinstance(value, int)
+        }
+        counts: Counter[str] = Counter()
+        for result in self.results:
+            if result is None:
+                counts["REJECTED"] += 1
+            elif result.done():
+                counts[names.get(result.result().status, str(result.result().status))] += 1
+        return dict(sorted(counts.items()))
+
+    def reset(self) -> None:
+        self.sent.clear()
+        self.results.clear()
+        self.per_action.clear()
+
+    def close(self) -> None:
+        self.node.destroy_node()
+
+
+def run_soak(
+    goals: int = 300,
+    warmup: int = 30,
+    result_timeout: float = 3.0,
+    idle: float = 120.0,
+    seed: int = 0,
+    log: Any = None,
+) -> SoakReport:
+    """The soak of the module docstring; ``log``: a callable for progress lines (or None)."""
+    import rclpy
+
+    say = log or (lambda _line: None)
+    process = subprocess.Popen(
+        node_command(result_timeout),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    drain = _Drain(process)
+    drain.start()
+    try:
+        rclpy.init()
+        client = _Goals(seed)
+        try:
+            if not client.wait_for_servers(START_BOUND):
+                raise RuntimeError(
+                    "the node's action servers did not appear:\n" + "".join(drain.lines)
+                )
+            say(f"warm-up: {warmup} goals")
+            client.send(warmup)
+            client.wait_all(30.0)
+            client.spin(result_timeout + SETTLE)
+            after_warmup = rss_kb(process.pid)
+            client.reset()
+            say(f"{goals} goals (RSS {after_warmup} kB)")
+            started = time.monotonic()
+            client.send(goals // 2)
+            client.wait_all(60.0)
+            goal_seconds = time.monotonic() - started
+            client.spin(result_timeout + SETTLE)
+            after_half = rss_kb(process.pid)
+            say(f"half of them done (RSS {after_half} kB)")
+            started = time.monotonic()
+            client.send(goals - goals // 2)
+            client.wait_all(60.0)
+            goal_seconds += time.monotonic() - started
+            client.spin(result_timeout + SETTLE)
+            after_goals = rss_kb(process.pid)
+            unanswered = client.unanswered()
+            outcomes = client.outcomes()
+            per_action = dict(sorted(client.per_action.items()))
+        finally:
+            client.close()
+            rclpy.shutdown()  # the client leaves the DDS graph
+        time.sleep(SETTLE)  # the client's departure settles
+        idle_start = rss_kb(process.pid)
+        say(f"idle {idle:.0f} s (RSS {idle_start} kB)")
+        time.sleep(idle)  # nothing else runs here meanwhile
+        idle_end = rss_kb(process.pid)
+        process.send_signal(signal.SIGINT)
+        process.wait(20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+    drain.join(5)
+    return SoakReport(
+        goals=goals,
+        per_action=per_action,
+        outcomes=outcomes,
+        unanswered=unanswered,
+        goal_seconds=goal_seconds,
+        rss_after_warmup=after_warmup,
+        rss_after_half=after_half,
+        rss_after_goals=after_goals,
+        rss_idle_start=idle_start,
+        rss_idle_end=idle_end,
+        idle_seconds=idle,
+        exit_code=process.returncode,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ct-bench soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--goals", type=int, default=300, help="goals after the warm-up")
+    parser.add_argument("--warmup", type=int, default=30, help="warm-up goals")
+    parser.add_argument(
+        "--result-timeout", type=float, default=3.0, help="the node's result expiry [s]"
+    )
+    parser.add_argument("--idle", type=float, default=120.0, help="idle window [s]")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    if args.goals < 1 or args.warmup < 0 or not args.result_timeout > 0 or not args.idle >= 0:
+        parser.error("--goals ≥ 1, --warmup ≥ 0, --result-timeout > 0 and --idle ≥ 0")
+    from ct_controllers.ros.dds import ensure_loopback_dds
+
+    ensure_loopback_dds()  # this process's client and the node it starts
+    report = run_soak(
+        args.goals,
+        args.warmup,
+        args.result_timeout,
+        args.idle,
+        args.seed,
+        log=lambda line: print(f"ct-bench soak: {line}", flush=True),
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    **asdict(report),
+                    "goal_growth": report.goal_growth,
+                    "idle_growth": report.idle_growth,
+                }
+            )
+        )
+    else:
+        print(report.describe())
+    return 0 if report.unanswered == 0 and report.exit_code == 0 else 1
