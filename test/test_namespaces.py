@@ -399,7 +399,9 @@ def test_a_second_simulation_on_a_taken_clock_is_refused(
     two_arms: tuple[Watcher, dict[str, NodeProcess]],
 ) -> None:
     """A third simulated arm in its own namespace but on /clock (arm1's) exits 2 with one
-    line naming /clock and its publisher; the two arms keep running."""
+    line naming /clock and its publisher (or "another node" when discovery has given the
+    publisher's endpoint but not yet its node's name: seen under load); the two arms keep
+    running."""
     _, processes = two_arms
     result = subprocess.run(
         bringup("--namespace", "arm3"), capture_output=True, text=True, timeout=120
@@ -407,7 +409,10 @@ def test_a_second_simulation_on_a_taken_clock_is_refused(
     assert result.returncode == 2, result.stdout + result.stderr
     refusal = [line for line in result.stderr.splitlines() if line.startswith("ct_control_node: ")]
     assert len(refusal) == 1, result.stderr
-    assert "/clock is already published by /arm1/controller_manager" in refusal[0]
+    assert any(
+        f"/clock is already published by {who} (another simulation)" in refusal[0]
+        for who in ("/arm1/controller_manager", "another node")
+    ), refusal[0]
     assert "Traceback" not in result.stderr
     assert all(p.poll() is None for p in processes.values())
 

@@ -123,7 +123,7 @@ START_BOUND = 60.0  # [s] from the start to the node's first /clock (a loaded 2-
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
-def test_a_double_sigint_under_launch_never_ends_the_node_by_the_signal(tmp_path):
+def test_a_double_sigint_under_launch_never_ends_the_node_by_the_signal(tmp_path, monkeypatch):
     """The node started as launch_ros starts it (the installed executable found through the
     ament index, one ``--ros-args`` section with the params file and the name remaps, from a
     directory outside the tree, in its own process group), then SIGINT to the group twice,
@@ -132,6 +132,8 @@ def test_a_double_sigint_under_launch_never_ends_the_node_by_the_signal(tmp_path
     the signal (exit -2: a SIGINT that arrived while the interpreter was finalizing, when CPython
     has put SIGINT back to its default action). Each run's node is brought up to its first
     /clock message, so the signals meet a running node."""
+    # The venv as the ament prefix, as a sourced workspace sets it (`make test` does not).
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(Path(sys.executable).parents[1]))
     plan = launch_plan("sim", config=str(REPOSITORY / "config" / "controllers.yaml"))
     command = plan.command()
     environment = plan.child_environment(os.environ)
