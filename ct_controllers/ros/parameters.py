@@ -59,9 +59,26 @@ def live_gains(
     return grouped
 
 
+def _numeric(value: Any) -> bool:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return bool(items) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in items
+    )
+
+
 def _declare(node: Any, name: str, default: Any, description: str, live: bool = False) -> Any:
-    descriptor = ParameterDescriptor(name=name, description=description, read_only=not live)
-    return node.declare_parameter(name, default, descriptor).value
+    # A read-only number takes an integer or a double as the file writes it (`1000` or
+    # `1000.0`; rclpy would refuse the one the default is not): its schema checks the value.
+    descriptor = ParameterDescriptor(
+        name=name,
+        description=description,
+        read_only=not live,
+        dynamic_typing=not live and _numeric(default),
+    )
+    value = node.declare_parameter(name, default, descriptor).value
+    # rcl reads an empty YAML list (`gripper_joints: []`: an arm with no gripper) as a value of
+    # no type; no default is None, so None here is that empty list.
+    return [] if value is None and isinstance(default, (list, tuple)) else value
 
 
 def _required_given(node: Any) -> bool:
