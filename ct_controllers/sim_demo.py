@@ -54,6 +54,8 @@ class SimSummary:
     final_position: tuple[float, ...]  # [rad] arm joints at the end
     timing: TimingSummary
     stages: dict[str, Percentiles]  # per-stage compute time [s]
+    tick_compute: np.ndarray  # [s] every tick's compute time, in order (benches pool them)
+    stage_compute: dict[str, np.ndarray]  # [s] every tick's compute time per stage
 
     @property
     def real_time_factor(self) -> float:
@@ -178,6 +180,8 @@ def run_scripted_motion(config: StackConfig, observers: Sequence[RunObserver] = 
         final_position=tuple(float(x) for x in final.position[arm]),
         timing=loop.timing_summary(),
         stages=loop.stages.summary(),
+        tick_compute=loop.timing._compute[: min(loop.timing.ticks, loop.timing.capacity)].copy(),
+        stage_compute={stage: loop.stages.samples(stage) for stage in loop.stages.stages},
     )
 
 
