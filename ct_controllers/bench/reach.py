@@ -56,6 +56,7 @@ from ct_controllers.runtime.stack import build_stack
 from ct_controllers.tasks.conditions import DwellCondition
 
 CLEARANCE = 0.02  # [m] of every robot shape from the table plane, table, floor and cube
+HOME_SLACK = 1e-3  # [m] how much closer than at home a shape already inside CLEARANCE may come
 DEFAULT_TIMEOUT = 10.0  # [s] sim time; the action's move_to_pose.default_timeout
 SETTLE_TICKS = 20  # ticks at home before the goal (a measured state to seed the IK with)
 JUDGE_TICKS = 10  # ticks between two judgements of the success rule
@@ -79,7 +80,10 @@ class Outcome:
 
 
 class ClearanceCheck:
-    """Is the arm at a configuration clear of the scene (see the module docstring)?"""
+    """Is the arm at a configuration clear of the scene (see the module docstring)? A shape
+    that already lies closer than CLEARANCE at home (a shoulder whose mesh reaches below the
+    base plane, as the UR5's does) may come no closer than it is there (less HOME_SLACK), and
+    two links already touching at home are not a collision: the robot's own build, not a pose."""
 
     def __init__(self, config: StackConfig, description: RobotDescription) -> None:
         # The very scene the stack simulates (meshes, TCP site, objects), built as it builds it.
@@ -97,26 +101,54 @@ class ClearanceCheck:
         scenery = [g for g in range(m.ngeom) if g not in self._robot]
         self._pairs = [(r, s) for r in robot for s in scenery]
         self._fromto = np.zeros(6)
+        self._pose({})
+        lowest, distances = self._lowest(), self._distances()
+        self._floor = np.where(lowest < CLEARANCE, lowest - HOME_SLACK, CLEARANCE)
+        self._gap = np.where(distances < CLEARANCE, distances - HOME_SLACK, CLEARANCE)
+        self._touching_at_home = self._self_contacts()
 
-    def clear(self, arm_joints: tuple[str, ...], q_arm: np.ndarray) -> bool:
+    def _pose(self, arm: dict[str, float]) -> None:
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
-        for name, value in self._home.items():
-            d.qpos[self._qpos[name]] = value
-        for name, value in zip(arm_joints, q_arm, strict=True):
+        for name, value in {**self._home, **arm}.items():
             d.qpos[self._qpos[name]] = value
         mujoco.mj_forward(m, d)
-        for g in self._above:
+
+    def _lowest(self) -> np.ndarray:
+        m, d = self.model, self.data
+        lowest = np.empty(len(self._above))
+        for i, g in enumerate(self._above):
             center, half = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
             rotation = d.geom_xmat[g].reshape(3, 3)
-            lowest = (d.geom_xpos[g] + rotation @ center)[2] - np.abs(rotation[2]) @ half
-            if lowest < CLEARANCE:
-                return False
-        for contact in d.contact[: d.ncon]:
-            if contact.geom1 in self._robot and contact.geom2 in self._robot:
-                return False  # two links in contact (adjacent links are not checked)
-        for robot, scenery in self._pairs:
-            if mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto) < CLEARANCE:
+            lowest[i] = (d.geom_xpos[g] + rotation @ center)[2] - np.abs(rotation[2]) @ half
+        return lowest
+
+    def _distances(self) -> np.ndarray:
+        m, d = self.model, self.data
+        return np.array(
+            [
+                mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto)
+                for robot, scenery in self._pairs
+            ]
+        )
+
+    def _self_contacts(self) -> set[tuple[int, int]]:
+        d = self.data
+        return {
+            (min(c.geom1, c.geom2), max(c.geom1, c.geom2))
+            for c in d.contact[: d.ncon]
+            if c.geom1 in self._robot and c.geom2 in self._robot
+        }
+
+    def clear(self, arm_joints: tuple[str, ...], q_arm: np.ndarray) -> bool:
+        self._pose(dict(zip(arm_joints, (float(v) for v in q_arm), strict=True)))
+        if np.any(self._lowest() < self._floor):
+            return False
+        if self._self_contacts() - self._touching_at_home:
+            return False  # two links in contact (adjacent links are not checked)
+        m, d = self.model, self.data
+        for (robot, scenery), gap in zip(self._pairs, self._gap, strict=True):
+            if mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto) < gap:
                 return False
         return True
 
