@@ -206,6 +206,7 @@ def make_rig(
             list(config.joint_names),
             interface=config.section("ros2_control_bridge")["command_interface"],
             object_width=object_width,
+            config_path=config_path,
         )
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
         return Rig(backend, config, stack, plant).brought_up()
