@@ -61,15 +61,35 @@ def test_the_approach_reaches_poses_where_the_differential_ik_alone_stalls(arm):
     assert np.all(solution >= MODEL.limits.lower) and np.all(solution <= MODEL.limits.upper)
 
 
+def test_chain_reach_bounds_the_tcp_distance_from_the_first_joint():
+    """chain_reach's length bounds how far the TCP gets from the first arm joint's origin
+    (forward kinematics at 2000 random in-limit configurations, Pinocchio), and is tight within
+    30 % (the arm stretched gets close to it)."""
+    shoulder, length = reach.chain_reach(MODEL, CONFIG.arm_joints)
+    rng = np.random.default_rng(3)
+    arm = MODEL.indices(CONFIG.arm_joints)
+    farthest = 0.0
+    for _ in range(2000):
+        q = np.zeros(MODEL.nq)
+        q[arm] = rng.uniform(MODEL.limits.lower[arm], MODEL.limits.upper[arm])
+        farthest = max(farthest, float(np.linalg.norm(MODEL.frame_pose(q)[:3, 3] - shoulder)))
+    assert farthest <= length
+    assert farthest >= 0.7 * length
+
+
 @pytest.mark.parametrize(
     "pose",
-    [pose_of(JOINT4_AT_ITS_LIMIT), reach.unreachable_poses(1, seed=0)[0]],
+    [
+        pose_of(JOINT4_AT_ITS_LIMIT),
+        reach.unreachable_poses(1, 0, *reach.chain_reach(MODEL, CONFIG.arm_joints))[0],
+    ],
     ids=["joint4-at-its-limit", "beyond-reach"],
 )
 def test_unreachable_poses_end_unreachable_at_the_goal_check(pose):
     """A pose whose solutions all need joint4 closer to its limit than joint goals go, and one
-    1.3-2 m from the shoulder: UNREACHABLE at the goal check (within its IK budget, 0.2 s, plus
-    slack for a busy machine), with the IK's residual; nothing moved (no sim time ran)."""
+    1.2-1.8 × the chain's length from its first joint: UNREACHABLE at the goal check (within its
+    IK budget, 0.2 s, plus slack for a busy machine), with the IK's residual; nothing moved (no
+    sim time ran)."""
     outcome, solution = reach.run_goal(CONFIG, pose, "approach")
     assert outcome.outcome == reach.UNREACHABLE and solution is None
     assert outcome.position_error > 1e-3 and outcome.seconds == 0.0

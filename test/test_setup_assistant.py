@@ -179,7 +179,8 @@ def test_gains_follow_the_model_and_the_effort_limits(written: Written) -> None:
     """Independently of the design: computed torque kd² ≤ 4 kp (damping ratio ≤ 1 asked), and
     the joint impedance stiffness of each joint is at most (effort limit − largest gravity
     effort) / 0.1 rad (0.01 m) over the stack's check configurations, and at least its largest
-    Mᵢᵢ(q) there × 1 rad²/s² (it asks a bandwidth, not nothing) — M and g from Pinocchio."""
+    Mᵢᵢ(q) there × 1 rad²/s² (it asks a bandwidth, not nothing) — M and g from Pinocchio (a
+    mimic follower carried by its master: Pinocchio's mimic joint)."""
     loaded = _load(written)
     model = loaded.model
     impedance, computed = (
@@ -189,7 +190,7 @@ def test_gains_follow_the_model_and_the_effort_limits(written: Written) -> None:
     kp, kd = computed.kp, computed.kd
     assert np.all(kd**2 <= 4.0 * kp * (1 + 1e-3))
     check = gain_stabilities(loaded.config, model, loaded.controllers, 0)["joint_impedance"]
-    pinocchio_model = pin.buildModelFromXML(loaded.description.urdf)
+    pinocchio_model = pin.buildModelFromXML(loaded.description.urdf, mimic=True)
     data = pinocchio_model.createData()
     gravity = np.max(
         [
@@ -203,8 +204,9 @@ def test_gains_follow_the_model_and_the_effort_limits(written: Written) -> None:
     )
     prismatic = np.array(
         [
-            pinocchio_model.joints[i].shortname().startswith("JointModelP")
-            for i in range(1, pinocchio_model.njoints)
+            joint.shortname().startswith("JointModelP")
+            for joint in sorted(pinocchio_model.joints[1:], key=lambda j: j.idx_v)
+            if joint.nv == 1
         ]
     )
     error = np.where(prismatic, 0.01, 0.1)
@@ -269,9 +271,10 @@ def test_panda_tcp_gripper_and_mimic_follower(
 ) -> None:
     """The Panda: TCP the URDF's own tool frame panda_hand_tcp at the chain's tip; both fingers
     the gripper, found where the tree branches; given only the mimic finger, its master joins
-    it; the written xacro includes the URDF unchanged (every link and joint of the original,
-    meshes referenced as they were) and gives the follower state interfaces only, every other
-    joint effort and position commands."""
+    it and the follower leaves the lists (never commanded: not in gripper_joints, the bridge's
+    command_joints or the <ros2_control> block, as the stack requires); the written xacro
+    includes the URDF unchanged (every link and joint of the original, meshes referenced as
+    they were) and gives every joint of the block effort and position commands."""
     urdf = ROBOTS["panda"]()
     code, out, err = _run(
         capsys, str(urdf), "-o", str(tmp_path / "a"), "--gripper", "panda_finger_joint2"
@@ -279,8 +282,9 @@ def test_panda_tcp_gripper_and_mimic_follower(
     assert code == 0, err
     config = load_config(tmp_path / "a" / "controllers.yaml")
     assert config.tcp_frame == "panda_hand_tcp"
-    assert config.gripper_joints == ("panda_finger_joint1", "panda_finger_joint2")
-    assert "panda_finger_joint2 (follows panda_finger_joint1)" in out
+    assert config.gripper_joints == ("panda_finger_joint1",)
+    assert list(config.section("ros2_control_bridge")["command_joints"]) == list(config.joint_names)
+    assert "panda_finger_joint1 (panda_finger_joint2 follows it" in out
     # What it chose and why, in a few lines: frames, joints, home, targets, each limit that
     # lowered a gain (the Panda's shoulder: its effort limit; joint1/joint3: the sampled loop).
     for said in (
@@ -304,13 +308,12 @@ def test_panda_tcp_gripper_and_mimic_follower(
         assert mine == theirs
     blocks = expanded.findall("ros2_control")
     assert len(blocks) == 1
+    assert [j.get("name") for j in blocks[0].findall("joint")] == list(config.joint_names)
     for joint in blocks[0].findall("joint"):
         commands = [c.get("name") for c in joint.findall("command_interface")]
         states = [s.get("name") for s in joint.findall("state_interface")]
         assert states == ["position", "velocity", "effort"]
-        assert commands == (
-            [] if joint.get("name") == "panda_finger_joint2" else ["effort", "position"]
-        )
+        assert commands == ["effort", "position"]
 
 
 def test_given_home_and_frames_are_written(

@@ -7,7 +7,8 @@ scenario with its outcome, final error and time.
 Scenarios, each from rest at the home pose, in this order on one rig per backend and mode
 (the arm goes back home between them):
 
-- ``joint_motion``: joint1 +0.3 rad and joint4 +0.3 rad, as MoveJoints plans it (duration 0:
+- ``joint_motion``: the first arm joint +0.3 rad and the fourth (joint1, joint4 on the bundled
+  arm; the last one on a shorter arm) +0.3 rad, as MoveJoints plans it (duration 0:
   the reference limits); ok when the motion succeeded and every arm joint of the plant is
   within 0.01 rad of its goal (MoveJoints' tolerance) within 2 s of its end. Error: the
   largest |q − goal| [rad] of the plant's own positions then.
@@ -23,12 +24,14 @@ Scenarios, each from rest at the home pose, in this order on one rig per backend
   the force. Where the fingers are on the position interface and the backend cannot limit
   their drives' effort (the bridge), the goal is refused as the Grasp action refuses it
   (INVALID_GOAL): that is the designed outcome, reported ok with the reason.
-- ``cancel``: a 2 s motion of joint1 (+0.4 rad) stopped at 40 % of its duration as MoveJoints'
+- ``cancel``: a 2 s motion of the first arm joint (+0.4 rad) stopped at 40 % of its duration as
+  MoveJoints'
   cancel stops it (``loop.hold()``: a stop at bounded deceleration, then a hold where it
   ends); ok when the motion ends CANCELED, the arm comes to rest (every arm joint slower than
   0.02 rad/s) within 2 s and, 0.5 s later, the plant is within 0.01 rad of the hold. Error: that
   distance [rad]; time: from the cancel to rest.
-- ``preempt``: the same 2 s motion replaced at 40 % by another (joint1 −0.3 rad), as a newer
+- ``preempt``: the same 2 s motion replaced at 40 % by another (the first arm joint −0.3 rad), as
+  a newer
   MoveJoints goal replaces it; ok when the first ends PREEMPTED and the second is reached as in
   ``joint_motion``. Error: the second's, [rad]; time: the whole scenario.
 
@@ -198,7 +201,8 @@ class Scenarios:
 
     # --- scenarios -------------------------------------------------------------------------
     def joint_motion(self) -> tuple[bool, float | None, str, float, str]:
-        goal = self.goal(joint1=0.3, joint4=0.3)
+        first, fourth = self.config.arm_joints[0], self.config.arm_joints[:4][-1]
+        goal = self.goal(**{first: 0.3, fourth: 0.3})
         start = self.now()
         reached = self.wait_reached(self.move(goal), goal, 20.0)
         error = float(np.abs(self.true_arm() - np.array(list(goal.values()))).max())
@@ -289,9 +293,9 @@ class Scenarios:
         return False, error, "N", seconds, f"{task.phase.value}: {why}"
 
     def _interrupted(self, interrupt: Callable[[int], int | None]) -> tuple[int, int | None, float]:
-        """Start a 2 s motion of joint1 (+0.4 rad), let ``interrupt`` act at 40 % of it;
-        (first motion, what interrupt returned, hardware time of the interruption)."""
-        goal = self.goal(joint1=0.4)
+        """Start a 2 s motion of the first arm joint (+0.4 rad), let ``interrupt`` act at 40 % of
+        it; (first motion, what interrupt returned, hardware time of the interruption)."""
+        goal = self.goal(**{self.config.arm_joints[0]: 0.4})
         first = self.move(goal, 2.0)
         start = self.now()
         while True:
@@ -330,7 +334,7 @@ class Scenarios:
         return ok, error, "rad", rest - at, message
 
     def preempt(self) -> tuple[bool, float | None, str, float, str]:
-        second_goal = self.goal(joint1=-0.3)
+        second_goal = self.goal(**{self.config.arm_joints[0]: -0.3})
         start = self.now()
         first, second, _ = self._interrupted(lambda _: self.move(second_goal))
         assert second is not None
@@ -349,10 +353,12 @@ def run_backend(
     mode: str,
     scenarios: Sequence[str] = SCENARIOS,
     report: Callable[[Row], None] | None = None,
+    config_path: str | None = None,
 ) -> list[Row]:
-    """One rig for ``backend`` in ``mode``, the scenarios in order; a scenario that raises is a
-    failed row (the rig goes on, back home, if it can)."""
-    config = load_config()
+    """One rig for ``backend`` in ``mode`` on the robot of ``config_path`` (None: the bundled
+    arm), the scenarios in order; a scenario that raises is a failed row (the rig goes on, back
+    home, if it can)."""
+    config = load_config(config_path)
     description = load_description(config.robot_description or None, mappings={"backend": backend})
     independent = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
     # What exists now is frozen out of the garbage collector's full passes (as the control
@@ -361,7 +367,9 @@ def run_backend(
     gc.collect()
     gc.freeze()
     canopen = backend == "canopen"
-    rig = make_rig(backend, drives_process=canopen, **MODES[(backend, mode)])
+    rig = make_rig(
+        backend, drives_process=canopen, config_path=config_path, **MODES[(backend, mode)]
+    )
     scheduling = realtime_thread(rig.config.realtime) if canopen else contextlib.nullcontext()
     try:
         with scheduling:
@@ -427,8 +435,10 @@ def run_backends(
     scenarios: Sequence[str] = SCENARIOS,
     report: Callable[[Row], None] | None = None,
     workers: int = 1,
+    config_path: str | None = None,
 ) -> list[Row]:
-    """:func:`run_backend` for each (backend, mode) in ``chosen``; the rows in that order.
+    """:func:`run_backend` for each (backend, mode) in ``chosen`` (the robot of
+    ``config_path``; None: the bundled arm); the rows in that order.
     ``workers`` > 1: the lockstep rigs (LOCKSTEP_BACKENDS) run first, in up to ``workers``
     spawned processes at once (rows reported when all are done), then the paced rigs one at a
     time in this process, alone on the machine as far as this bench goes."""
@@ -439,12 +449,14 @@ def run_backends(
     if lockstep:
         with worker_pool(min(workers, len(lockstep))) as pool:
             for backend, mode in lockstep:
-                done[(backend, mode)] = pool.submit(run_backend, backend, mode, scenarios)
+                done[(backend, mode)] = pool.submit(
+                    run_backend, backend, mode, scenarios, None, config_path
+                )
             wait(list(done.values()))
     rows: list[Row] = []
     for backend, mode in chosen:
         if (backend, mode) not in done:
-            rows += run_backend(backend, mode, scenarios, report)
+            rows += run_backend(backend, mode, scenarios, report, config_path)
             continue
         for row in done[(backend, mode)].result():
             rows.append(row)
@@ -518,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         "a time in this process: they are paced against wall-clock deadlines that concurrent "
         "work on the machine would make them miss",
     )
+    parser.add_argument("--config", metavar="FILE", help="the robot's controllers.yaml")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--plot", metavar="FILE.png", help="also save the rows as a grid")
     args = parser.parse_args(argv)
@@ -537,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_row(row), file=out, flush=True)
 
     wall = time.perf_counter()
-    rows = run_backends(chosen, scenarios, report, args.workers)
+    rows = run_backends(chosen, scenarios, report, args.workers, args.config)
     wall = time.perf_counter() - wall
     if args.plot:
         plot_rows(args.plot, rows)

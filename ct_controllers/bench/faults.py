@@ -88,7 +88,9 @@ FAULTS = {
     "ros2_control_bridge": ("stall", "nan", "unknown_joint", "unstamped"),
     "canopen": ("heartbeat_loss", "drive_fault", "pdo_stop", "bus_error"),
 }
-MOVES = ((0.3, -1.3), (-0.2, -1.8))  # joint1, joint4 targets [rad], alternated
+# The first and fourth arm joints' steps from home [rad], alternated (on the bundled arm the
+# targets joint1 0.3 / joint4 −1.3 and joint1 −0.2 / joint4 −1.8).
+MOVES = ((0.3, 0.3), (-0.2, -0.2))
 MAX_RETRIES = 3  # per injection, when a fault came before it
 MARGIN_PCT = 10.0  # [%] of the limit a row is expected to keep; below it, a note says why
 # Rows whose bound leaves no margin by design: why, printed beside a margin under MARGIN_PCT.
@@ -269,12 +271,14 @@ class Bench:
         loop's own figure (:attr:`FaultRecord.reaction_time`: from the last fresh sample for a
         state timeout, from the detection for a fault the backend reports)."""
         loop = self.stack.loop
-        joint1, joint4 = MOVES[index % len(MOVES)]
         arm = self.config.arm_joints  # the configured arm's first and fourth joints, by name
         moved = [arm[0], arm[min(3, len(arm) - 1)]]
+        home = dict(zip(self.config.joint_names, self.config.home_positions, strict=True))
+        steps = MOVES[index % len(MOVES)]
+        targets = [home[name] + step for name, step in zip(moved, steps, strict=True)]
         before: str | None = None
         for _ in range(MAX_RETRIES + 1):
-            loop.request_motion(moved, [joint1, joint4], 1.0)
+            loop.request_motion(moved, targets, 1.0)
             self.run(0.2)
             if loop.fault is None:
                 break

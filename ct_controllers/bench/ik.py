@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from ct_controllers.bench.robots import ROBOTS, load_robot
+from ct_controllers.bench.robots import ROBOTS, config_robot, load_robot
 from ct_controllers.ik.solver import IkOptions, IkSolver
 from ct_controllers.model.frames import pose_error
 
@@ -38,7 +38,8 @@ WARM_UP = 20  # solves before timing starts (imports, caches), not counted
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ct-bench ik", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--robot", choices=ROBOTS, default="ct_arm")
+    parser.add_argument("--robot", choices=ROBOTS, default="ct_arm", help="shortcut")
+    parser.add_argument("--config", metavar="FILE", help="the robot of this controllers.yaml")
     parser.add_argument("--samples", type=int, default=1000, help="N random targets")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the targets")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -46,9 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(robot_name: str, samples: int, seed: int) -> dict[str, object]:
-    """Run the protocol; returns the summary and the per-sample arrays."""
-    robot = load_robot(robot_name)
+def run(
+    robot_name: str, samples: int, seed: int, config_path: str | None = None
+) -> dict[str, object]:
+    """Run the protocol on ``config_path``'s robot (else ``robot_name``'s); returns the summary
+    and the per-sample arrays."""
+    robot = config_robot(config_path) if config_path else load_robot(robot_name)
     model = robot.model
     solver = IkSolver(
         model,
@@ -60,6 +64,11 @@ def run(robot_name: str, samples: int, seed: int) -> dict[str, object]:
     )
     arm = model.indices(robot.arm_joints)
     lower, upper = model.limits.lower[arm], model.limits.upper[arm]
+    # A continuous joint (no limits) is drawn over one turn.
+    lower, upper = (
+        np.where(np.isfinite(lower), lower, -np.pi),
+        np.where(np.isfinite(upper), upper, np.pi),
+    )
     rng = np.random.default_rng(seed)
     nominal = solver.nominal()
     for _ in range(WARM_UP):
@@ -126,7 +135,7 @@ def main(argv: list[str]) -> int:
     if args.samples < 1:
         print("ct-bench ik: --samples must be ≥ 1", file=sys.stderr)
         return 2
-    outcome = run(args.robot, args.samples, args.seed)
+    outcome = run(args.robot, args.samples, args.seed, args.config)
     summary = outcome["summary"]
     assert isinstance(summary, dict)
     if args.dump:

@@ -41,7 +41,7 @@ import numpy as np
 from ct_controllers.bench.grasp import grasp_setup, random_cubes, top_down_grasp
 from ct_controllers.bench.machine_floor import FloorRun, paced_floor
 from ct_controllers.config import StackConfig, load_config
-from ct_controllers.hardware.mujoco_scene import build_scene
+from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import load_description
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL
 from ct_controllers.runtime.timing import GcMonitor, Percentiles, is_overrun
@@ -104,14 +104,78 @@ def _floor_rtf(config: StackConfig, sim_seconds: float) -> float:
     """MuJoCo alone: the same scene stepped with zero torque, no controller, no Python stack."""
     description = load_description(
         config.robot_description or None, mappings={"backend": config.backend}
-    )  # the configured robot, not the bundled one
-    model = build_scene(description.urdf, timestep=config.section("mujoco")["timestep"]).compile()
+    )  # the configured robot, not the bundled one, in the very scene the stack builds
+    model = MujocoSystem.from_config(description, config).scene_spec().compile()
     data = mujoco.MjData(model)
     steps = round(sim_seconds / model.opt.timestep)
     start = time.perf_counter()
     for _ in range(steps):
         mujoco.mj_step(model, data)
     return sim_seconds / (time.perf_counter() - start)
+
+
+BUNDLED = "bundled"  # --config's name for the bundled configuration
+
+
+def robot_motion(config_path: str | None, sim_seconds: float) -> dict:
+    """Lockstep on any robot (``config_path``; None: the bundled arm): ct-sim's scripted motion,
+    derived from the robot's home and limits (:mod:`ct_controllers.sim_demo`), run again and
+    again for ``sim_seconds`` of sim time; real-time factor, MuJoCo alone (floor), tick and
+    stage compute p50/p99 pooled over the runs. The same workload on every robot: what differs
+    is the robot (its joints, meshes, contacts)."""
+    from ct_controllers.sim_demo import run_scripted_motion
+
+    config = load_config(config_path, overrides={"mujoco.mode": "lockstep", "backend": "mujoco"})
+    sim_time = wall = 0.0
+    ticks: list[np.ndarray] = []
+    stage_samples: dict[str, list[np.ndarray]] = {}
+    runs = 0
+    while sim_time < sim_seconds:
+        summary = run_scripted_motion(config)
+        sim_time += summary.sim_time
+        wall += summary.wall_time
+        ticks.append(summary.tick_compute)
+        for stage, samples in summary.stage_compute.items():
+            stage_samples.setdefault(stage, []).append(samples)
+        runs += 1
+        if not summary.ok:
+            raise RuntimeError(f"{config_path or BUNDLED}: the scripted motion did not end home")
+    tick = Percentiles.of(np.concatenate(ticks))
+    stages = {}
+    for stage, parts in stage_samples.items():
+        figures = Percentiles.of(np.concatenate(parts))
+        stages[stage] = {"p50_us": figures.p50 * 1e6, "p99_us": figures.p99 * 1e6}
+    return {
+        "config": config_path or BUNDLED,
+        "joints": len(config.joint_names),
+        "runs": runs,
+        "rtf": sim_time / wall,
+        "floor_rtf": _floor_rtf(config, min(sim_seconds, 10.0)),
+        "sim_seconds": sim_time,
+        "wall_seconds": wall,
+        "tick_p50_us": tick.p50 * 1e6,
+        "tick_p99_us": tick.p99 * 1e6,
+        "stages": stages,
+    }
+
+
+def print_robots(rows: list[dict]) -> None:
+    """The robots side by side (:func:`robot_motion`)."""
+    print(
+        "ct-bench loop: lockstep at 1000 Hz, ct-sim's scripted motion (derived from each robot) "
+        "through the full stack (joint trajectory → controller → limiter → MuJoCo)"
+    )
+    print(
+        f"  {'robot':40s} {'joints':>6s} {'RTF':>7s} {'floor RTF':>10s} "
+        f"{'tick p50 [µs]':>14s} {'tick p99 [µs]':>14s}  write p50/p99 [µs]"
+    )
+    for row in rows:
+        write = row["stages"].get("write", {"p50_us": math.nan, "p99_us": math.nan})
+        print(
+            f"  {row['config'][-40:]:40s} {row['joints']:6d} {row['rtf']:6.1f}x "
+            f"{row['floor_rtf']:9.1f}x {row['tick_p50_us']:14.1f} {row['tick_p99_us']:14.1f}  "
+            f"{write['p50_us']:.0f}/{write['p99_us']:.0f}"
+        )
 
 
 def paced(
@@ -292,6 +356,14 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--config",
+        action="append",
+        metavar="FILE",
+        help="a robot's controllers.yaml ('bundled': the bundled one); repeat to compare robots "
+        "side by side in one run. Given, the lockstep workload is ct-sim's scripted motion, "
+        "derived from each robot (any arm, with or without a gripper); paced runs are skipped",
+    )
     parser.add_argument("--sim-seconds", type=float, default=60.0)
     parser.add_argument("--paced-seconds", type=float, default=60.0)
     parser.add_argument("--no-load", action="store_true", help="skip the loaded paced run")
@@ -338,6 +410,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("sim_seconds", "paced_seconds"):
         if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
             parser.error(f"--{name.replace('_', '-')} must be > 0")
+    if args.config:
+        rows = [
+            robot_motion(None if path == BUNDLED else path, args.sim_seconds)
+            for path in args.config
+        ]
+        if args.json:
+            print(json.dumps({"robots": rows}))
+        else:
+            print_robots(rows)
+        return 0
     report: dict = {}
     if not args.paced_only:
         report["lockstep"] = lockstep(args.sim_seconds, args.seed, args.cartesian_rate)

@@ -11,7 +11,9 @@ Each pose is one trial per method, each on a fresh stack from controllers.yaml i
 (``runtime/pose_goal.py``, as the action's; no solution: UNREACHABLE, nothing moves), then the
 chain the action runs, switched into the loop, with the action's success rule: the measured TCP
 within 1 mm and 0.01 rad for a continuous 0.1 s (judged every 10 ticks), else TIMEOUT after
-``--timeout`` s of sim time (the action's default). Methods, side by side on the same poses:
+``--timeout`` s of sim time (the action's default). ``--config FILE``: the user's robot (its
+controllers.yaml, e.g. ``ct-setup``'s), the bundled arm by default. Methods, side by side on the
+same poses:
 
 - ``approach``: today's chain — a joint-space approach to the IK solution, then the differential
   IK (QP) for the finish (``controllers/joint_approach.py``);
@@ -19,13 +21,14 @@ within 1 mm and 0.01 rad for a continuous 0.1 s (judged every 10 ticks), else TI
   IK solution is not used).
 
 ``seconds`` is the sim time from the switch to the SUCCESS (dwell included). ``--unreachable K``
-adds K poses beyond the arm's reach (TCP 1.3–2 m from the shoulder, random orientation): each
-must end UNREACHABLE at the goal check, after ``ik_ms`` of wall time.
+adds K poses beyond the arm's reach (TCP 1.2–1.8 × the chain's length from its first joint,
+random orientation): each must end UNREACHABLE at the goal check, after ``ik_ms`` of wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import math
@@ -45,19 +48,21 @@ from ct_controllers.chains.pose_goal import (
     pose_chain,
 )
 from ct_controllers.config import StackConfig, load_config
-from ct_controllers.hardware.mujoco_scene import CUBE_BODY, build_scene
-from ct_controllers.model.description import load_description
+from ct_controllers.hardware.mujoco_scene import CUBE_BODY
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import build_stack
 from ct_controllers.tasks.conditions import DwellCondition
 
 CLEARANCE = 0.02  # [m] of every robot shape from the table plane, table, floor and cube
+HOME_SLACK = 1e-3  # [m] how much closer than at home a shape already inside CLEARANCE may come
 DEFAULT_TIMEOUT = 10.0  # [s] sim time; the action's move_to_pose.default_timeout
 SETTLE_TICKS = 20  # ticks at home before the goal (a measured state to seed the IK with)
 JUDGE_TICKS = 10  # ticks between two judgements of the success rule
 METHODS = ("baseline", "approach")
 GOAL_SUCCESS_RATE = 0.99
-SHOULDER = np.array([0.0, 0.0, 0.36])  # [m] joint2's axis above the base
+FAR = (1.2, 1.8)  # [-] of the chain's length: where the poses beyond reach lie
 SUCCESS, TIMEOUT, UNREACHABLE, FAULT = "SUCCESS", "TIMEOUT", "UNREACHABLE", "FAULT"
 
 
@@ -75,12 +80,14 @@ class Outcome:
 
 
 class ClearanceCheck:
-    """Is the arm at a configuration clear of the scene (see the module docstring)?"""
+    """Is the arm at a configuration clear of the scene (see the module docstring)? A shape
+    that already lies closer than CLEARANCE at home (a shoulder whose mesh reaches below the
+    base plane, as the UR5's does) may come no closer than it is there (less HOME_SLACK), and
+    two links already touching at home are not a collision: the robot's own build, not a pose."""
 
-    def __init__(self, config: StackConfig, urdf: str) -> None:
-        self.model = build_scene(
-            urdf, timestep=config.section("mujoco")["timestep"], with_objects=True
-        ).compile()
+    def __init__(self, config: StackConfig, description: RobotDescription) -> None:
+        # The very scene the stack simulates (meshes, TCP site, objects), built as it builds it.
+        self.model = MujocoSystem.from_config(description, config).scene_spec().compile()
         self.data = mujoco.MjData(self.model)
         m = self.model
         cube = m.body(CUBE_BODY).id
@@ -94,38 +101,72 @@ class ClearanceCheck:
         scenery = [g for g in range(m.ngeom) if g not in self._robot]
         self._pairs = [(r, s) for r in robot for s in scenery]
         self._fromto = np.zeros(6)
+        self._pose({})
+        lowest, distances = self._lowest(), self._distances()
+        self._floor = np.where(lowest < CLEARANCE, lowest - HOME_SLACK, CLEARANCE)
+        self._gap = np.where(distances < CLEARANCE, distances - HOME_SLACK, CLEARANCE)
+        self._touching_at_home = self._self_contacts()
 
-    def clear(self, arm_joints: tuple[str, ...], q_arm: np.ndarray) -> bool:
+    def _pose(self, arm: dict[str, float]) -> None:
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
-        for name, value in self._home.items():
-            d.qpos[self._qpos[name]] = value
-        for name, value in zip(arm_joints, q_arm, strict=True):
+        for name, value in {**self._home, **arm}.items():
             d.qpos[self._qpos[name]] = value
         mujoco.mj_forward(m, d)
-        for g in self._above:
+
+    def _lowest(self) -> np.ndarray:
+        m, d = self.model, self.data
+        lowest = np.empty(len(self._above))
+        for i, g in enumerate(self._above):
             center, half = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
             rotation = d.geom_xmat[g].reshape(3, 3)
-            lowest = (d.geom_xpos[g] + rotation @ center)[2] - np.abs(rotation[2]) @ half
-            if lowest < CLEARANCE:
-                return False
-        for contact in d.contact[: d.ncon]:
-            if contact.geom1 in self._robot and contact.geom2 in self._robot:
-                return False  # two links in contact (adjacent links are not checked)
-        for robot, scenery in self._pairs:
-            if mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto) < CLEARANCE:
+            lowest[i] = (d.geom_xpos[g] + rotation @ center)[2] - np.abs(rotation[2]) @ half
+        return lowest
+
+    def _distances(self) -> np.ndarray:
+        m, d = self.model, self.data
+        return np.array(
+            [
+                mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto)
+                for robot, scenery in self._pairs
+            ]
+        )
+
+    def _self_contacts(self) -> set[tuple[int, int]]:
+        d = self.data
+        return {
+            (min(c.geom1, c.geom2), max(c.geom1, c.geom2))
+            for c in d.contact[: d.ncon]
+            if c.geom1 in self._robot and c.geom2 in self._robot
+        }
+
+    def clear(self, arm_joints: tuple[str, ...], q_arm: np.ndarray) -> bool:
+        self._pose(dict(zip(arm_joints, (float(v) for v in q_arm), strict=True)))
+        if np.any(self._lowest() < self._floor):
+            return False
+        if self._self_contacts() - self._touching_at_home:
+            return False  # two links in contact (adjacent links are not checked)
+        m, d = self.model, self.data
+        for (robot, scenery), gap in zip(self._pairs, self._gap, strict=True):
+            if mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto) < gap:
                 return False
         return True
 
 
 def reachable_configurations(
-    config: StackConfig, model: RobotModel, urdf: str, seed: int, counts: dict[str, int]
+    config: StackConfig,
+    model: RobotModel,
+    description: RobotDescription,
+    seed: int,
+    counts: dict[str, int],
 ) -> Iterator[np.ndarray]:
-    """Full model-order configurations: arm uniform inside its limits, fingers at home, clear
-    of the scene; ``counts`` records "drawn" and "rejected"."""
-    check = ClearanceCheck(config, urdf)
+    """Full model-order configurations: arm uniform inside its limits (a continuous joint in
+    [−π, π]), fingers at home, clear of the scene; ``counts`` records "drawn" and "rejected"."""
+    check = ClearanceCheck(config, description)
     arm = model.indices(config.arm_joints)
     lower, upper = model.limits.lower[arm], model.limits.upper[arm]
+    lower = np.where(np.isfinite(lower), lower, -math.pi)
+    upper = np.where(np.isfinite(upper), upper, math.pi)
     home = np.empty(model.nq)
     home[model.indices(config.joint_names)] = config.home_positions
     rng = np.random.default_rng(seed)
@@ -140,8 +181,27 @@ def reachable_configurations(
         yield q
 
 
-def unreachable_poses(count: int, seed: int) -> list[np.ndarray]:
-    """TCP poses 1.3–2 m from the shoulder (beyond the arm's ~1.1 m), random orientation."""
+def chain_reach(model: RobotModel, arm_joints: tuple[str, ...]) -> tuple[np.ndarray, float]:
+    """The first arm joint's origin [m] (base frame) and an upper bound on how far the TCP gets
+    from it [m]: the sum of the distances between consecutive arm joint origins and from the
+    last one to the TCP (constant at every configuration; a prismatic joint adds its stroke)."""
+    q = model.neutral()
+    pin.framesForwardKinematics(model.model, model.data, model.pinocchio_configuration(q))
+    ids = [model.model.getJointId(name) for name in arm_joints]
+    points = [np.array(model.data.oMi[i].translation) for i in ids]
+    points.append(np.array(model.data.oMf[model.tcp_frame_id].translation))
+    length = sum(float(np.linalg.norm(b - a)) for a, b in itertools.pairwise(points))
+    for name, i in zip(arm_joints, model.indices(arm_joints), strict=True):
+        if model.model.joints[model.model.getJointId(name)].shortname().startswith("JointModelP"):
+            length += float(model.limits.upper[i] - model.limits.lower[i])
+    base = model.data.oMf[model.base_frame_id].inverse()
+    return np.array((base * pin.SE3(np.eye(3), points[0])).translation), length
+
+
+def unreachable_poses(
+    count: int, seed: int, shoulder: np.ndarray, reach: float
+) -> list[np.ndarray]:
+    """TCP poses FAR × ``reach`` from ``shoulder`` (:func:`chain_reach`), random orientation."""
     rng = np.random.default_rng(seed + 10**6)
     poses = []
     for _ in range(count):
@@ -149,7 +209,7 @@ def unreachable_poses(count: int, seed: int) -> list[np.ndarray]:
         direction /= np.linalg.norm(direction)
         pose = np.eye(4)
         pose[:3, :3] = pin.exp3(rng.uniform(-math.pi, math.pi) * _unit(rng.normal(size=3)))
-        pose[:3, 3] = SHOULDER + rng.uniform(1.3, 2.0) * direction
+        pose[:3, 3] = shoulder + rng.uniform(*FAR) * reach * direction
         poses.append(pose)
     return poses
 
@@ -164,6 +224,7 @@ def run_goal(
     method: str,
     timeout: float = DEFAULT_TIMEOUT,
     controller: str | None = None,
+    description: RobotDescription | None = None,
 ) -> tuple[Outcome, np.ndarray | None]:
     """One MoveToPose goal on a fresh stack from home, as the action runs it; also the goal
     check's IK solution (None if it found none). ``method``: "approach" or "baseline". The IK
@@ -171,7 +232,7 @@ def run_goal(
     solution for the same pose."""
     if method not in METHODS:
         raise ValueError(f"method '{method}' is not one of {', '.join(METHODS)}")
-    stack = build_stack(config)
+    stack = build_stack(config, description)
     stack.bring_up()
     try:
         loop = stack.loop
@@ -255,13 +316,17 @@ def run(
     controller: str | None = None,
     methods: tuple[str, ...] = METHODS,
     progress: bool = False,
+    config_path: str | None = None,
 ) -> dict[str, object]:
-    config = load_config(overrides={"mujoco.mode": "lockstep"})
-    description = load_description(mappings={"backend": config.backend})
+    """The bench (module docstring) on the robot of ``config_path`` (None: the bundled arm)."""
+    config = load_config(config_path, overrides={"mujoco.mode": "lockstep", "backend": "mujoco"})
+    description = load_description(
+        config.robot_description or None, mappings={"backend": config.backend}
+    )
     model = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
     arm = model.indices(config.arm_joints)
     counts: dict[str, int] = {}
-    configurations = reachable_configurations(config, model, description.urdf, seed, counts)
+    configurations = reachable_configurations(config, model, description, seed, counts)
     trials: list[dict[str, object]] = []
     by_method: dict[str, list[Outcome]] = {m: [] for m in methods}
     ik_rejected = 0
@@ -275,7 +340,7 @@ def run(
         }
         results: dict[str, object] = {}
         for method in methods:
-            outcome, solution = run_goal(config, pose, method, timeout, controller)
+            outcome, solution = run_goal(config, pose, method, timeout, controller, description)
             if outcome.outcome == UNREACHABLE:
                 ik_rejected += method == methods[0]
             else:
@@ -293,10 +358,12 @@ def run(
         row["results"] = results
         trials.append(row)
     far: list[dict[str, object]] = []
-    for pose in unreachable_poses(unreachable, seed):
-        outcome, _ = run_goal(config, pose, methods[-1], timeout, controller)
+    shoulder, reach = chain_reach(model, config.arm_joints)
+    for pose in unreachable_poses(unreachable, seed, shoulder, reach):
+        outcome, _ = run_goal(config, pose, methods[-1], timeout, controller, description)
         far.append({"pose": pose.tolist(), **asdict(outcome)})
     return {
+        "config": config_path or "bundled",
         "samples": samples,
         "seed": seed,
         "timeout": timeout,
@@ -325,6 +392,7 @@ def run(
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ct-bench reach", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", help="controllers.yaml of the robot (default: the bundled)")
     parser.add_argument("--samples", type=int, default=200, help="N random reachable poses")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the poses")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="[s] per goal")
@@ -361,6 +429,7 @@ def main(argv: list[str]) -> int:
         args.controller,
         methods,
         progress=args.progress and not args.json,
+        config_path=args.config,
     )
     outcome["wall_seconds"] = time.perf_counter() - started
     if args.json:

@@ -71,3 +71,26 @@ def load_robot(name: str) -> BenchRobot:
     locked = {finger: FINGER_POSITION for finger in fingers}
     arm = tuple(n for n in model.joint_names if n not in locked)
     return BenchRobot(name, model, frame, arm, locked, str(path), urdf)
+
+
+def config_robot(config_path: str) -> BenchRobot:
+    """The robot of a controllers.yaml (e.g. ``ct-setup``'s): its description, TCP and base
+    frames, arm joints; its gripper joints locked at their home positions."""
+    from ct_controllers.config import load_config
+
+    config = load_config(config_path)
+    description = load_description(
+        config.robot_description or None, mappings={"backend": config.backend}
+    )
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+    home = dict(zip(config.joint_names, config.home_positions, strict=True))
+    locked = {joint: home[joint] for joint in config.gripper_joints}
+    return BenchRobot(
+        config_path,
+        model,
+        config.tcp_frame,
+        tuple(config.arm_joints),
+        locked,
+        str(description.source),
+        description.urdf,
+    )

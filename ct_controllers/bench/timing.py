@@ -37,6 +37,7 @@ GOAL_RATIO = 2.0  # computed torque p99 within 2× of the floor's
 def _states(model: RobotModel, count: int) -> list[tuple[JointState, JointReference]]:
     rng = np.random.default_rng(0)
     middle = (model.limits.lower + model.limits.upper) / 2
+    middle = np.where(np.isfinite(middle), middle, 0.0)  # a continuous joint: about 0
     w = 1.0 + 0.3 * np.arange(model.nv)
     samples = []
     for k in range(count):
@@ -72,21 +73,40 @@ def _summary(times_us: np.ndarray) -> dict[str, float]:
     return {"p50_us": float(p50), "p99_us": float(p99), "max_us": float(times_us.max())}
 
 
-def run(ticks: int) -> dict:
-    description = load_description(mappings={"backend": "mujoco"})
-    model = RobotModel(description.urdf)
+def robot_urdf(robot: str = "ct_arm", config_path: str | None = None) -> str:
+    """The URDF to time: the robot of ``config_path`` (its controllers.yaml), else ``robot``
+    (``ct_arm``: the bundled xacro; ``panda``: example-robot-data's)."""
+    if config_path is not None:
+        from ct_controllers.config import load_config
+
+        config = load_config(config_path)
+        return load_description(
+            config.robot_description or None, mappings={"backend": "mujoco"}
+        ).urdf
+    if robot == "panda":
+        from ct_controllers.bench.robots import panda_urdf_path
+
+        return panda_urdf_path().read_text()
+    if robot != "ct_arm":
+        raise ValueError(f"unknown robot '{robot}' (ct_arm, panda)")
+    return load_description(mappings={"backend": "mujoco"}).urdf
+
+
+def run(ticks: int, urdf: str | None = None) -> dict:
+    """Every figure on ``urdf`` (None: the bundled arm)."""
+    urdf = urdf or robot_urdf()
+    model = RobotModel(urdf)
     samples = _states(model, ticks)
-    inertia = np.diag(model.mass_matrix((model.limits.lower + model.limits.upper) / 2))
+    middle = (model.limits.lower + model.limits.upper) / 2
+    inertia = np.diag(model.mass_matrix(np.where(np.isfinite(middle), middle, 0.0)))
     kp, kd = inertia * 36.0, inertia * 12.0
     dt = 0.001
 
     controllers: dict[str, Controller] = {
-        "joint_impedance": JointImpedanceController(RobotModel(description.urdf), kp, kd),
-        "pd": ComputedTorqueController(RobotModel(description.urdf), kp, kd, PD),
-        "pd_gravity": ComputedTorqueController(RobotModel(description.urdf), kp, kd, PD_GRAVITY),
-        "computed_torque": ComputedTorqueController(
-            RobotModel(description.urdf), kp, kd, COMPUTED_TORQUE
-        ),
+        "joint_impedance": JointImpedanceController(RobotModel(urdf), kp, kd),
+        "pd": ComputedTorqueController(RobotModel(urdf), kp, kd, PD),
+        "pd_gravity": ComputedTorqueController(RobotModel(urdf), kp, kd, PD_GRAVITY),
+        "computed_torque": ComputedTorqueController(RobotModel(urdf), kp, kd, COMPUTED_TORQUE),
     }
     results: dict[str, dict] = {}
     for name, controller in controllers.items():
@@ -95,14 +115,17 @@ def run(ticks: int) -> dict:
     # Floors: the same laws as bare Pinocchio/numpy calls.
     pin_model = pin.Model(model.model)
     pin_data = pin_model.createData()
+    # Pinocchio's configuration: the joint positions themselves unless a joint is continuous
+    # (then its (cos, sin), as the controllers convert every tick).
+    to_pin = model.pinocchio_configuration if model.continuous_joints else (lambda q: q)
 
     def floor_computed_torque(state: JointState, reference: JointReference) -> object:
         a = reference.a + kp * (reference.q - state.q) + kd * (reference.v - state.v)
-        return pin.rnea(pin_model, pin_data, state.q, state.v, a)
+        return pin.rnea(pin_model, pin_data, to_pin(state.q), state.v, a)
 
     def floor_gravity_pd(state: JointState, reference: JointReference) -> object:
         tau = kp * (reference.q - state.q) + kd * (reference.v - state.v)
-        return tau + pin.computeGeneralizedGravity(pin_model, pin_data, state.q)
+        return tau + pin.computeGeneralizedGravity(pin_model, pin_data, to_pin(state.q))
 
     floors = {
         "computed_torque": _summary(_measure(floor_computed_torque, samples)),
@@ -137,15 +160,20 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--ticks", type=int, default=20_000, help="updates per figure (≥ 10000)")
+    parser.add_argument("--config", metavar="FILE", help="the robot of this controllers.yaml")
+    parser.add_argument(
+        "--robot", choices=("ct_arm", "panda"), default="ct_arm", help="shortcut (no --config)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.ticks < WARMUP + 1:
         parser.error(f"--ticks must be more than {WARMUP}")
-    report = run(args.ticks)
+    report = run(args.ticks, robot_urdf(args.robot, args.config))
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"ct-bench timing: one update on ct_arm (9 DOF), {args.ticks} ticks each [µs]")
+    what = args.config or args.robot
+    print(f"ct-bench timing: one update on {what}, {args.ticks} ticks each [µs]")
     print(f"  {'':18s}{'p50':>8s}{'p99':>8s}{'max':>9s}   floor (bare Pinocchio) p50 / p99")
     for name, figures in report["controllers"].items():
         floor = report["floors"].get(name)

@@ -153,7 +153,7 @@ def sample_setup() -> Setup:
     robot = RobotModel(model, tcp_frame="effector_body", base_frame="universe")
 
     def make_plant(dt: float, scale: float) -> Plant:
-        return PinocchioPlant(robot.with_mass_scale(scale).model, dt)
+        return PinocchioPlant(robot.with_mass_scale(scale), dt)
 
     return Setup(
         robot,

@@ -207,9 +207,14 @@ class MujocoSystem(SystemInterface):
     @classmethod
     def from_config(cls, description: RobotDescription, config: StackConfig) -> MujocoSystem:
         """The plugin constructor: joints from the ``<ros2_control>`` block, the rest from
-        controllers.yaml (``mujoco.*`` — command interfaces per joint included —, parsed here by
-        :data:`PARAMETERS`; ``home_positions``, ``update_rate``)."""
-        params = PARAMETERS.parse(config.parameters, len(config.joint_names))
+        controllers.yaml (``mujoco.*`` — command interfaces per joint included —, as
+        :func:`~ct_controllers.config.load_config` parsed it by :data:`PARAMETERS`, sized by the
+        joint lists, when ``backend`` is ``mujoco``; parsed here only for a URDF whose own block
+        names this plugin under another ``backend``; ``home_positions``, ``update_rate``)."""
+        if config.backend == cls.BACKEND:
+            params = config.section(cls.BACKEND)
+        else:
+            params = PARAMETERS.parse(config.parameters, len(config.joint_names))
         scene = config.parameters.get(SCENE, "")
         if not isinstance(scene, str):
             raise ConfigError(f"parameter '{SCENE}': expected a path (a string), got {scene!r}")
@@ -235,9 +240,10 @@ class MujocoSystem(SystemInterface):
             ),
         )
 
-    # --- lifecycle -------------------------------------------------------------------------
-    def _on_configure(self) -> None:
-        spec = build_scene(
+    def scene_spec(self) -> mujoco.MjSpec:
+        """The scene this system simulates, uncompiled (:func:`build_scene` with this
+        configuration): what benches and tests check against, the very scene the stack runs."""
+        return build_scene(
             self.urdf,
             timestep=self.config.timestep,
             command_interfaces=self.config.command_interfaces,
@@ -249,7 +255,10 @@ class MujocoSystem(SystemInterface):
             urdf_directory=self.config.urdf_directory,
             scene=self.config.scene,
         )
-        model = compile_scene(spec)
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def _on_configure(self) -> None:
+        model = compile_scene(self.scene_spec())
         self.model, self.data = model, mujoco.MjData(model)
         # MjData's arrays as numpy views, taken once (each attribute access builds a new view;
         # MjData never moves them): what every read and write indexes.

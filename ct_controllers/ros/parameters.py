@@ -15,7 +15,7 @@ from typing import Any
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.parameter import Parameter
 
-from ct_controllers.config import load_parameters
+from ct_controllers.config import ConfigError, load_parameters
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
 from ct_controllers.plugins import CONTROLLERS, known_plugins, load_plugin
 from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
@@ -59,9 +59,49 @@ def live_gains(
     return grouped
 
 
+def _numeric(value: Any) -> bool:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return bool(items) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in items
+    )
+
+
 def _declare(node: Any, name: str, default: Any, description: str, live: bool = False) -> Any:
-    descriptor = ParameterDescriptor(name=name, description=description, read_only=not live)
-    return node.declare_parameter(name, default, descriptor).value
+    # A read-only number takes an integer or a double as the file writes it (`1000` or
+    # `1000.0`; rclpy would refuse the one the default is not): its schema checks the value.
+    descriptor = ParameterDescriptor(
+        name=name,
+        description=description,
+        read_only=not live,
+        dynamic_typing=not live and _numeric(default),
+    )
+    value = node.declare_parameter(name, default, descriptor).value
+    # rcl reads an empty YAML list (`gripper_joints: []`: an arm with no gripper) as a value of
+    # no type; no default is None, so None here is that empty list.
+    return [] if value is None and isinstance(default, (list, tuple)) else value
+
+
+def _required_given(node: Any) -> bool:
+    """Whether the node's parameters (its ``--params-file`` and ``-p`` overrides, as rclpy
+    read them) describe a robot of their own: any of the stack's required entries given. Then
+    every required entry must come from them (:func:`_check_required`); with none given, the
+    node runs the bundled arm, every entry from the bundled file."""
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them here, by name
+    required = set(STACK_PARAMETERS.required)
+    return bool(required & set(overrides))
+
+
+def _check_required(node: Any, names: list[str]) -> None:
+    """A required entry (:data:`~ct_controllers.parameter_schema.REQUIRED`: the robot's joints,
+    frames, per-joint values) the user's file leaves out is a ConfigError naming each: the
+    bundled arm's value is never taken for the user's robot."""
+    overrides = set(getattr(node, "_parameter_overrides", {}))
+    missing = [name for name in names if name not in overrides]
+    if missing:
+        raise ConfigError(
+            f"the parameters file does not give {', '.join(repr(m) for m in missing)}: each "
+            "describes the robot and has no default (the bundled arm's is not taken)"
+        )
 
 
 def declare_all(node: Any) -> dict[str, Any]:
@@ -69,8 +109,12 @@ def declare_all(node: Any) -> dict[str, Any]:
     from its schema (description with unit, live or read-only): the stack's own entries; the
     selected backend's section and every other one the bundled file documents; for every
     controller instance the configuration names (``controllers``, whatever the names), ``type``
-    and its type's parameters. Return their (overridden) values."""
+    and its type's parameters. Return their (overridden) values. Under a parameters file that
+    describes a robot of its own, each required entry (no default: joints, frames, per-joint
+    values) of the stack and of the selected backend's section must come from it: ConfigError
+    naming what it leaves out."""
     bundled = load_parameters()
+    own_robot = _required_given(node)
     sections = set(known_plugins(PARAMETERS))
     bundled_instances = set(bundled.get("controllers", ()))
     values: dict[str, Any] = {}
@@ -78,10 +122,13 @@ def declare_all(node: Any) -> dict[str, Any]:
     for name, (description, live) in STACK_PARAMETERS.describe().items():
         default = bundled[name] if name in bundled else stack_defaults[name]  # (REQUIRED: none)
         values[name] = _declare(node, name, default, description, live)
+    required = list(STACK_PARAMETERS.required)  # the robot's: from the user's file
     documented = {name.split(".", 1)[0] for name in bundled if "." in name}
     for section in sorted(({values["backend"]} | documented) & sections):
         schema = section_schema(section)
         assert schema is not None
+        if section == values["backend"]:
+            required += schema.required
         defaults = schema.defaults()
         for name, (description, live) in schema.describe().items():
             default = bundled[name] if name in bundled else defaults[name]
@@ -107,6 +154,8 @@ def declare_all(node: Any) -> dict[str, Any]:
         )
         for spec in schema.parameters:
             name = f"{instance}.{spec.name}"
+            if spec.per_joint or spec.required:  # the bundled arm's gains fit no other robot
+                required.append(name)
             default = bundled.get(f"{template}.{spec.name}", schema.defaults()[spec.name])
             values[name] = _declare(node, name, default, spec.describe(), spec.live)
     for name, (default, description) in ROS_ONLY.items():
@@ -119,4 +168,6 @@ def declare_all(node: Any) -> dict[str, Any]:
                 floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
             ),
         )
+    if own_robot:
+        _check_required(node, required)
     return values

@@ -12,10 +12,15 @@ Defaults, each reported with its reason (:attr:`Chain.notes`):
   (``tcp``, then ``tool``, ``ee``/``eef``/``end_effector``, ``flange``), else the deepest one;
 - the arm joints: the movable joints on the path from the base to the TCP, base first.
 
-A mimic joint among the gripper joints is taken as the follower it is, and the gripper's joints
-are closed over ``<mimic>`` (a master brings its followers, a follower its master). The stack
-drives every movable joint, so a movable joint on neither list, a gripper joint on the arm
-chain, or a frame that is not there is a :class:`SetupError` naming it.
+A mimic joint among the gripper joints is taken as the follower it is: the gripper's joints are
+closed over ``<mimic>`` (a master brings its followers, a follower its master), and then the
+followers leave the lists. One rule, kept by the setup assistant, the stack
+(:func:`~ct_controllers.runtime.stack.build_stack`) and the MuJoCo scene alike: a follower is
+never commanded, so it is in neither joint list, nor the bridge's ``command_joints``, nor the
+``<ros2_control>`` block; it follows its master (Pinocchio's mimic joint, MuJoCo's joint
+equality) and is reported in :attr:`Chain.followers`. The stack drives every other movable
+joint, so a movable joint on neither list, a gripper joint on the arm chain, or a frame that is
+not there is a :class:`SetupError` naming it.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ TOOL_NAMES = (r"tcp", r"tool\d*", r"(ee|eef|end_effector|endeffector)\d*", r"fla
 
 @dataclass(frozen=True)
 class Chain:
-    """The frames and joint lists of the configuration. ``followers``: mimic joint → the joint
-    it follows (among the gripper joints); ``notes``: how each was chosen, one line each."""
+    """The frames and joint lists of the configuration (mimic followers in neither list).
+    ``followers``: mimic joint → the gripper joint it follows; ``notes``: how each was chosen,
+    one line each."""
 
     base: str
     tcp: str
@@ -250,7 +256,17 @@ def discover_chain(
             f"arm joint(s) {', '.join(mimic_on_arm)} follow another joint (<mimic>): the arm "
             "chain must be driven joint by joint"
         )
-    listed = set(arm) | set(gripper_names)
+    followers = {
+        j.name: j.mimic for j in tree.movable if j.name in gripper_names and j.mimic is not None
+    }
+    gripper_names = [name for name in gripper_names if name not in followers]
+    if followers:
+        notes.append(
+            "gripper: "
+            + ", ".join(f"{f} follows {m}" for f, m in followers.items())
+            + " (<mimic>): not listed, never commanded"
+        )
+    listed = set(arm) | set(gripper_names) | set(followers)
     left = [j.name for j in tree.movable if j.name not in listed]
     if left:
         raise SetupError(
@@ -258,9 +274,6 @@ def discover_chain(
             "gripper joints, and the stack drives every movable joint: name them with --gripper, "
             "or choose another --tcp/--base"
         )
-    followers = {
-        j.name: j.mimic for j in tree.movable if j.name in gripper_names and j.mimic is not None
-    }
     return Chain(
         base=base,
         tcp=tcp,

@@ -94,6 +94,12 @@ def _description(
     return path, text, DEFAULT_BACKEND, why
 
 
+def _with_followers(name: str, chain: Chain) -> str:
+    """``name``, with the mimic joints that follow it (never commanded, not listed)."""
+    followers = [f for f, master in chain.followers.items() if master == name]
+    return name + (f" ({', '.join(followers)} follows it: <mimic>)" if followers else "")
+
+
 def _lowered_lines(gains: GainDesign, bandwidth: float) -> list[str]:
     lines = []
     for joint in gains.joints:
@@ -169,13 +175,7 @@ def plan(
         *(f"  {note}" for note in chain.notes),
         f"  arm joints ({len(chain.arm_joints)}): {', '.join(chain.arm_joints)}",
         f"  gripper joints ({len(chain.gripper_joints)}): "
-        + (
-            ", ".join(
-                f"{n} (follows {chain.followers[n]})" if n in chain.followers else n
-                for n in chain.gripper_joints
-            )
-            or "none"
-        ),
+        + (", ".join(_with_followers(n, chain) for n in chain.gripper_joints) or "none"),
         f"  home [rad | m]: [{', '.join(f'{v:.3f}' for v in chosen.positions)}] ({chosen.note})",
         f"  gains: {bandwidth:g} rad/s, damping ratio {damping_ratio:g} on the worst-case "
         f"inertia M(q)ᵢᵢ + armature over sampled configurations; stable at {update_rate:g} Hz "

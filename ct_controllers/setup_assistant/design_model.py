@@ -14,9 +14,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 import numpy as np
-import pinocchio as pin
 
-from ct_controllers.model.description import joint_armature
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.setup_assistant.chain import Chain
 from ct_controllers.setup_assistant.urdf_tree import RobotTree
@@ -76,15 +74,11 @@ class DesignModel:
 
 
 def design_model(tree: RobotTree, chain: Chain) -> DesignModel:
-    """The design model of ``tree`` for ``chain``: Pinocchio's model of the URDF with its
-    continuous joints made one-angle (:func:`one_angle_urdf`), every mimic joint a joint of its
-    own (the follower's inertia counts on its own axis), the drives' armature added."""
-    urdf = one_angle_urdf(tree.urdf)
-    built = pin.buildModelFromXML(urdf)
-    for name, value in joint_armature(urdf).items():
-        if built.existJointName(name):
-            built.armature[built.joints[built.getJointId(name)].idx_v] = value
-    model = RobotModel(built, tcp_frame=chain.tcp, base_frame=chain.base)
+    """The design model of ``tree`` for ``chain``: the stack's own model of the URDF
+    (:class:`RobotModel`: the drives' armature added, a mimic follower carried by its master,
+    whose inertia and gains therefore include the follower's) with its continuous joints made
+    one-angle (:func:`one_angle_urdf`)."""
+    model = RobotModel(one_angle_urdf(tree.urdf), tcp_frame=chain.tcp, base_frame=chain.base)
     order = np.array([model.v_index(name) for name in chain.joint_names], dtype=np.intp)
     prismatic = np.zeros(model.nv, dtype=bool)
     for joint in tree.movable:

@@ -1,4 +1,4 @@
-"""The home pose: the one given (checked: length, limits, mimic joints), or a well-conditioned one
+"""The home pose: the one given (checked: length, limits), or a well-conditioned one
 chosen from the model, deterministically.
 
 Chosen home (arm joints): the best of ``CANDIDATES`` seeded samples inside the middle
@@ -12,8 +12,8 @@ n < 6 √det(Jᵀ J)), c = (∏ᵢ 4 xᵢ (1 − xᵢ))^(1/n) the joints' cleara
 position's fraction of the range: 1 in the middle, 0 at a limit) and a ∈ [−1, 1] how much the
 tool's z axis points down (a grasp approach). A candidate is refused when a link origin or the
 TCP dips below the base plane (z in the base frame below min(0.05 m, the link's height at
-q = 0)): the arm starts above the table it stands on. Gripper joints start at mid-range; a mimic
-joint at ``multiplier · q_master + offset``.
+q = 0)): the arm starts above the table it stands on. Gripper joints start at mid-range (a mimic
+follower is not a joint of the configuration: it follows its master).
 """
 
 from __future__ import annotations
@@ -95,15 +95,12 @@ class _Scorer:
         return manipulability * clearance * (1.0 + down) / 2.0
 
 
-def _gripper_positions(tree: RobotTree, design: DesignModel, q: FloatArray) -> None:
-    """Gripper joints to mid-range, then mimic joints to their master (in place, model order)."""
+def _gripper_positions(design: DesignModel, q: FloatArray) -> None:
+    """Gripper joints to mid-range (in place, model order)."""
     model = design.model
     for name in design.chain.gripper_joints:
         i = model.v_index(name)
         q[i] = 0.5 * (model.limits.lower[i] + model.limits.upper[i])
-    for follower, master in design.chain.followers.items():
-        joint = tree.joint(follower)
-        q[model.v_index(follower)] = joint.multiplier * q[model.v_index(master)] + joint.offset
 
 
 def choose_home(tree: RobotTree, design: DesignModel) -> Home:
@@ -114,7 +111,7 @@ def choose_home(tree: RobotTree, design: DesignModel) -> Home:
     low, high = _sample_range(model.limits.lower[arm], model.limits.upper[arm])
     rng = np.random.default_rng(0)
     q = np.array(pin.neutral(model.model))
-    _gripper_positions(tree, design, q)
+    _gripper_positions(design, q)
     best_q, best = q.copy(), -math.inf
     candidates = [0.5 * (low + high)] + [rng.uniform(low, high) for _ in range(CANDIDATES)]
     for arm_q in candidates:
@@ -147,8 +144,8 @@ def choose_home(tree: RobotTree, design: DesignModel) -> Home:
 
 def check_home(tree: RobotTree, design: DesignModel, values: list[float]) -> Home:
     """A given home: ``len(arm_joints)`` values (the gripper then starts at mid-range) or one per
-    joint (arm then gripper), each within its URDF limits, a mimic joint where its master puts
-    it. :class:`SetupError` names the joint, value and limits."""
+    joint (arm then gripper), each within its URDF limits. :class:`SetupError` names the joint,
+    value and limits."""
     chain, model = design.chain, design.model
     arm_count, count = len(chain.arm_joints), len(chain.joint_names)
     if not all(math.isfinite(v) for v in values):
@@ -162,7 +159,7 @@ def check_home(tree: RobotTree, design: DesignModel, values: list[float]) -> Hom
             f"{', '.join(chain.joint_names)}"
         )
     q = np.array(pin.neutral(model.model))
-    _gripper_positions(tree, design, q)
+    _gripper_positions(design, q)
     q[design.order[: len(values)]] = values
     for name, value in zip(chain.joint_names, design.to_config(q), strict=True):
         joint = tree.joint(name)
@@ -171,14 +168,5 @@ def check_home(tree: RobotTree, design: DesignModel, values: list[float]) -> Hom
             raise SetupError(
                 f"--home puts joint '{name}' at {value:g}, outside its limits "
                 f"[{lower:g}, {upper:g}] {'m' if joint.prismatic else 'rad'}"
-            )
-    for follower, master in chain.followers.items():
-        joint = tree.joint(follower)
-        expected = joint.multiplier * q[model.v_index(master)] + joint.offset
-        if abs(q[model.v_index(follower)] - expected) > 1e-6:
-            raise SetupError(
-                f"--home puts mimic joint '{follower}' at {q[model.v_index(follower)]:g}, but it "
-                f"follows '{master}': {joint.multiplier:g} · {q[model.v_index(master)]:g} + "
-                f"{joint.offset:g} = {expected:g}"
             )
     return Home(tuple(design.to_config(q).tolist()), "as given")

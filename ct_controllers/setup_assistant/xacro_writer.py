@@ -4,7 +4,8 @@ among the installed hardware plugins (each says which ``backend:`` value selects
 ``BACKEND``), as the bundled ``urdf/ct_arm.urdf.xacro`` does.
 
 Every joint the stack drives offers effort and position commands and position, velocity and
-effort state; a mimic joint (a follower) offers state only: it is never commanded.
+effort state. A mimic follower is not in the block (it is never commanded; the stack and the
+MuJoCo scene refuse it there): it follows its master, written as a comment beside it.
 """
 
 from __future__ import annotations
@@ -66,11 +67,13 @@ def wrapper_xacro(
     lines.append("    </hardware>")
     for name in joints:
         lines.append(f"    <joint name={quoteattr(name)}>")
-        if name in followers:
-            lines.append(f"      <!-- follows {followers[name]} (<mimic>): state only -->")
-        else:
-            lines += [f'      <command_interface name="{c}"/>' for c in COMMANDS]
+        lines += [f'      <command_interface name="{c}"/>' for c in COMMANDS]
         lines += [f'      <state_interface name="{s}"/>' for s in STATES]
         lines.append("    </joint>")
+        lines += [
+            f"    <!-- {follower} follows {name} (<mimic>): not commanded, not listed -->"
+            for follower, master in followers.items()
+            if master == name
+        ]
     lines += ["  </ros2_control>", "</robot>", ""]
     return "\n".join(lines)

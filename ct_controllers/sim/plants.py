@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pinocchio as pin
 
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.types import FloatArray
 
 
@@ -27,10 +28,13 @@ class Plant:
 
 
 class PinocchioPlant(Plant):
-    """ABA forward dynamics with semi-implicit Euler (the seed's plant)."""
+    """ABA forward dynamics with semi-implicit Euler (the seed's plant). Its state is the
+    stack's: one position per joint [rad | m] (a continuous joint's angle, unwrapped), model
+    order; Pinocchio's configuration (cos, sin for a continuous joint) only inside a step."""
 
-    def __init__(self, model: pin.Model, dt: float) -> None:
-        self.model, self.data, self.dt = model, model.createData(), dt
+    def __init__(self, robot: RobotModel, dt: float) -> None:
+        self.robot, self.dt = robot, dt
+        self.model, self.data = robot.model, robot.model.createData()
 
     def reset(self, q: FloatArray, v: FloatArray) -> None:
         self.q, self.v = q.copy(), v.copy()
@@ -39,6 +43,8 @@ class PinocchioPlant(Plant):
         return self.q, self.v
 
     def step(self, tau: FloatArray) -> None:
-        a = pin.aba(self.model, self.data, self.q, self.v, tau)
+        configuration = self.robot.pinocchio_configuration(self.q)
+        a = pin.aba(self.model, self.data, configuration, self.v, tau)
         self.v = self.v + a * self.dt
-        self.q = pin.integrate(self.model, self.q, self.v * self.dt)
+        configuration = pin.integrate(self.model, configuration, self.v * self.dt)
+        self.q = self.robot.joint_positions(configuration, near=self.q)

@@ -25,13 +25,13 @@ from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
-from ct_controllers.model.description import load_description
+from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
 from ct_controllers.sim.drives_process import DrivesProcess, drives_process_for
 from ct_controllers.sim.fault_injection import InjectingSystem
-from ct_controllers.sim.gains import SLOW_LOOP_GAINS
+from ct_controllers.sim.gains import slow_loop_gains
 from ct_controllers.sim.ros2_control_plant import PlantProcess
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
@@ -158,22 +158,31 @@ class Rig:
             self.plant.stop()
 
 
+def _description(config_path: str | None, backend: str) -> RobotDescription:
+    """The configured robot's description for ``backend`` (its xacro's ``backend`` argument)."""
+    configured = load_config(config_path).robot_description
+    return load_description(configured or None, mappings={"backend": backend})
+
+
 def make_rig(
     backend: str,
     object_width: float | None = None,
     drives_process: bool = False,
+    config_path: str | None = None,
     **overrides: Any,
 ) -> Rig:
     """The stack for ``backend``, configured and active (brought up), not yet ticking.
     ``object_width`` [m]: an object between the fingers of a plant rig (bridge, CANopen) from
     the start (None: none; :meth:`Rig.place_object` changes it); ``drives_process``: CANopen's
     simulated drives in a process of their own (:class:`DrivesProcess`) rather than this one;
-    ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
-    description = load_description(mappings={"backend": backend})
+    ``config_path``: the controllers.yaml (None: the bundled one), whose robot_description the
+    rig builds; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
+    description = _description(config_path, backend)
+    slow_gains = slow_loop_gains(load_config(config_path), bundled=config_path is None)
     if backend == "mujoco":
         if object_width is not None:
             raise ValueError("the MuJoCo rig's scene has its own cube; object_width is for plants")
-        config = load_config(overrides={"mujoco.mode": "lockstep", **overrides})
+        config = load_config(config_path, overrides={"mujoco.mode": "lockstep", **overrides})
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
         return Rig(backend, config, stack).brought_up()
     if backend == "ros2_control_bridge":
@@ -181,6 +190,7 @@ def make_rig(
         states = f"/ct_contract_{os.getpid()}_{n}/joint_states"
         commands = f"/ct_contract_{os.getpid()}_{n}/commands"
         config = load_config(
+            config_path,
             overrides={
                 "backend": backend,
                 "hardware.armed": True,
@@ -192,9 +202,9 @@ def make_rig(
                 # bounds scale with these.
                 "watchdog.state_timeout": 0.2,
                 "watchdog.command_timeout": 0.2,
-                **SLOW_LOOP_GAINS,
+                **slow_gains,
                 **overrides,
-            }
+            },
         )
         plant = PlantProcess(
             states,
@@ -202,11 +212,13 @@ def make_rig(
             list(config.joint_names),
             interface=config.section("ros2_control_bridge")["command_interface"],
             object_width=object_width,
+            config_path=config_path,
         )
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
         return Rig(backend, config, stack, plant).brought_up()
     if backend == "canopen":
         config = load_config(
+            config_path,
             overrides={
                 "backend": backend,
                 "hardware.armed": True,
@@ -226,17 +238,20 @@ def make_rig(
                 # a normal one that other work preempted stalls for as long. Tests tick the loop
                 # at normal scheduling too. Drives of their own: the loop's real-time default.
                 **({} if drives_process else {"realtime.priority": 0}),
-                **SLOW_LOOP_GAINS,
+                **slow_gains,
                 **overrides,
-            }
+            },
         )
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
         inner = stack.hardware.inner  # type: ignore[attr-defined]
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
+        robot = RobotModel(
+            description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame
+        )
         drives: SimulatedDrives | DrivesProcess = (
             drives_process_for(inner, description.urdf, home)
             if drives_process
-            else simulated_drives_for(inner, RobotModel(description.urdf), home)
+            else simulated_drives_for(inner, robot, home)
         )
         if object_width is not None:
             drives.place_object(object_width, config.gripper_joints)
