@@ -411,3 +411,30 @@ def test_prepare_leaves_the_generator_as_if_it_had_not_run(robot, home, solver, 
             assert prepared.status.solver == fresh.status.solver
         else:
             assert prepared.status == fresh.status
+
+
+def test_a_measured_state_past_the_limits_starts_the_reference_inside_them(robot, home):
+    """Synchronised to a measured state past joint7's lower limit (by 6 mrad, an arm that ran
+    ahead of a preempted reference) and a finger 24.5 mm past its upper limit (the issue's
+    soak), q* starts at those joints' limits — every joint's q* inside its URDF range — and,
+    tick after tick towards a target beyond joint7's limit, stays inside; the fingers hold
+    where q* started."""
+    generator = QpDiffIk(new_robot_model(), ARM, parameters())
+    q = home.copy()
+    joint7, finger = robot.q_index("joint7"), robot.q_index("left_finger_joint")
+    lower, upper = robot.limits.lower, robot.limits.upper
+    q[joint7] = lower[joint7] - 0.006
+    q[finger] = upper[finger] + 0.0245
+    inside = np.clip(q, lower, upper)
+    target = robot.frame_pose(inside)
+    target[:3, :3] = target[:3, :3] @ pin.exp3(np.array([0.0, 0.0, -0.3]))  # joint7 further out
+    measured = JointState(0.0, q, np.zeros(9))
+    first = generator.update(measured, CartesianTarget(target, "base_link"), DT).q
+    assert first[joint7] >= lower[joint7] and first[finger] == upper[finger]
+    np.testing.assert_allclose(generator.reference_q, first)
+    for k in range(1, 300):
+        reference = generator.update(
+            JointState(k * DT, q, np.zeros(9)), CartesianTarget(target, "base_link"), DT
+        ).q
+        assert (reference >= lower).all() and (reference <= upper).all(), reference
+        assert reference[finger] == upper[finger]

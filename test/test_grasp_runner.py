@@ -36,19 +36,36 @@ def _run(
 
 
 def _assert_safe_hold(setup: GraspSetup) -> None:
-    """The loop now writes g(q) − D v from the measured state (an independent model)."""
+    """The loop now writes g(q) − D v from the measured state (an independent model) to the
+    arm; the fingers are held by their servo (K = 2000 N/m, D = 20 N·s/m) on a reference
+    inside their range — clip(K (r − q) − D v + g, ±grasp_effort) with r the held reference —
+    so that a finger closing on nothing is stopped, not left to coast past its limit."""
     loop = setup.stack.loop
     loop.snapshot_decimation = 1
     reference = new_robot_model()
     damping = to_model_order(
         reference, CONFIG.joint_names, CONFIG.safe_hold_damping, "safe_hold.damping"
     )
+    fingers = reference.indices(CONFIG.gripper_joints)
+    arm = reference.indices(CONFIG.arm_joints)
+    goal = setup.task.goal
+    assert goal is not None
     for _ in range(20):
         loop.run_ticks(1)
         snapshot = loop.snapshot()
         assert snapshot is not None
-        expected = reference.gravity(snapshot.position) - damping * snapshot.velocity
-        np.testing.assert_allclose(snapshot.commanded_effort, expected, atol=1e-6)
+        q, v = snapshot.position, snapshot.velocity
+        gravity = reference.gravity(q)
+        expected = gravity - damping * v
+        np.testing.assert_allclose(snapshot.commanded_effort[arm], expected[arm], atol=1e-6)
+        r = snapshot.reference_position[fingers]
+        assert (r >= reference.limits.lower[fingers]).all()
+        assert (r <= reference.limits.upper[fingers]).all()
+        servo = 2000.0 * (r - q[fingers]) - 20.0 * v[fingers] + gravity[fingers]
+        bound = goal.grasp_effort
+        np.testing.assert_allclose(
+            snapshot.commanded_effort[fingers], np.clip(servo, -bound, bound), atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("cartesian_rate", [0.0, 250.0])

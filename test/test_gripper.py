@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ElementTree
+
 import numpy as np
 import pytest
-from helpers import new_robot_model
+from helpers import bundled_description, new_robot_model
 
 from ct_controllers.controllers.controller import JointReference, JointState
 from ct_controllers.controllers.gripper import GripperController
+from ct_controllers.references.limit_approach import FINGER_LIMIT_MARGIN
 
 FINGERS = ("left_finger_joint", "right_finger_joint")
 
@@ -86,7 +89,8 @@ def test_bad_gains_and_unknown_fingers_are_rejected() -> None:
 def test_compute_into_writes_what_compute_returns_and_fills_the_reference(target) -> None:
     """compute_into (a chain's: model-order efforts, finger values as floats) writes on the
     fingers bit for bit what compute returns, leaves the other joints as they were, and fills
-    the reference as fill_reference does — tick after tick, NaN target and limit included."""
+    the reference as fill_reference does — tick after tick, NaN target and limit included, and
+    a target outside the fingers' range taken 0.5 mm inside it."""
     model = new_robot_model()
     state = _state(model, (0.020, 0.021), (0.01, -0.02))
     mine, twin = GripperController(model, FINGERS), GripperController(model, FINGERS)
@@ -96,6 +100,8 @@ def test_compute_into_writes_what_compute_returns_and_fills_the_reference(target
     maximum = model.limits.effort[index].tolist()
     servo = state.q[index].tolist()  # r, written out: the law with Python's min and max
     step = 0.1 * 0.001  # speed [m/s] · dt [s]
+    # The target within the margin of the fingers' range (a NaN stays NaN, as in max(nan, x)).
+    low, high = model.limits.lower[index] + 0.0005, model.limits.upper[index] - 0.0005
     for limit in (40.0, 5.0, np.nan, -1.0):
         effort = np.linspace(-3.0, 3.0, model.nv)
         before = effort.copy()
@@ -109,7 +115,8 @@ def test_compute_into_writes_what_compute_returns_and_fills_the_reference(target
         assert effort[index].tobytes() == expected.tobytes()
         law = []
         for i in range(2):
-            servo[i] += min(max(target - servo[i], -step), step)
+            goal = min(max(target, low[i]), high[i])
+            servo[i] += min(max(goal - servo[i], -step), step)
             tau = 2000.0 * (servo[i] - state.q[index[i]]) - 20.0 * state.v[index[i]] + gravity[i]
             bound = min(limit if limit > 0.0 else 0.0, maximum[i])
             law.append(max(min(tau, bound), -bound))
@@ -119,3 +126,54 @@ def test_compute_into_writes_what_compute_returns_and_fills_the_reference(target
             assert getattr(reference, name).tobytes() == getattr(twin_reference, name).tobytes()
         assert mine.reference.tobytes() == twin.reference.tobytes()
         assert mine.reference_velocity.tobytes() == twin.reference_velocity.tobytes()
+
+
+def test_the_servo_reference_stays_inside_the_fingers_range() -> None:
+    """A finger measured 24.5 mm past its upper limit (the issue's soak) and one 2 mm past its
+    lower: the servo reference starts on the limits, not on the measured openings, and pushes
+    both back in; targets beyond the range are taken ``FINGER_LIMIT_MARGIN`` inside it, and over
+    many ticks r never leaves [lower + margin, upper − margin] once inside."""
+    model = new_robot_model()
+    gripper = GripperController(model, FINGERS)
+    lower, upper = gripper.lower, gripper.upper
+    state = _state(model, (upper[0] + 0.0245, lower[1] - 0.002))
+    effort = gripper.compute(state, np.array([0.06, -0.01]), np.array([20.0, 20.0]), 0.001)
+    reference = gripper.reference
+    assert reference is not None
+    step = gripper.speed * 0.001
+    np.testing.assert_allclose(reference, [upper[0] - step, lower[1] + step])
+    assert effort[0] < 0.0 < effort[1]  # both pushed back into the range
+    for _ in range(100):
+        gripper.compute(state, np.array([0.06, -0.01]), np.array([20.0, 20.0]), 0.001)
+    np.testing.assert_allclose(
+        gripper.reference, [upper[0] - FINGER_LIMIT_MARGIN, lower[1] + FINGER_LIMIT_MARGIN]
+    )
+
+
+def test_the_smallest_controllable_force_is_the_fingers_weight_plus_their_damping() -> None:
+    """minimum_effort = m g + D · speed, with the finger's mass read from the URDF text and
+    standard gravity here (2.49 N for the bundled fingers with the default gains); a slower or
+    less damped servo controls smaller forces."""
+    root = ElementTree.fromstring(bundled_description().urdf)
+    child = {joint.get("name"): joint.find("child") for joint in root.findall("joint")}
+    links = {link.get("name"): link for link in root.findall("link")}
+    masses = []
+    for name in FINGERS:
+        element = child[name]
+        assert element is not None
+        inertial = links[element.get("link")].find("inertial/mass")
+        assert inertial is not None
+        masses.append(float(inertial.get("value", "nan")))
+    model = new_robot_model()
+    gripper = GripperController(model, FINGERS)
+    expected = max(masses) * 9.81 + gripper.damping * gripper.speed
+    assert gripper.minimum_effort == pytest.approx(expected, rel=1e-12)
+    assert gripper.minimum_effort == pytest.approx(2.4905, abs=1e-4)
+    slow = GripperController(model, FINGERS, damping=10.0, speed=0.05)
+    assert slow.minimum_effort == pytest.approx(max(masses) * 9.81 + 0.5, rel=1e-12)
+
+
+def test_a_margin_leaving_no_range_is_refused() -> None:
+    """A margin of half the fingers' range or more leaves no target: ValueError naming it."""
+    with pytest.raises(ValueError, match="margin"):
+        GripperController(new_robot_model(), FINGERS, margin=0.02)

@@ -11,6 +11,7 @@ from ct_controllers.references.joint_trajectory import (
     JointLimits,
     TrajectoryError,
 )
+from ct_controllers.references.limit_approach import LimitApproach
 
 N = 7
 LIMITS = JointLimits(
@@ -106,3 +107,64 @@ def test_a_measured_velocity_beyond_the_limit_is_clipped_not_refused() -> None:
     v0 = LIMITS.velocity * 1.01
     trajectory = JerkLimitedTrajectory(0.0, np.zeros(N), v0, np.ones(N), LIMITS)
     np.testing.assert_allclose(trajectory.sample(0.0).v, LIMITS.velocity, atol=1e-12)
+
+
+# --- starts at or past a limit (issue 23) ------------------------------------------------------
+RANGED = JointLimits(
+    velocity=LIMITS.velocity,
+    acceleration=LIMITS.acceleration,
+    jerk=LIMITS.jerk,
+    approach=LimitApproach.for_joints(
+        np.full(N, -2.0), np.full(N, 2.0), np.arange(N) < 4, other_margin=0.001
+    ),
+)
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["goal", "stop"])
+def test_a_plan_from_past_or_at_a_limit_never_leaves_the_range(stop: bool) -> None:
+    """300 plans from random measured states up to 50 mrad past the limits, at them, or just
+    inside, with any velocity within the bounds — towards the limit too — to random goals (with
+    and without a requested duration) and stops: every sample of the reference (1 ms apart)
+    lies inside [−2, 2]; the reference starts on the measured position clipped into the range,
+    and ends at rest at least the joints' margins inside it (the approach's 5 mrad on joints
+    0-3, 1 mm on the others)."""
+    rng = np.random.default_rng(7)
+    margin = RANGED.approach.margin  # type: ignore[union-attr]
+    for _ in range(150):
+        q0 = rng.choice([-2.05, -2.0, -1.999, 1.999, 2.0, 2.05, 0.0], N) + rng.uniform(
+            -0.005, 0.005, N
+        )
+        v0 = rng.uniform(-1.0, 1.0, N) * LIMITS.velocity
+        goal = rng.uniform(-2.0, 2.0, N)
+        duration = float(rng.choice([0.0, 4.0]))
+        trajectory = JerkLimitedTrajectory(0.0, q0, v0, goal, RANGED, duration, stop=stop)
+        q, _, _ = _sampled(trajectory)
+        assert q.min() >= -2.0 and q.max() <= 2.0, (q0, v0, q.min(), q.max())
+        np.testing.assert_allclose(q[0], np.clip(q0, -2.0, 2.0), atol=1e-12)
+        end = trajectory.sample(trajectory.duration + 1.0)
+        # (to Ruckig's rounding at the end of a stop, 1e-7)
+        assert (np.abs(end.q) <= 2.0 - margin + 1e-7).all(), (end.q, 2.0 - margin)
+        np.testing.assert_array_equal(end.v, 0.0)
+
+
+def test_a_start_well_inside_is_planned_as_without_the_range() -> None:
+    """Away from the limits (and their stopping distances) the range changes nothing: the same
+    duration and samples as the plain limits, goal and stop."""
+    rng = np.random.default_rng(8)
+    for stop in (False, True):
+        q0, v0 = rng.uniform(-1.0, 1.0, N), rng.uniform(-0.3, 0.3, N)
+        goal = rng.uniform(-1.0, 1.0, N)
+        plain = JerkLimitedTrajectory(0.0, q0, v0, goal, LIMITS, stop=stop)
+        ranged = JerkLimitedTrajectory(0.0, q0, v0, goal, RANGED, stop=stop)
+        assert ranged.duration == plain.duration
+        for t in np.linspace(0.0, plain.duration, 9):
+            np.testing.assert_array_equal(ranged.sample(t).q, plain.sample(t).q)
+
+
+def test_the_held_position_is_clipped_into_the_range() -> None:
+    """JointLimits.inside clips into the approach's range (a copy without one)."""
+    q = np.array([2.5, -2.5, 0.3, 1.0, -1.0, 0.0, 3.0])
+    np.testing.assert_array_equal(RANGED.inside(q), np.clip(q, -2.0, 2.0))
+    unclipped = LIMITS.inside(q)
+    np.testing.assert_array_equal(unclipped, q)
+    assert unclipped is not q

@@ -16,6 +16,7 @@ from ct_controllers.references.joint_trajectory import (
     JointLimits,
     TrajectoryError,
 )
+from ct_controllers.references.limit_approach import LimitApproach
 from ct_controllers.runtime import motion_requests
 from ct_controllers.runtime.motion_requests import (
     CANCELED,
@@ -217,3 +218,60 @@ def test_a_refused_request_and_an_aborted_motion_are_failed():
     assert motions.status(6).state == FAILED  # type: ignore[union-attr]
     assert motions.trajectory is None
     assert np.array_equal(motions.reference(state(3.0)).q, hold)
+
+
+# --- references inside the joint range whatever the measured state (issue 23) -----------------
+RANGED = JointLimits(
+    velocity=np.full(NV, 1.0),
+    acceleration=np.full(NV, 3.0),
+    jerk=np.full(NV, 30.0),
+    approach=LimitApproach.for_joints(MODEL.limits.lower, MODEL.limits.upper, np.ones(NV, bool)),
+)
+LOWER, UPPER = MODEL.limits.lower, MODEL.limits.upper
+
+
+def past_the_limits(stamp: float) -> JointState:
+    """Every joint 3 mrad (3 mm) past its lower limit, moving further out at 0.5 rad/s."""
+    return JointState(stamp, LOWER - 0.003, np.full(NV, -0.5), np.zeros(NV))
+
+
+def sampled_references(motions: Motions, start: float, seconds: float) -> np.ndarray:
+    state = past_the_limits(start)
+    return np.array(
+        [
+            motions.reference(JointState(t, state.q, state.v, state.effort)).q
+            for t in start + np.arange(0.0, seconds, 0.002)
+        ]
+    )
+
+
+def test_a_state_past_the_limits_is_held_and_stopped_inside_them():
+    """From a measured state past every lower limit and moving further out: the first hold is
+    the state clipped onto the limits; a stop brakes inside the range and holds the approach's
+    margin inside it; so does a motion's failure hold and an explicit hold of such a
+    position."""
+    motions = Motions(RANGED)
+    first = motions.reference(past_the_limits(0.0))
+    np.testing.assert_array_equal(first.q, LOWER)
+    motions.stop(past_the_limits(0.1))
+    references = sampled_references(motions, 0.1, 3.0)
+    assert (references >= LOWER).all() and (references <= UPPER).all()
+    np.testing.assert_allclose(references[-1], LOWER + RANGED.approach.margin, atol=1e-7)  # type: ignore[union-attr]
+    motions.hold(LOWER - 1.0)
+    np.testing.assert_array_equal(motions.reference(past_the_limits(4.0)).q, LOWER)
+
+
+def test_a_motion_preempting_from_past_a_limit_stays_inside_it():
+    """A motion that starts from the measured state past the limits, moving out, towards a
+    goal inside: its reference starts on the limits and never leaves the range; the joints it
+    does not name go to their held reference, inside too."""
+    motions = Motions(RANGED)
+    motions.reference(past_the_limits(0.0))
+    motions.start(
+        MotionRequest(1, np.array([0, 7]), np.array([0.3, 0.02]), 0.0), past_the_limits(0.0)
+    )
+    assert motions.current is not None and motions.current.state == RUNNING
+    references = sampled_references(motions, 0.0, motions.current.duration + 0.5)
+    np.testing.assert_allclose(references[0], LOWER, atol=1e-12)
+    assert (references >= LOWER).all() and (references <= UPPER).all()
+    np.testing.assert_allclose(references[-1][[0, 7]], [0.3, 0.02], atol=1e-9)

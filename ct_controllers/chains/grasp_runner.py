@@ -14,8 +14,11 @@ drive pressing into the object pushes with the grasp force, not with its full ef
 Observations: the TCP pose is FK of the measured q; finger openings, speeds and efforts come
 from the measured joint state; object pose and finger contact forces from an object sensor
 (simulated in MuJoCo, perception on a real cell), each with its own stamp. DONE and FAILED
-freeze into safe hold, τ = g(q) − D v from the measured state (position fingers: where they
-are, with their drives' default effort limits).
+freeze the arm into safe hold, τ = g(q) − D v from the measured state, and the fingers into
+their servo holding where they froze, with the grasp force (position fingers: that reference,
+with their drives' default effort limits); the reference held then is the measured position
+clipped into the joint range (fingers that closed on nothing past their limit are not held
+there, nor is anything handed on from there).
 
 Per-stage compute times of the last tick (task, differential IK, joint controller) are in
 ``stage_breakdown`` for the loop's telemetry.
@@ -190,10 +193,24 @@ class GraspRunner(Controller):
         after_task = clock()
         if output.tcp_target is None:  # DONE or FAILED: safe hold from the measured state
             tau = safe_hold_at(evaluated, self.hold_damping)
-            if self._frozen_reference is None:
-                self._frozen_reference = JointReference.hold(state.q)
+            if self._frozen_reference is None:  # once, at the freeze: inside the range
+                self._freeze(state)
             joint_reference = self._frozen_reference
-            after_ik = after_controller = clock()
+            assert joint_reference is not None
+            after_ik = clock()
+            # The fingers stopped and held by their servo where they froze (a finger closing on
+            # nothing at 0.1 m/s coasts 2.5 mm in the safe hold's damping alone: past its limit).
+            target, limit = self._finger_lists
+            self.gripper.compute_into(
+                tau,
+                state,
+                target,
+                limit,
+                dt,
+                evaluated if self._gripper_shares else None,
+                reference=joint_reference,
+            )
+            after_controller = clock()
         else:
             self._frozen_reference = None
             if self._target is None or self._target.pose is not output.tcp_target:
@@ -235,6 +252,19 @@ class GraspRunner(Controller):
         # Frozen (DONE, FAILED): the drives' default limits, holding the measured position.
         drive_limits = None if output.tcp_target is None else self._effort_limit
         return ControlOutput(tau, joint_reference, drive_limits)
+
+    def _freeze(self, state: JointState) -> None:
+        """DONE or FAILED, on the tick it is entered: the reference held from now on is the
+        measured position clipped into the joint range, and the fingers' servo restarts there
+        (its target the same, within its margin) with the goal's grip force as its limit."""
+        limits = self.model.limits
+        held = np.clip(state.q, limits.lower, limits.upper)
+        self._frozen_reference = JointReference.hold(held)
+        goal = self.task.goal
+        force = goal.grasp_effort if goal is not None else 0.0
+        self._finger_values = (math.nan, math.nan)  # the running stages' values, forgotten
+        self._finger_lists = (held[self.fingers].tolist(), [float(force)] * len(self.fingers))
+        self.gripper.reset()
 
     def _record(self, now: float, output: TaskOutput, observation: GraspObservation) -> TaskRecord:
         error = (
@@ -284,7 +314,7 @@ def build_grasp_runner(
         task=task or GraspTask(),
         diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
         arm_controller=arm_controller,
-        gripper=GripperController(model, config.gripper_joints),
+        gripper=grasp_gripper(model, config.gripper_joints),
         sense_object=reader,
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
@@ -292,6 +322,18 @@ def build_grasp_runner(
         record=record,
         task_divisor=config.cartesian_divisor,
     )
+
+
+def grasp_gripper(model: RobotModel, fingers: Sequence[str]) -> GripperController:
+    """The gripper servo a grasp runs (its default gains and speed), for ``fingers``."""
+    return GripperController(model, fingers)
+
+
+def minimum_grasp_effort(stack: Stack) -> float:
+    """[N] per finger: the smallest grasp_effort the grasp's finger servo can control
+    (:attr:`GripperController.minimum_effort`: the finger's weight plus its damping at the
+    servo's speed)."""
+    return grasp_gripper(stack.model, stack.config.gripper_joints).minimum_effort
 
 
 def grip_force_refusal(

@@ -8,6 +8,27 @@ where the servo reference r_i moves toward the finger target q*_i at no more tha
 dent soft contacts by centimetres). K [N/m] is high so that a finger blocked by the object pushes
 with the full limit F_i [N] (the grasp force) once r_i has run past it; D [N·s/m] damps. g_i is
 the gravity force on the finger from the controller's model.
+
+The reference stays inside the finger's URDF range [lower, upper] whatever the measured state
+and the target: it starts from the measured opening clipped into the range (a finger pushed past
+its limit is pulled back, not held there), and a target is taken within ``margin`` of the range
+at most ([lower + margin, upper − margin]: a reference on the limit itself puts the finger past
+it by its tracking error; ``FINGER_LIMIT_MARGIN``, 0.5 mm, by default).
+
+The smallest force limit the servo controls (:attr:`GripperController.minimum_effort`). With
+F_i below what the free finger itself needs, the clip — not the servo — sets the force, and
+nothing controls where the finger goes: measured, 1e-6 N let a finger run 9.5 mm past its
+limit. A free finger needs, at most, its weight (the gravity force on a prismatic joint whose
+axis can point along gravity: m_i |g|, m_i the mass the joint carries) and the damping force of
+moving at the servo's own speed, D · speed (the servo's reference moves at ``speed``: following
+it costs D · speed in steady state, 2 N with the defaults). So
+
+    F_min = max_i m_i |g| + D · speed                       [N]
+
+(bundled fingers: 0.05 kg · 9.81 m/s² + 20 N·s/m · 0.1 m/s = 2.49 N). Above it, the servo's own
+spring K (r − q) takes up the rest: the arm's accelerations on the finger (m_i · a), the
+friction of a real drive; a smaller D or a slower speed lowers the bound. A Grasp asking for
+less is refused at the goal check (``ros/grasp_action.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +36,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pinocchio as pin
 
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
+from ct_controllers.references.limit_approach import FINGER_LIMIT_MARGIN
 
 
 class GripperController:
@@ -29,8 +52,15 @@ class GripperController:
         stiffness: float = 2000.0,
         damping: float = 20.0,
         speed: float = 0.1,
+        margin: float = FINGER_LIMIT_MARGIN,
     ) -> None:
-        for name, value in (("stiffness", stiffness), ("damping", damping), ("speed", speed)):
+        """``margin`` [m]: targets are taken at least this far inside the fingers' range."""
+        for name, value in (
+            ("stiffness", stiffness),
+            ("damping", damping),
+            ("speed", speed),
+            ("margin", margin),
+        ):
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"gripper {name} must be finite and >= 0, got {value}")
         self.model = model
@@ -39,7 +69,19 @@ class GripperController:
         self.stiffness = stiffness
         self.damping = damping
         self.max_effort = model.limits.effort[self.indices]
+        self.lower = model.limits.lower[self.indices]  # [m] the fingers' range
+        self.upper = model.limits.upper[self.indices]
         self._index_list = self.indices.tolist()
+        if not np.all(self.upper - self.lower > 2 * margin):
+            raise ValueError(
+                f"gripper margin {margin} m leaves no range of {self.joint_names} "
+                f"[{self.lower.tolist()}, {self.upper.tolist()}]"
+            )
+        self.margin = margin
+        self._range_list = list(zip(self.lower.tolist(), self.upper.tolist(), strict=True))
+        self._target_range_list = list(
+            zip((self.lower + margin).tolist(), (self.upper - margin).tolist(), strict=True)
+        )
         self._max_effort_list = self.max_effort.tolist()
         self.speed = speed
         # r [m] and ṙ [m/s] per finger as Python floats (the servo's arithmetic is scalar; its
@@ -47,6 +89,23 @@ class GripperController:
         self._reference: list[float] | None = None
         self._reference_velocity = [0.0] * len(self.joint_names)
         self.model_state = ModelState(model)
+
+    @property
+    def finger_weight(self) -> FloatArray:
+        """[N] per finger: the largest gravity force on it, m_i |g| (m_i the mass its joint
+        carries: the subtree of its link), whatever the arm's configuration."""
+        pin_model = self.model.model
+        data = pin_model.createData()  # scratch of its own: this may run on any thread
+        pin.computeSubtreeMasses(pin_model, data)
+        gravity = float(np.linalg.norm(pin_model.gravity.linear))
+        joints = [pin_model.getJointId(name) for name in self.joint_names]
+        return np.array([data.mass[joint] * gravity for joint in joints])
+
+    @property
+    def minimum_effort(self) -> float:
+        """[N] the smallest force limit under which the servo still controls a free finger:
+        its weight plus the damping at the servo's speed (module docstring)."""
+        return float(self.finger_weight.max()) + self.damping * self.speed
 
     def reset(self) -> None:
         """Restart the servo reference from the measured opening on the next tick."""
@@ -114,8 +173,12 @@ class GripperController:
         if evaluated is None:
             evaluated = self.model_state.at(state)
         q, v, gravity = state.q, state.v, evaluated.gravity()
-        if self._reference is None:
-            self._reference = q[self.indices].tolist()
+        ranges = self._range_list
+        if self._reference is None:  # the measured opening, clipped into the range
+            self._reference = [
+                min(max(opening, lower), upper)
+                for opening, (lower, upper) in zip(q[self.indices].tolist(), ranges, strict=True)
+            ]
         # Per finger, in scalar arithmetic (two fingers: cheaper than a dozen numpy calls on
         # two-element arrays), and with comparisons rather than min()/max() calls: each `if`
         # below takes the bound exactly where max(x, lo) / min(x, hi) would, and like them
@@ -125,15 +188,21 @@ class GripperController:
         moving = dt > 0
         references: list[float] = []
         velocities: list[float] = []
-        for index, target, limit, maximum, r in zip(
+        for index, target, limit, maximum, r, (lower, upper) in zip(
             self._index_list,
             targets,
             effort_limits,
             self._max_effort_list,
             self._reference,
+            self._target_range_list,
             strict=True,
         ):
-            # r += clip(target − r, −step, step)
+            # The target within the margin of the range (a NaN stays NaN), then
+            # r += clip(target − r, ±step).
+            if target < lower:
+                target = lower
+            if upper < target:
+                target = upper
             change = target - r
             if -step > change:
                 change = -step

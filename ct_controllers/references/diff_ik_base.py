@@ -222,9 +222,14 @@ class DifferentialIkBase(ReferenceGenerator[DiffIkParameters]):
         return None if q_ref is None else q_ref.copy()
 
     def _synchronise(self, state: JointState) -> None:
+        """q* from the measured q, clipped into the joint range (every joint: a measured state
+        past a limit — an arm running ahead of a preempted reference, a finger pushed open —
+        never becomes a reference; the QP's bounds then keep q* from moving further out)."""
         q = np.array(state.q, dtype=np.float64)
         if q.shape != (self.model.nq,) or not np.isfinite(q).all():
             raise ValueError(f"state.q: expected {self.model.nq} finite values")
+        limits = self.model.limits
+        np.clip(q, limits.lower, limits.upper, out=q)
         self._integrator.q_ref = q
         if self._posture is None:
             self._posture = (

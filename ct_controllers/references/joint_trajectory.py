@@ -1,4 +1,6 @@
-"""Jerk-limited point-to-point joint trajectories (Ruckig) that start on the measured state.
+"""Jerk-limited point-to-point joint trajectories (Ruckig) that start on the measured state
+(clipped into the joint range when the limits carry it: a start at or past a limit is brought
+back inside, :mod:`ct_controllers.references.limit_approach`).
 
 From the measured (q, v) and zero acceleration (accelerations are not measured) to (q_goal, 0, 0),
 time-synchronized across joints, within per-joint velocity [rad/s | m/s], acceleration
@@ -18,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-from ruckig import ControlInterface, InputParameter, Result, Ruckig, Trajectory
+from ruckig import ControlInterface, InputParameter, Result, Ruckig, Synchronization, Trajectory
 
 from ct_controllers.errors import CtError
 from ct_controllers.references.limit_approach import LimitApproach
@@ -45,8 +47,8 @@ class TrajectoryError(CtError, ValueError):
 class JointLimits:
     """Reference limits per joint (the trajectory layer's, not the actuators'). ``approach``,
     when given, keeps goals inside the joint range and brakes gently towards a limit a goal is
-    near, so that tracking does not carry the arm past it
-    (:mod:`ct_controllers.references.limit_approach`)."""
+    near, so that tracking does not carry the arm past it, and keeps every plan inside the
+    range whatever state it starts from (:mod:`ct_controllers.references.limit_approach`)."""
 
     velocity: FloatArray  # [rad/s | m/s]
     acceleration: FloatArray  # [rad/s² | m/s²]
@@ -63,6 +65,13 @@ class JointLimits:
                 f"limit approach for {self.approach.lower.size} joints, reference limits for "
                 f"{np.size(self.velocity)}"
             )
+
+    def inside(self, q: FloatArray) -> FloatArray:
+        """``q`` [rad | m] clipped into the joint range of ``approach`` (a new array; a copy of
+        ``q`` without an approach): what a held reference may be."""
+        if self.approach is None:
+            return np.array(q, dtype=np.float64)
+        return np.clip(q, self.approach.lower, self.approach.upper)
 
 
 class JerkLimitedTrajectory:
@@ -81,21 +90,33 @@ class JerkLimitedTrajectory:
     ) -> None:
         """``stop=True`` ignores ``goal`` and brings every joint to rest as fast as the
         acceleration and jerk limits allow (bounded deceleration); ``goal`` becomes the position
-        where it ends. With ``limits.approach`` a goal is planned at least its margin inside the
-        joint range (``goal`` is then the planned one) and braked towards gently near a limit."""
+        where it ends (with ``limits.approach``, at least its margin inside the range: a stop
+        that would end closer to a limit comes back to the margin). With ``limits.approach`` a
+        goal is planned at least its margin inside the joint range (``goal`` is then the planned
+        one) and braked towards gently near a limit; and every plan, a stop too, starts from
+        (q0, v0) clipped into the range (:meth:`LimitApproach.start_inside`) and never leaves
+        it: a profile whose extrema would (a time-synchronised one braking more gently than the
+        fastest stop) is planned again with those joints unsynchronised, and if even that leaves
+        the range the plan is a :class:`TrajectoryError`."""
         n = len(q0)
-        approach = None if stop else limits.approach
+        approach = limits.approach
         goal = np.asarray(goal, dtype=np.float64)
-        if approach is not None:
+        if approach is not None and not stop:
             goal = approach.planned_goal(goal)
         if not (np.isfinite(minimum_duration) and 0 <= minimum_duration <= MAX_DURATION):
             raise TrajectoryError(
                 f"duration must be within [0, {MAX_DURATION:g}] s, got {minimum_duration}"
             )
-        parameters = InputParameter(n)
-        parameters.current_position = np.asarray(q0, dtype=np.float64).tolist()
         # Start within the bounds: a measured velocity a hair above them (noise) is clipped.
-        parameters.current_velocity = np.clip(v0, -limits.velocity, limits.velocity).tolist()
+        start_q = np.asarray(q0, dtype=np.float64)
+        start_v = np.clip(v0, -limits.velocity, limits.velocity)
+        if approach is not None:  # and inside the range, able to stop within it
+            start_q, start_v = approach.start_inside(
+                start_q, start_v, limits.acceleration, limits.jerk
+            )
+        parameters = InputParameter(n)
+        parameters.current_position = start_q.tolist()
+        parameters.current_velocity = start_v.tolist()
         parameters.current_acceleration = [0.0] * n
         if stop:
             parameters.control_interface = ControlInterface.Velocity
@@ -108,25 +129,62 @@ class JerkLimitedTrajectory:
         parameters.max_jerk = np.asarray(limits.jerk, dtype=np.float64).tolist()
         if minimum_duration > 0:
             parameters.minimum_duration = float(minimum_duration)
-        braking = approach.braking(goal, limits.acceleration) if approach is not None else None
+        braking = (
+            approach.braking(goal, limits.acceleration)
+            if approach is not None and not stop
+            else None
+        )
         if braking is not None and braking.any:
             parameters.min_acceleration = braking.minimum.tolist()
             parameters.max_acceleration = braking.maximum.tolist()
         self._trajectory = _plan(parameters)
         if braking is not None and braking.any:
-            extrema = self._trajectory.position_extrema
-            lowest = np.array([extremum.min for extremum in extrema])
-            highest = np.array([extremum.max for extremum in extrema])
-            if braking.passes_goal(np.asarray(q0, dtype=np.float64), goal, lowest, highest):
+            lowest, highest = _extrema(self._trajectory)
+            if braking.passes_goal(start_q, goal, lowest, highest):
                 # Braking that gently from this velocity would carry the reference past its
                 # goal towards the limit: brake as hard as the reference limits allow instead.
                 parameters.min_acceleration = None
                 parameters.max_acceleration = np.asarray(limits.acceleration).tolist()
                 self._trajectory = _plan(parameters)
+        if approach is not None:
+            self._keep_inside(parameters, approach)
+            if stop:
+                end = np.array(self._trajectory.at_time(self._trajectory.duration)[0])
+                inside = approach.planned_goal(end)
+                if not np.array_equal(inside, end):
+                    # A stop that would end within a joint's margin of its limit (where tracking
+                    # puts the joint past it) ends on the margin instead: the same brake, then
+                    # back to the margin, with the same bounds.
+                    parameters.control_interface = ControlInterface.Position
+                    parameters.target_position = inside.tolist()
+                    parameters.per_dof_synchronization = None
+                    self._trajectory = _plan(parameters)
+                    self._keep_inside(parameters, approach)
         self.start_time = float(start_time)
         self.duration = float(self._trajectory.duration)
         end = self._trajectory.at_time(self.duration)[0] if stop else goal
         self.goal = np.array(end, dtype=np.float64)
+
+    def _keep_inside(self, parameters: InputParameter, approach: LimitApproach) -> None:
+        """The plan within the joint range (see ``__init__``), or :class:`TrajectoryError`."""
+        outside = approach.outside(*_extrema(self._trajectory))
+        if not outside.any():
+            return
+        # Unsynchronised, a joint takes its own fastest profile: from a start that can stop
+        # inside (start_inside), that brakes at once and stays in.
+        parameters.per_dof_synchronization = [
+            Synchronization.No if out else Synchronization.Time for out in outside.tolist()
+        ]
+        self._trajectory = _plan(parameters)
+        lowest, highest = _extrema(self._trajectory)
+        outside = approach.outside(lowest, highest)
+        if outside.any():
+            joints = np.flatnonzero(outside).tolist()
+            raise TrajectoryError(
+                f"no trajectory within the joint range for joint(s) at index {joints}: "
+                f"extrema {lowest[outside].tolist()} .. {highest[outside].tolist()}, range "
+                f"{approach.lower[outside].tolist()} .. {approach.upper[outside].tolist()}"
+            )
 
     @classmethod
     def stop(
@@ -148,6 +206,15 @@ class JerkLimitedTrajectory:
         if self.duration <= 0:
             return 1.0
         return float(np.clip((time - self.start_time) / self.duration, 0.0, 1.0))
+
+
+def _extrema(trajectory: Trajectory) -> tuple[FloatArray, FloatArray]:
+    """The lowest and highest position [rad | m] per joint over the whole trajectory."""
+    extrema = trajectory.position_extrema
+    return (
+        np.array([extremum.min for extremum in extrema]),
+        np.array([extremum.max for extremum in extrema]),
+    )
 
 
 def _plan(parameters: InputParameter) -> Trajectory:

@@ -39,6 +39,30 @@ a softer stiffness K or a heavier arm needs a proportionally smaller deceleratio
 them (test/test_joint_limit_goals.py): joint impedance 2.0–2.2 mrad past the planned goal for
 joints 1–2, so at least 2.8 mrad inside the limit, computed torque on the planned goal; the price
 is a longer final braking, e.g. joint1 from 0 to 2.967 rad in 5.1 s instead of 3.9 s.
+
+Starts at or past a limit (issue 23). A plan starts on the measured state, and that state can lie
+at a limit moving towards it, or past it (the arm tracking a reference runs ahead of it; a goal
+preempting another one takes the arm where that one left it: measured 5.3 mrad of reference past
+joint7's limit, a finger 24.5 mm past its own). From there a jerk-limited reference that starts
+on the measured (q, v) runs further out while it brakes: from v towards the limit and a = 0,
+with the bounds a_max and j_max, a stop that ends at rest (a = 0) covers
+
+    d(v) = v·√(v / j_max)                      for v ≤ a_max² / j_max  (a triangular pulse)
+    d(v) = v² / (2 a_max) + v·a_max / (2 j_max) otherwise            (a trapezoid)
+
+(the velocity curve of either is point-symmetric about its middle: d = v·T/2). So the plan
+starts from the measured state *clipped into the limits* (:meth:`LimitApproach.start_inside`): q
+into [lower, upper] — a step back of at most the excursion, which pulls the arm inside — and a
+velocity towards a limit capped at the speed whose stop fits the room left before the margin
+(none within it: the arm tracks a braking reference with a lead, and a finger on its soft
+joint impedance overshot a reference braked onto its limit by 53 µm), the inverse of d:
+
+    v_max(d) = (d² j_max)^(1/3)                              for d ≤ a_max³ / j_max²
+    v_max(d) = −a_max² / (2 j_max) + √(a_max⁴ / (4 j_max²) + 2 a_max d)   otherwise
+
+(0 at the margin). Braking from there takes the reference to rest inside the range with bounded
+acceleration and jerk; the planner then checks the plan's position extrema against the range
+(a time-synchronised profile may brake more gently than the fastest stop).
 """
 
 from __future__ import annotations
@@ -52,6 +76,10 @@ from ct_controllers.types import FloatArray
 LIMIT_MARGIN = 0.005  # [rad] a goal is planned at least this far inside the joint range
 LIMIT_APPROACH_DECELERATION = 0.3  # [rad/s²] braking towards a limit the goal is near
 OVERSHOOT_TOLERANCE = 1e-9  # [rad | m] Ruckig's own rounding at the target
+# [m] a gripper finger's references are kept this far inside its range: a reference on the limit
+# itself puts the finger past it by its tracking error (measured: µm at rest, against MuJoCo's
+# soft joint-range constraint) — 0.5 mm costs the servo's 2000 N/m 1 N, a fraction of any grip.
+FINGER_LIMIT_MARGIN = 0.0005
 
 
 @dataclass(frozen=True)
@@ -99,15 +127,48 @@ class LimitApproach:
         selected: np.ndarray,
         margin: float = LIMIT_MARGIN,
         deceleration: float = LIMIT_APPROACH_DECELERATION,
+        other_margin: float = 0.0,
     ) -> LimitApproach:
         """``margin`` and ``deceleration`` for the ``selected`` joints (a boolean mask) that
-        have a bounded range, none for the others."""
-        mask = np.asarray(selected, dtype=bool) & np.isfinite(lower) & np.isfinite(upper)
+        have a bounded range; ``other_margin`` and no gentle braking for the other bounded
+        joints (e.g. a gripper's fingers: ``FINGER_LIMIT_MARGIN``); nothing for unbounded
+        ones."""
+        bounded = np.isfinite(lower) & np.isfinite(upper)
+        mask = np.asarray(selected, dtype=bool) & bounded
         return cls(
             lower=np.asarray(lower, dtype=np.float64),
             upper=np.asarray(upper, dtype=np.float64),
-            margin=np.where(mask, margin, 0.0),
+            margin=np.where(mask, margin, np.where(bounded, other_margin, 0.0)),
             deceleration=np.where(mask, deceleration, np.inf),
+        )
+
+    def start_inside(
+        self,
+        q: FloatArray,
+        v: FloatArray,
+        acceleration: FloatArray,
+        jerk: FloatArray,
+    ) -> tuple[FloatArray, FloatArray]:
+        """The measured (q [rad | m], v [rad/s | m/s]) clipped into the limits (module
+        docstring): q into [lower, upper]; v towards a limit at most the speed from which a
+        stop within ``acceleration`` [rad/s² | m/s²] and ``jerk`` [rad/s³ | m/s³] (from a = 0
+        to rest) ends ``margin`` short of it (0 within the margin). New arrays; a state well
+        inside keeps its values exactly."""
+        q = np.clip(np.asarray(q, dtype=np.float64), self.lower, self.upper)
+        v = np.array(v, dtype=np.float64)
+        # The room before the margin (none once inside it): a plan that starts outside the
+        # margin zone does not enter it braking, one that starts in it goes no further out.
+        room_up = np.maximum(self.upper - self.margin - q, 0.0)
+        room_down = np.maximum(q - self.lower - self.margin, 0.0)
+        toward_upper = stopping_speed(room_up, acceleration, jerk)
+        toward_lower = stopping_speed(room_down, acceleration, jerk)
+        return q, np.minimum(np.maximum(v, -toward_lower), toward_upper)
+
+    def outside(self, lowest: FloatArray, highest: FloatArray) -> np.ndarray:
+        """Per joint: whether positions with extrema ``lowest`` / ``highest`` [rad | m] leave
+        the range (by more than the planner's rounding)."""
+        return (lowest < self.lower - OVERSHOOT_TOLERANCE) | (
+            highest > self.upper + OVERSHOOT_TOLERANCE
         )
 
     def planned_goal(self, goal: FloatArray) -> FloatArray:
@@ -131,6 +192,21 @@ class LimitApproach:
             near_upper=near_upper,
             near_lower=near_lower,
         )
+
+
+def stopping_speed(distance: FloatArray, acceleration: FloatArray, jerk: FloatArray) -> FloatArray:
+    """[rad/s | m/s] per joint: the highest speed from which a jerk-limited stop (from a = 0 to
+    rest, within ``acceleration`` and ``jerk``) covers at most ``distance`` [rad | m] (≥ 0; inf
+    for an unbounded range): the inverse of the stopping distance d(v) of the module
+    docstring, a hair short of it (the planner's rounding)."""
+    d = np.maximum(np.asarray(distance, dtype=np.float64) - OVERSHOOT_TOLERANCE, 0.0)
+    a = np.asarray(acceleration, dtype=np.float64)
+    j = np.asarray(jerk, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # inf − inf on an unbounded range, replaced below
+        triangular = np.cbrt(d * d * j)
+        trapezoid = np.sqrt(a**4 / (4 * j * j) + 2 * a * d) - a * a / (2 * j)
+    speed = np.where(d <= a**3 / (j * j), triangular, trapezoid)
+    return np.where(np.isinf(d), np.inf, speed)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ without one the task judges by the robot's own sensing (finger positions, veloci
 and the result's ``checks`` say what the verdict rested on.
 
 Boundary checks: frames (UNKNOWN_FRAME), stamps (STALE_GOAL), non-finite or non-unit poses and
-out-of-range amounts (INVALID_GOAL), a grasp_effort the backend cannot enforce — fingers on the
+out-of-range amounts (INVALID_GOAL), a grasp_effort below what the finger servo can control (its
+finger's weight plus its damping at the closing speed, ``GripperController.minimum_effort``:
+below it nothing controls where a finger goes; INVALID_GOAL, giving the bound), a grasp_effort
+the backend cannot enforce — fingers on the
 position interface whose drives' effort limit it cannot set (INVALID_GOAL, naming the joint) —,
 a grasp or pre-grasp pose without an IK solution (UNREACHABLE). A phase that fails ends
 PHASE_FAILED with the phase and its reason; feedback carries the phase, the time in it and the
@@ -15,6 +18,7 @@ TCP position error.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -25,6 +29,7 @@ from ct_controllers.chains.grasp_runner import (
     GraspRunner,
     build_grasp_runner,
     grip_force_refusal,
+    minimum_grasp_effort,
 )
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
 from ct_controllers.ros.pose_goals import (
@@ -53,6 +58,7 @@ class GraspServer:
         self.config = stack.config
         self.loop = stack.loop
         self._feedback_model = stack.model.with_own_data()  # this node's goal threads
+        self.minimum_effort = minimum_grasp_effort(stack)  # [N] per finger
         self.server = motion_action_server(
             node,
             Grasp,
@@ -105,6 +111,14 @@ class GraspServer:
             raise GoalRejected(
                 Result.INVALID_GOAL,
                 f"grasp_effort must be in (0, {finger_limit}] N per finger, got {effort}",
+            )
+        if effort < self.minimum_effort:
+            bound = math.ceil(self.minimum_effort * 1000.0) / 1000.0  # shown rounded up
+            raise GoalRejected(
+                Result.INVALID_GOAL,
+                f"grasp_effort {effort:g} N is below {bound:g} N, the smallest force with which "
+                "the finger servo still controls a finger (its weight plus its damping at the "
+                f"closing speed); grasp_effort must be in [{bound:g}, {finger_limit:g}] N",
             )
         # Position fingers grip with their drives' effort: only a limit the backend can set
         # makes grasp_effort the grip force.

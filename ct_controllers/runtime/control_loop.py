@@ -74,6 +74,7 @@ from ct_controllers.hardware.interface import (
 from ct_controllers.hardware.watchdog import Watchdog, WatchdogConfig
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.joint_trajectory import JerkLimitedTrajectory, JointLimits
+from ct_controllers.references.limit_approach import LimitApproach
 from ct_controllers.runtime.effort_limits import EffortLimits
 from ct_controllers.runtime.fault_supervisor import (
     CONSECUTIVE_ERRORS_BEFORE_BACKOFF,
@@ -181,11 +182,15 @@ class ControlLoop:
             if hold_damping is not None
             else np.full(model.nv, 5.0)
         )
-        # Default reference limits: half the URDF velocity, 3 rad/s², 30 rad/s³.
+        # Default reference limits: half the URDF velocity, 3 rad/s², 30 rad/s³, and the joint
+        # range (no margin: plans start and stay inside it, held positions are clipped into it).
         self.reference_limits = reference_limits or JointLimits(
             velocity=model.limits.velocity * 0.5,
             acceleration=np.full(model.nv, 3.0),
             jerk=np.full(model.nv, 30.0),
+            approach=LimitApproach.for_joints(
+                model.limits.lower, model.limits.upper, np.zeros(model.nv, dtype=bool)
+            ),
         )
         self.snapshot_decimation = max(1, snapshot_decimation)
         self.overrun_fraction = overrun_fraction

@@ -139,7 +139,10 @@ class Motions:
 
     Before any motion the reference holds the first measured position. A trajectory's goal is
     held once it ends; a stop (:meth:`stop`) comes to rest with bounded deceleration and holds
-    where it ends."""
+    where it ends. With a limit approach in ``limits`` every reference stays inside the joint
+    range whatever the measured state: plans start from it clipped into the range
+    (:class:`~ct_controllers.references.joint_trajectory.JerkLimitedTrajectory`), and a held
+    position is clipped into it."""
 
     def __init__(self, limits: JointLimits) -> None:
         self.limits = limits  # reference limits: velocity, acceleration, jerk per joint
@@ -168,8 +171,8 @@ class Motions:
         advanced: running, or succeeded at its end, whose goal is then held), else the hold."""
         trajectory = self._trajectory
         if trajectory is None:
-            if self._reference is None:  # the first measured state: hold it
-                self._reference = JointReference.hold(state.q)
+            if self._reference is None:  # the first measured state: hold it (inside the range)
+                self._reference = JointReference.hold(self.limits.inside(state.q))
             return self._reference
         reference = trajectory.sample(state.stamp)
         finished = trajectory.progress(state.stamp) >= 1.0
@@ -190,8 +193,7 @@ class Motions:
             )
             self._reference = JointReference.hold(self._trajectory.goal)
         except TrajectoryError:
-            self._trajectory = None
-            self._reference = JointReference.hold(state.q)
+            self.hold(state.q)
 
     def start(self, request: MotionRequest, state: JointState) -> None:
         """Preempt a running motion and plan ``request`` from the measured state; the joints it
@@ -206,8 +208,7 @@ class Motions:
                 state.stamp, state.q, state.v, goal, self.limits, request.duration
             )
         except TrajectoryError as exc:
-            self._trajectory = None
-            self._reference = JointReference.hold(state.q)
+            self.hold(state.q)
             self._set(MotionStatus(request.motion_id, FAILED, state.stamp, 0.0, 0.0, str(exc)))
             return
         self._set(
@@ -225,9 +226,10 @@ class Motions:
         self.hold(hold)
 
     def hold(self, q: FloatArray) -> None:
-        """Follow no trajectory; hold ``q`` [rad | m]."""
+        """Follow no trajectory; hold ``q`` [rad | m] clipped into the joint range (of the
+        reference limits' approach)."""
         self._trajectory = None
-        self._reference = JointReference.hold(q)
+        self._reference = JointReference.hold(self.limits.inside(q))
 
     def _end_running(self, state: str, now: float) -> None:
         if self._motion is not None and self._motion.state == RUNNING:

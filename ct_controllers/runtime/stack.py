@@ -19,7 +19,7 @@ from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
 from ct_controllers.references.joint_trajectory import JointLimits
-from ct_controllers.references.limit_approach import LimitApproach
+from ct_controllers.references.limit_approach import FINGER_LIMIT_MARGIN, LimitApproach
 from ct_controllers.runtime.control_loop import ControlLoop
 from ct_controllers.runtime.gain_stability import (
     GainStability,
@@ -240,12 +240,14 @@ def build_stack(
                 model, config.joint_names, config.reference_max_jerk, "references.max_jerk"
             ),
             # The arm's (revolute) goals stay inside the joint range, near a limit braked gently
-            # enough that tracking does not carry the arm past it; the gripper's fingers may
-            # close fully (their range is what closing on nothing means).
+            # enough that tracking does not carry the arm past it; the gripper's fingers' held
+            # references FINGER_LIMIT_MARGIN inside theirs (their servo's margin); every plan
+            # starts inside the range whatever the measured state (limit_approach.py).
             approach=LimitApproach.for_joints(
                 model.limits.lower,
                 model.limits.upper,
                 np.isin(np.arange(model.nv), model.indices(config.arm_joints)),
+                other_margin=FINGER_LIMIT_MARGIN,
             ),
         ),
         hold_damping=to_model_order(
