@@ -218,6 +218,16 @@ def _summed(values: list[float]) -> float:
     return total
 
 
+def _per_finger(quantity: str, values: list[float]) -> dict[str, float]:
+    """A transition's per-finger values by name: ``left_``/``right_`` + ``quantity`` for a
+    two-finger gripper (the bundled arm's order, left then right), ``finger<i>_`` + ``quantity``
+    for any other count (one actuated jaw or finger whose follower mimics it: its one opening;
+    contact forces: one per finger body the sensor sees)."""
+    if len(values) == 2:
+        return {f"left_{quantity}": float(values[0]), f"right_{quantity}": float(values[1])}
+    return {f"finger{i}_{quantity}": float(value) for i, value in enumerate(values)}
+
+
 def _distance(a: list[float], b: list[float]) -> float:
     """‖a − b‖ [m] of two 3-vectors, in Python floats (cheaper than numpy on three values)."""
     x, y, z = a[0] - b[0], a[1] - b[1], a[2] - b[2]
@@ -352,7 +362,7 @@ class GraspTask:
             return self._fail(
                 now,
                 "fingers closed on nothing",
-                {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])},
+                _per_finger("opening", aperture),
             )
         contact = obs.contact_forces is not None and all(
             force >= p.contact_force for force in obs.contact_forces.tolist()
@@ -379,12 +389,9 @@ class GraspTask:
                 None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
             )
             self._grasp_height = None if obs.object_pose is None else float(obs.object_pose[2, 3])
-            values = {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])}
+            values = _per_finger("opening", aperture)
             if obs.contact_forces is not None:
-                values |= {
-                    "left_force": float(obs.contact_forces[0]),
-                    "right_force": float(obs.contact_forces[1]),
-                }
+                values |= _per_finger("force", obs.contact_forces.tolist())
             self._carry_targets = self._plan_carry()
             self._carry_stages = [name for name, _ in self._carry_targets]
             self._enter(
@@ -413,7 +420,7 @@ class GraspTask:
             return self._fail(
                 now,
                 "object lost: the fingers closed on nothing",
-                {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])},
+                _per_finger("opening", aperture),
             )
         if usable and drift > p.slip_failure:
             return self._fail(
