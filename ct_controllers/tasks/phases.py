@@ -158,6 +158,9 @@ class GraspObservation(NamedTuple):
     finger_efforts: FloatArray | None
     contact_forces: FloatArray | None = None
     object_pose: FloatArray | None = None
+    # [m] the distance between the two finger frames (the grip width, measured geometrically:
+    # the same on every gripper), or None: the finger openings summed.
+    grip_width: float | None = None
 
 
 @dataclass(frozen=True)
@@ -384,7 +387,7 @@ class GraspTask:
             else:
                 measured = obs.finger_efforts is not None
                 self._checked("finger_stall_effort" if measured else "finger_stall_position")
-            self._grip_width = _summed(aperture)
+            self._grip_width = _summed(aperture) if obs.grip_width is None else obs.grip_width
             self._object_in_tcp = (
                 None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
             )
@@ -414,7 +417,7 @@ class GraspTask:
             return self._fail(now, "object slipped out of the grasp", {"slip": slip})
         # Per-finger values as Python floats: a few comparisons, cheaper than numpy calls.
         aperture = obs.finger_positions.tolist()
-        width = _summed(aperture)
+        width = _summed(aperture) if obs.grip_width is None else obs.grip_width
         drift = self._width_change(width) if usable else math.inf
         if usable and width < 2 * p.empty_minimum:
             return self._fail(
