@@ -444,3 +444,35 @@ def test_hold_needs_the_grip_effort_to_hold() -> None:
     run(task, world, 12.0)
     assert task.phase == Phase.FAILED and task.failure is not None
     assert task.failure.source == Phase.HOLD and "timed out" in task.failure.reason
+
+
+def test_a_measured_grip_width_is_what_hold_judges() -> None:
+    """With ``grip_width`` in the observation (the geometric width between the finger frames)
+    the task judges the grip by it, not by the finger openings: the same pick whose openings
+    stay put fails HOLD 'the grip width changed' once the measured width moves by more than
+    slip_failure, and completes while the width follows the summed openings."""
+
+    class WidthWorld(World):
+        widen = 0.0  # [m] added to the measured width
+
+        def observe(self) -> GraspObservation:
+            seen = super().observe()
+            return seen._replace(grip_width=float(np.sum(seen.finger_positions)) + self.widen)
+
+    steady_task, steady = GraspTask(), WidthWorld()
+    steady_task.start(GOAL)
+    run(steady_task, steady, 10.0)
+    assert steady_task.phase == Phase.DONE, steady_task.failure
+
+    task, world = GraspTask(), WidthWorld()
+    task.start(GOAL)
+    drift = GraspParameters().slip_failure + 0.005
+
+    def widen(task: GraspTask, world: World) -> None:
+        if task.phase == Phase.HOLD and task.stage == "hold":
+            world.widen = drift  # type: ignore[attr-defined]
+
+    run(task, world, 10.0, event=widen)
+    assert task.phase == Phase.FAILED and task.failure is not None
+    assert task.failure.source == Phase.HOLD and "grip width changed" in task.failure.reason
+    assert task.failure.values["grip_width_change"] >= drift - 1e-9

@@ -129,7 +129,11 @@ def grasp_setup(
     if not isinstance(hardware, MujocoSystem):
         raise TypeError("the grasp benchmark needs the MuJoCo backend")
     place_object(hardware, CUBE_BODY, cube_pose(*cube))
-    sensor = ObjectSensor(hardware)
+    # The scene's sensor: the cube and the bodies this robot's finger joints move (a mimic
+    # follower's too), whatever their names.
+    sensor = hardware.object_sensor()
+    if not isinstance(sensor, ObjectSensor):
+        raise TypeError("the grasp benchmark needs the scene's cube and its object sensor")
     reader: Callable[[], ObjectReading] | None = None  # "joints": no object sensor
     if sensing == "full":
         reader = sensor.observe if sense is None else functools.partial(sense, sensor)
@@ -398,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         help="run the trials in N worker processes (1: in this one); the same per-trial results "
         "whatever N, printed in trial order",
     )
+    parser.add_argument("--config", help="controllers.yaml of the robot (default: the bundled)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="FILE.png", help="also run one trial and plot it")
     parser.add_argument(
@@ -427,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers must be >= 1")
     try:
         config = load_config(
-            overrides={"mujoco.mode": "lockstep", "cartesian.update_rate": args.cartesian_rate}
+            args.config,
+            overrides={"mujoco.mode": "lockstep", "cartesian.update_rate": args.cartesian_rate},
         )
     except ConfigError as exc:
         parser.error(str(exc))

@@ -104,7 +104,10 @@ class GripperController:
     @property
     def minimum_effort(self) -> float:
         """[N] the smallest force limit under which the servo still controls a free finger:
-        its weight plus the damping at the servo's speed (module docstring)."""
+        its weight plus the damping at the servo's speed (module docstring). No fingers (an
+        arm without a gripper): 0, nothing to control."""
+        if not self.joint_names:
+            return 0.0
         return float(self.finger_weight.max()) + self.damping * self.speed
 
     def reset(self) -> None:

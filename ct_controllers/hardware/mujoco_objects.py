@@ -40,8 +40,11 @@ class ObjectSensor:
         self,
         system: SimulatedMujoco,
         body: str = "cube",
-        finger_bodies: tuple[str, ...] = ("left_finger", "right_finger"),
+        finger_bodies: tuple[str, ...] = (),
     ) -> None:
+        """The sensor of ``body``'s pose and of the contact forces on it of each of
+        ``finger_bodies`` (MuJoCo body names: the bodies the gripper's joints and their mimic
+        followers move, ``MujocoSystem.object_sensor``; none: pose only)."""
         model = system.model
         if model is None:
             raise RuntimeError("configure the MuJoCo backend before attaching sensors")

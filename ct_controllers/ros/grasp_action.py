@@ -5,7 +5,9 @@ optional plug-in the backend offers (``SystemInterface.object_sensor``: MuJoCo's
 without one the task judges by the robot's own sensing (finger positions, velocities, efforts),
 and the result's ``checks`` say what the verdict rested on.
 
-Boundary checks: frames (UNKNOWN_FRAME), stamps (STALE_GOAL), non-finite or non-unit poses and
+Boundary checks: a robot without a gripper (``gripper_joints: []``: INVALID_GOAL, "this robot
+has no gripper ...", checked first, nothing moves; the other actions work as on any arm), frames
+(UNKNOWN_FRAME), stamps (STALE_GOAL), non-finite or non-unit poses and
 out-of-range amounts (INVALID_GOAL), a grasp_effort below what the finger servo can control (its
 finger's weight plus its damping at the closing speed, ``GripperController.minimum_effort``:
 below it nothing controls where a finger goes; INVALID_GOAL, giving the bound), a grasp_effort
@@ -80,6 +82,9 @@ class GraspServer:
         own values (rigid poses, amounts within their bounds: GraspGoal, the one place), what
         depends on this robot and backend (the finger effort limit, a grip force the backend
         can enforce) and reachability (grasp, pre-grasp and place poses)."""
+        refusal = no_gripper_refusal(self.config.gripper_joints)
+        if refusal is not None:
+            raise GoalRejected(Result.INVALID_GOAL, refusal)
         now = self.node.get_clock().now().nanoseconds * 1e-9
         age, future = self._parameter("max_goal_age"), self._parameter("goal_future_tolerance")
         base = self.config.base_frame
@@ -250,6 +255,17 @@ class GraspServer:
             phase_durations=[float(durations.get(p, 0.0)) for p in ACTIVE_PHASES],
             checks=list(task.checks),
         )
+
+
+def no_gripper_refusal(fingers: tuple[str, ...] | list[str]) -> str | None:
+    """Why a Grasp cannot run on a robot whose configured ``gripper_joints`` are ``fingers``,
+    or None when it has a gripper. An arm without one (e.g. the UR5) runs every other action."""
+    if len(fingers) > 0:
+        return None
+    return (
+        "this robot has no gripper (gripper_joints is empty in its configuration): Grasp needs "
+        "one; MoveJoints and MoveToPose work without"
+    )
 
 
 def _tcp_target(runner: GraspRunner) -> np.ndarray | None:

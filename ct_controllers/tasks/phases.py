@@ -158,6 +158,9 @@ class GraspObservation(NamedTuple):
     finger_efforts: FloatArray | None
     contact_forces: FloatArray | None = None
     object_pose: FloatArray | None = None
+    # [m] the distance between the two finger frames (the grip width, measured geometrically:
+    # the same on every gripper), or None: the finger openings summed.
+    grip_width: float | None = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,16 @@ def _summed(values: list[float]) -> float:
     for value in values:
         total += value
     return total
+
+
+def _per_finger(quantity: str, values: list[float]) -> dict[str, float]:
+    """A transition's per-finger values by name: ``left_``/``right_`` + ``quantity`` for a
+    two-finger gripper (the bundled arm's order, left then right), ``finger<i>_`` + ``quantity``
+    for any other count (one actuated jaw or finger whose follower mimics it: its one opening;
+    contact forces: one per finger body the sensor sees)."""
+    if len(values) == 2:
+        return {f"left_{quantity}": float(values[0]), f"right_{quantity}": float(values[1])}
+    return {f"finger{i}_{quantity}": float(value) for i, value in enumerate(values)}
 
 
 def _distance(a: list[float], b: list[float]) -> float:
@@ -352,7 +365,7 @@ class GraspTask:
             return self._fail(
                 now,
                 "fingers closed on nothing",
-                {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])},
+                _per_finger("opening", aperture),
             )
         contact = obs.contact_forces is not None and all(
             force >= p.contact_force for force in obs.contact_forces.tolist()
@@ -374,17 +387,14 @@ class GraspTask:
             else:
                 measured = obs.finger_efforts is not None
                 self._checked("finger_stall_effort" if measured else "finger_stall_position")
-            self._grip_width = _summed(aperture)
+            self._grip_width = _summed(aperture) if obs.grip_width is None else obs.grip_width
             self._object_in_tcp = (
                 None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
             )
             self._grasp_height = None if obs.object_pose is None else float(obs.object_pose[2, 3])
-            values = {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])}
+            values = _per_finger("opening", aperture)
             if obs.contact_forces is not None:
-                values |= {
-                    "left_force": float(obs.contact_forces[0]),
-                    "right_force": float(obs.contact_forces[1]),
-                }
+                values |= _per_finger("force", obs.contact_forces.tolist())
             self._carry_targets = self._plan_carry()
             self._carry_stages = [name for name, _ in self._carry_targets]
             self._enter(
@@ -407,13 +417,13 @@ class GraspTask:
             return self._fail(now, "object slipped out of the grasp", {"slip": slip})
         # Per-finger values as Python floats: a few comparisons, cheaper than numpy calls.
         aperture = obs.finger_positions.tolist()
-        width = _summed(aperture)
+        width = _summed(aperture) if obs.grip_width is None else obs.grip_width
         drift = self._width_change(width) if usable else math.inf
         if usable and width < 2 * p.empty_minimum:
             return self._fail(
                 now,
                 "object lost: the fingers closed on nothing",
-                {"left_opening": float(aperture[0]), "right_opening": float(aperture[1])},
+                _per_finger("opening", aperture),
             )
         if usable and drift > p.slip_failure:
             return self._fail(

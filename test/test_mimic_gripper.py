@@ -1,0 +1,71 @@
+"""A gripper of two fingers, one mimicking the other (the Franka Panda of example-robot-data,
+configured by ct-setup: ``gripper_joints: [panda_finger_joint1]``, panda_finger_joint2 its
+``<mimic>`` follower, an equality constraint in the MuJoCo scene): the grasp bench's trials on
+it — the real stack, MuJoCo lockstep, the object sensor — reach DONE, and the follower finger
+moves with the actuated one (its body presses on the cube as hard as the contact check asks).
+
+Cost: one ct-setup, TRIALS grasp trials of ~5 s sim time each (~3 s wall each, idle machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import io
+from pathlib import Path
+
+import pytest
+
+from ct_controllers.bench import grasp
+from ct_controllers.config import StackConfig, load_config
+from ct_controllers.setup_assistant.cli import main as setup_main
+from ct_controllers.tasks.phases import GraspParameters, Phase
+
+TRIALS = 2  # seeded cubes (seed 1: the bench's first two)
+# ct-setup writes the Panda only with h-robots' setup_assistant (3eb9185: a mimic follower in no
+# joint list); on a branch without it ct-setup exits 1. Passed with that ct-setup's output in
+# place (ct-bench grasp --config: 20/20, --sensing joints 10/10); remove the mark when merged
+# (strict: an XPASS fails, so it cannot be forgotten).
+NEEDS_MIMIC_SETUP = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="ct-setup writes the Panda (mimic follower unlisted) only with h-robots' setup",
+)
+
+
+def _panda() -> Path:
+    distribution = importlib.metadata.distribution("example-robot-data")
+    for file in distribution.files or ():
+        if str(file).endswith("panda_description/urdf/panda.urdf"):
+            return Path(str(distribution.locate_file(file)))
+    raise LookupError("example-robot-data has no panda.urdf")
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> StackConfig:
+    out = tmp_path_factory.mktemp("panda")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = setup_main([str(_panda()), "-o", str(out)])
+    assert code == 0, printed.getvalue()
+    loaded = load_config(out / "controllers.yaml", overrides={"mujoco.mode": "lockstep"})
+    assert loaded.gripper_joints == ("panda_finger_joint1",)  # the premise: one actuated finger
+    return loaded
+
+
+@NEEDS_MIMIC_SETUP
+def test_a_grasp_with_a_mimic_finger_succeeds(config: StackConfig) -> None:
+    """Each of TRIALS seeded trials reaches DONE within the bench's limit, CLOSE ending on
+    contact on both fingers: the sensor sees two finger bodies (the actuated joint's and its
+    follower's) though one joint is commanded, and each presses the cube with at least the
+    contact force — the follower moved with its master."""
+    contact = GraspParameters().contact_force
+    for trial in range(TRIALS):
+        result, setup = grasp.run_trial(config, trial, grasp.trial_cube(1, trial))
+        assert result.success, result
+        assert len(setup.sensor.finger_ids) == 2
+        closed = next(t for t in setup.task.transitions if t.source == Phase.CLOSE)
+        assert closed.reason == "contact on both fingers", closed
+        forces = [v for k, v in closed.values.items() if k.endswith("_force")]
+        assert len(forces) == 2 and min(forces) >= contact, closed.values
+        assert "finger0_opening" in closed.values and "finger1_opening" not in closed.values
