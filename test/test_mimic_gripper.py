@@ -22,15 +22,6 @@ from ct_controllers.setup_assistant.cli import main as setup_main
 from ct_controllers.tasks.phases import GraspParameters, Phase
 
 TRIALS = 2  # seeded cubes (seed 1: the bench's first two)
-# ct-setup writes the Panda only with h-robots' setup_assistant (3eb9185: a mimic follower in no
-# joint list); on a branch without it ct-setup exits 1. Passed with that ct-setup's output in
-# place (ct-bench grasp --config: 20/20, --sensing joints 10/10); remove the mark when merged
-# (strict: an XPASS fails, so it cannot be forgotten).
-NEEDS_MIMIC_SETUP = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="ct-setup writes the Panda (mimic follower unlisted) only with h-robots' setup",
-)
 
 
 def _panda() -> Path:
@@ -53,7 +44,6 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> StackConfig:
     return loaded
 
 
-@NEEDS_MIMIC_SETUP
 def test_a_grasp_with_a_mimic_finger_succeeds(config: StackConfig) -> None:
     """Each of TRIALS seeded trials reaches DONE within the bench's limit, CLOSE ending on
     contact on both fingers: the sensor sees two finger bodies (the actuated joint's and its

@@ -27,15 +27,6 @@ from ct_controllers.setup_assistant.cli import main as setup_main
 STEP = 0.1  # [rad] the MoveJoints goal: the last arm joint this far from home
 TOLERANCE = 0.02  # [rad] reached, at rest (as test_own_robot)
 STILL = 1e-3  # [rad] "nothing moved" after the refused Grasp
-# The node reads ct-setup's file only with h-robots' ct_controllers/ros/parameters.py (an
-# integer parameter given as `1000.0`, `gripper_joints: []` read by rcl as a value of no type):
-# on a branch without it the node exits at start-up. Passed with that file in place; remove the
-# mark when both are merged (strict: an XPASS fails, so it cannot be forgotten).
-NEEDS_OWN_ROBOT_PARAMETERS = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the node reads ct-setup's UR5 file only with h-robots' ros/parameters.py",
-)
 
 
 def _ur5() -> Path:
@@ -92,7 +83,6 @@ def test_refusal_only_without_a_gripper() -> None:
     assert no_gripper_refusal(("left", "right")) is None
 
 
-@NEEDS_OWN_ROBOT_PARAMETERS
 def test_grasp_is_refused_and_nothing_moves(config: StackConfig, client: Client) -> None:
     """A well-formed Grasp goal on the UR5 ends INVALID_GOAL with the no-gripper message (the
     goal check, before any phase: no final phase, no checks) and the arm stays where it was."""
@@ -115,7 +105,6 @@ def test_grasp_is_refused_and_nothing_moves(config: StackConfig, client: Client)
     assert np.max(np.abs(_positions(client, config.arm_joints) - before)) < STILL
 
 
-@NEEDS_OWN_ROBOT_PARAMETERS
 def test_move_joints_works_without_a_gripper(config: StackConfig, client: Client) -> None:
     """After the refusal the same node runs MoveJoints on the arm: SUCCESS, the last joint at
     rest within TOLERANCE of its goal (home + STEP)."""

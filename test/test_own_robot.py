@@ -307,12 +307,6 @@ def test_a_required_entry_left_out_is_refused_by_the_node(tmp_path: Path) -> Non
     assert "'tcp_frame'" in output and "parameters file does not give" in output, output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the 'no gripper' refusal is the gripper work's (issue 24 item 6); today the goal "
-    "ends FAULT 'internal error: ValueError: min() arg is an empty sequence': remove this mark "
-    "with it",
-)
 def test_grasp_on_an_arm_without_a_gripper_is_refused(robot: Setup, client: Client) -> None:
     """An arm with no gripper joints (the UR5): a Grasp goal is refused — never accepted and
     run — with INVALID_GOAL and a message naming the missing gripper; the arm does not move."""
