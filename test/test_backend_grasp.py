@@ -21,7 +21,7 @@ from ros_helpers import NodeProcess, pose_message, ros_client, stop_node
 
 from ct_controllers.bench.grasp import top_down_grasp
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
-from ct_controllers.config import load_config
+from ct_controllers.config import default_config_path, load_config
 from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
 from ct_controllers.sim.ros2_control_plant import PlantProcess
@@ -144,7 +144,12 @@ def test_the_grasp_action_refuses_a_grip_force_it_cannot_enforce(tmp_path: Path)
         object_width=0.05,
     )
     command = [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "hardware"]
-    node = NodeProcess([*command, "--ros-args", "--params-file", str(overrides)])
+    # The bundled file first, these overrides on top (as launch_plan passes a params file): a
+    # file of per-joint gains alone would be a robot with no joints, which the node refuses.
+    bundled = str(default_config_path())
+    node = NodeProcess(
+        [*command, "--ros-args", "--params-file", bundled, "--params-file", str(overrides)]
+    )
     try:
         with ros_client("ct_grasp_refusal_client") as client:
             action = ActionClient(client.node, Grasp, "/ct/grasp")
