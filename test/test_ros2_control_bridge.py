@@ -7,6 +7,7 @@ and to restart."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -204,8 +205,9 @@ def test_a_stalled_loop_gets_a_hold_published_by_the_bridge(stack, plant):
     """When the control loop stops writing during a motion, the bridge's own executor notices
     the missed command deadline and keeps publishing a hold from the measured state (gravity
     plus damping), so the forward controller is not left on a stale effort: the arm comes to
-    rest. The loop then latches the bridge's fault, and a reset with commands flowing clears
-    it."""
+    rest. The loop then latches a missed command deadline — the bridge's, or its own watchdog's
+    when the resumed ticks stall past ``command_timeout`` before the bridge's is read (seen in
+    CI on a loaded machine) — and a reset with commands flowing clears it."""
     loop = stack.loop
     bridge = stack.hardware
     assert isinstance(bridge, Ros2ControlBridge)
@@ -220,6 +222,6 @@ def test_a_stalled_loop_gets_a_hold_published_by_the_bridge(stack, plant):
     assert max(abs(v) for v in report["velocity"].values()) < 0.05
     assert_safe_commands(report)
     run(stack, 0.05)
-    assert loop.fault is not None and "no command" in loop.fault
+    assert loop.fault is not None and re.search(r"no (fresh )?command", loop.fault), loop.fault
     recover(stack, plant[0])
     assert bridge.fault() is None
