@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -41,7 +42,14 @@ from ct_controllers.node_names import (
     split_user_names,
     topic_name,
 )
-from ct_controllers.ros.node_uniqueness import DISCOVERY_WINDOW, MOTION_ACTIONS, PROBE_TIMEOUT
+from ct_controllers.ros.dds import PROFILE, PROFILE_VARIABLES
+from ct_controllers.ros.node_uniqueness import (
+    DISCOVERY_WINDOW,
+    LOOPBACK_DISCOVERY_WINDOW,
+    MOTION_ACTIONS,
+    PROBE_TIMEOUT,
+    discovery_window,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "controllers.yaml")
@@ -438,7 +446,7 @@ def test_a_second_node_with_the_same_name_exits_2_and_the_first_keeps_serving(
     assert len(refusal) == 1, result.stderr
     assert "another node named /arm1/controller_manager is already running" in refusal[0]
     assert "Traceback" not in result.stderr
-    assert took < START_TIMEOUT + DISCOVERY_WINDOW + PROBE_TIMEOUT
+    assert took < START_TIMEOUT + discovery_window() + PROBE_TIMEOUT
     assert processes["arm1"].poll() is None
     names = watcher.node.get_node_names_and_namespaces()
     goal = MoveJoints.Goal(
@@ -450,6 +458,27 @@ def test_a_second_node_with_the_same_name_exits_2_and_the_first_keeps_serving(
     assert watcher.spin_until(result_future.done, 30.0)
     assert result_future.result().result.error_code == MoveJoints.Result.SUCCESS
     assert names.count(("controller_manager", "/arm1")) == 1, names
+
+
+def test_the_discovery_window_follows_the_dds_profile_in_use() -> None:
+    """The short window only where Fast DDS reads the bundled profile (both variables name it,
+    as ct_controllers.ros.dds sets them, and that profile announces every 0.5 s); with no
+    profile, a profile of the user's, or the two variables disagreeing, the window that covers
+    Fast DDS's default 3 s announcement period."""
+    ours = dict.fromkeys(PROFILE_VARIABLES, str(PROFILE))
+    assert discovery_window(ours) == LOOPBACK_DISCOVERY_WINDOW
+    assert discovery_window({}) == DISCOVERY_WINDOW
+    assert discovery_window(dict.fromkeys(PROFILE_VARIABLES, "/home/me/fastdds.xml")) == (
+        DISCOVERY_WINDOW
+    )
+    assert discovery_window({**ours, PROFILE_VARIABLES[1]: "/home/me/fastdds.xml"}) == (
+        DISCOVERY_WINDOW
+    )
+    # The bundled profile's period is what the short window is built on.
+    period = ElementTree.parse(PROFILE).find(".//{*}leaseAnnouncement")
+    assert period is not None
+    seconds = int(period.findtext("{*}sec", "0")) + int(period.findtext("{*}nanosec", "0")) * 1e-9
+    assert seconds + 0.5 < LOOPBACK_DISCOVERY_WINDOW < DISCOVERY_WINDOW
 
 
 def test_the_checked_actions_are_the_ones_the_node_serves(

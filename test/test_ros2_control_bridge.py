@@ -27,6 +27,10 @@ PERIOD = 1.0 / RATE
 # pauses of tens of ms — once just over 100 ms in CI — that are not the faults under test. The
 # bounds below scale with them.
 STATE_TIMEOUT = 0.2  # [s]
+# The command deadline is longer than the state deadline: a stall of this process between ticks
+# (230 ms once in a full run) otherwise trips the bridge's command deadline first, and the
+# tests of the state watchdog see that fault instead of theirs.
+COMMAND_TIMEOUT = 0.5  # [s]
 STATES = "/ct_test_bridge/joint_states"
 COMMANDS = "/ct_test_bridge/effort_controller/commands"
 CONFIG = load_config(
@@ -37,7 +41,7 @@ CONFIG = load_config(
         "ros2_control_bridge.joint_states_topic": STATES,
         "ros2_control_bridge.command_topic": COMMANDS,
         "watchdog.state_timeout": STATE_TIMEOUT,
-        "watchdog.command_timeout": STATE_TIMEOUT,
+        "watchdog.command_timeout": COMMAND_TIMEOUT,
         **SLOW_LOOP_GAINS,
     }
 )
@@ -65,6 +69,17 @@ def stack(plant) -> Iterator[Stack]:
     stack.loop.snapshot_decimation = 1
     yield stack
     stack.shut_down()
+
+
+@pytest.fixture(autouse=True)
+def _from_a_running_stack(request) -> None:
+    """Each test starts from a stack without a fault: a test that failed midway leaves the
+    module's stack faulted, and the tests after it would fail on that, not on their own."""
+    if "stack" not in request.fixturenames:
+        return
+    stack, plant = request.getfixturevalue("stack"), request.getfixturevalue("plant")
+    if stack.loop.fault is not None:
+        recover(stack, plant[0])
 
 
 def run(stack: Stack, seconds: float) -> None:

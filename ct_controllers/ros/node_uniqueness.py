@@ -12,13 +12,15 @@ hardware, and refuses (:class:`NameTaken`, exit code 2 from ``ct_control_node``)
   simulations on one ``/clock`` make sim time jump back and forth.
 
 **Discovery window.** Absence cannot be observed, only waited for: the node declares itself
-unique after :data:`DISCOVERY_WINDOW` without evidence. Fast DDS (Jazzy's default RMW, with
-the bundled loopback profile and with its defaults) completes the discovery of a participant
-that already runs at that one's next periodic announcement, every 3 s: measured on this project's
-VM, a new node saw a running one 0.0-3.0 s after it was created (uniform, as that period
-predicts). 3.5 s from node creation covers one whole announcement period plus the endpoint
-exchange that follows, with margin for a loaded machine; it runs while the stack is built (about
-1 s), so start-up takes about 2.5 s longer. Evidence found earlier ends the wait at once.
+unique after the window (:func:`discovery_window`) without evidence. Fast DDS (Jazzy's default
+RMW) completes the discovery of a participant that already runs at that one's next periodic
+announcement: with Fast DDS's defaults every 3 s — measured on this project's VM, a new node saw a
+running one 0.2-2.7 s after it was created (12 trials, while a test session ran) — so the window
+is :data:`DISCOVERY_WINDOW`, 3.5 s: one whole period plus the endpoint exchange that follows, with
+margin for a loaded machine. The bundled loopback profile (``fastdds_loopback.xml``) announces
+every 0.5 s: 0.16-0.79 s in 20 trials under the same load, so with that profile in use the
+window is :data:`LOOPBACK_DISCOVERY_WINDOW`, 1.5 s. The window runs while the stack is built
+(about 1 s). Evidence found earlier ends the wait at once.
 
 **Live, not remembered.** A participant that was killed stays in the graphs of those that knew
 it until its lease runs out (20 s by default), and a discovery server relays it. Before
@@ -36,9 +38,12 @@ may refuse, one may, or, if neither has seen the other when its window ends, bot
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import rclpy
@@ -48,8 +53,11 @@ from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 
 from ct_controllers.errors import CtError
+from ct_controllers.ros.dds import PROFILE, PROFILE_VARIABLES
 
 DISCOVERY_WINDOW = 3.5  # [s] from node creation until the node is declared unique (see above)
+LOOPBACK_DISCOVERY_WINDOW = 1.5  # [s] the same with the bundled profile (0.5 s announcements)
+NAME_WAIT = 1.0  # [s] for the name of a live server's node, when its endpoint came first
 PROBE_TIMEOUT = 1.5  # [s] for a server found in the graph to answer, or a clock to tick
 POLL_PERIOD = 0.05  # [s] between looks at the graph during the window
 RESEND_PERIOD = 0.25  # [s] a probe request is re-sent (one sent before matching is lost)
@@ -81,6 +89,16 @@ class Evidence:
         return bool(self.same_name or self.served or self.clock)
 
 
+def discovery_window(environ: Mapping[str, str] | None = None) -> float:
+    """[s] :data:`LOOPBACK_DISCOVERY_WINDOW` when Fast DDS reads the bundled loopback profile
+    (both profile variables name it, as :mod:`ct_controllers.ros.dds` sets them), else
+    :data:`DISCOVERY_WINDOW` (Fast DDS's 3 s announcements, or a profile of the user's)."""
+    environment = os.environ if environ is None else environ
+    profiles = {environment.get(name, "") for name in PROFILE_VARIABLES}
+    bundled = len(profiles) == 1 and Path(profiles.pop()).name == PROFILE.name
+    return LOOPBACK_DISCOVERY_WINDOW if bundled else DISCOVERY_WINDOW
+
+
 class UniquenessCheck:
     """Created right after the node (the discovery window starts), :meth:`verify` called before
     the node serves anything: raises :class:`NameTaken` or returns."""
@@ -89,13 +107,13 @@ class UniquenessCheck:
         self,
         node: Node,
         *,
-        window: float = DISCOVERY_WINDOW,
+        window: float | None = None,
         probe_timeout: float = PROBE_TIMEOUT,
         actions: tuple[tuple[str, Any], ...] = MOTION_ACTIONS,
     ) -> None:
         self._node = node
         self._started = time.monotonic()
-        self._window = window  # [s]
+        self._window = discovery_window() if window is None else window  # [s]
         self._probe_timeout = probe_timeout  # [s]
         self.name = node.get_fully_qualified_name()
         self._identity = (node.get_name(), node.get_namespace())
@@ -125,6 +143,16 @@ class UniquenessCheck:
         clock = _publishers(node, self.clock_topic) if publishes_clock else ()
         return Evidence(max(0, same_name), tuple(served), clock)
 
+    def _named_publishers(self, topic: str) -> tuple[str, ...]:
+        """The publishers of ``topic`` once their nodes' names are known (an endpoint is often
+        discovered before its node's name), waiting at most :data:`NAME_WAIT`."""
+        deadline = time.monotonic() + NAME_WAIT
+        while True:
+            names = _publishers(self._node, topic)
+            if all(names) or time.monotonic() >= deadline:
+                return names
+            time.sleep(POLL_PERIOD)
+
     def _refuse_live(self, evidence: Evidence) -> None:
         logger = self._node.get_logger()
         probe = rclpy.create_node(
@@ -138,8 +166,7 @@ class UniquenessCheck:
         try:
             for action, kind, servers in evidence.served:
                 if _answers(probe, executor, action, kind, self._probe_timeout):
-                    # Looked up again: an endpoint is often discovered before its node's name.
-                    servers = _publishers(self._node, f"{action}/_action/status") or servers
+                    servers = self._named_publishers(f"{action}/_action/status") or servers
                     who = _named(servers)
                     if self.name in servers:
                         raise NameTaken(
