@@ -35,6 +35,16 @@ HOME = np.array(CONFIG.home_positions[: len(ARM)])
 NODE = "/ct/controller_manager"
 
 
+def spin_until(node: Node, condition: Callable[[], bool], timeout: float) -> bool:
+    """Spin ``node`` until ``condition()`` holds (True) or ``timeout`` [s] passes (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.02)
+        if condition():
+            return True
+    return False
+
+
 class Client:
     """A test-side node with an action client and subscriptions, spun by hand."""
 
@@ -53,12 +63,7 @@ class Client:
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
 
     def spin_until(self, condition: Callable[[], bool], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rclpy.spin_once(self.node, timeout_sec=0.02)
-            if condition():
-                return True
-        return False
+        return spin_until(self.node, condition, timeout)
 
     def send(self, goal: MoveJoints.Goal, feedback: list | None = None) -> Any:  # type: ignore[type-arg]
         future = self.move_joints.send_goal_async(

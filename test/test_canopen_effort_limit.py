@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import numpy as np
 import pytest
+from backends import Limiting
 
 from ct_controllers.bench.backends import realtime_thread
-from ct_controllers.controllers.controller import (
-    Controller,
-    ControlOutput,
-    JointReference,
-    JointState,
-)
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.runtime.control_loop import RUNNING
 from ct_controllers.sim.drives_process import DrivesProcess
@@ -35,25 +29,6 @@ GRIP = 10.0  # [N] per finger: 250 ‰ of the finger drives' rated 40 N
 SDO_RESPONSE_TIMEOUT = 0.3  # [s]
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")  # see conftest.frozen_heap
-
-
-class Limiting(Controller):
-    """The stack's controller, asking its drives for ``limit`` (model order) each tick, as the
-    grasp chain asks its fingers' grip force."""
-
-    def __init__(self, inner: Controller) -> None:
-        super().__init__()
-        self.inner = inner
-        self.limit: np.ndarray | None = None
-
-    def compute(self, state: JointState, reference: JointReference, dt: float) -> Any:
-        return self.inner.compute(state, reference, dt)
-
-    def compute_output(
-        self, state: JointState, reference: JointReference, dt: float
-    ) -> ControlOutput:
-        output = self.inner.step(state, reference, dt)
-        return ControlOutput(output.effort, output.reference, self.limit)
 
 
 @pytest.fixture

@@ -8,18 +8,12 @@ ros2_control bridge (its forward command controller has no such interface)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
+from backends import Limiting
 from helpers import bundled_description, home_by_name
 
-from ct_controllers.controllers.controller import (
-    Controller,
-    ControlOutput,
-    JointReference,
-    JointState,
-)
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.interface import EffortLimitError, JointCommand
 from ct_controllers.hardware.mujoco_system import MujocoConfig, MujocoSystem
@@ -128,24 +122,6 @@ def test_canopen_max_torque_bounds_the_grip_of_position_fingers(canopen_rig: Rig
     for name in FINGERS:
         assert contact[name] == pytest.approx(40.0, abs=0.5), contact
     move_fingers(rig, 0.02, 0.2)
-
-
-class Limiting(Controller):
-    """The stack's controller, asking its drives for ``limit`` (model order) each tick."""
-
-    def __init__(self, inner: Controller) -> None:
-        super().__init__()
-        self.inner = inner
-        self.limit: np.ndarray | None = None
-
-    def compute(self, state: JointState, reference: JointReference, dt: float) -> Any:
-        return self.inner.compute(state, reference, dt)
-
-    def compute_output(
-        self, state: JointState, reference: JointReference, dt: float
-    ) -> ControlOutput:
-        output = self.inner.step(state, reference, dt)
-        return ControlOutput(output.effort, output.reference, self.limit)
 
 
 def test_the_loop_sets_a_controllers_effort_limits_on_position_joints_when_they_change(

@@ -30,7 +30,7 @@ from rclpy.validate_full_topic_name import validate_full_topic_name
 from rclpy.validate_namespace import validate_namespace
 from rclpy.validate_node_name import validate_node_name
 from rclpy.validate_topic_name import validate_topic_name
-from ros_helpers import ARM, NodeProcess
+from ros_helpers import ARM, NodeProcess, spin_until
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -289,12 +289,7 @@ class Watcher:
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
 
     def spin_until(self, condition, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rclpy.spin_once(self.node, timeout_sec=0.02)
-            if condition():
-                return True
-        return False
+        return spin_until(self.node, condition, timeout)
 
     def arm(self, arm: str) -> np.ndarray:
         message = self.states[arm][-1]

@@ -224,15 +224,16 @@ def make_rig(
                 "hardware.armed": True,
                 "update_rate": REAL_RATE,
                 "canopen.channel": f"ct_contract_can_{next(_unique)}",
-                "canopen.heartbeat_timeout": 0.1,  # python-can's software timers: slack
-                "canopen.master_heartbeat_timeout": 0.1,  # the drives watching us: the same
-                # 10 periods, not the default 3: the drives, the bus and the loop share this
-                # process's GIL in pure Python, and a full test session stalls them now and then
-                # (a 30 ms deadline was missed by 1.8 ms in CI, a 60 ms one by 1.9 ms); the
-                # contract bounds scale with it.
-                "watchdog.state_timeout": 0.1,
-                "watchdog.command_timeout": 0.1,
-                "canopen.pdo_timeout": 0.1,
+                "canopen.heartbeat_timeout": 0.2,  # python-can's software timers: slack
+                "canopen.master_heartbeat_timeout": 0.2,  # the drives watching us: the same
+                # 20 periods, not the default 3, as the other rigs: the drives, the bus and the
+                # loop share this process's GIL in pure Python, and a full test session stalls
+                # them now and then (a 30 ms deadline was missed by 1.8 ms in CI, a 60 ms one by
+                # 1.9 ms, 100 ms ones by 15 ms, and on a loaded machine the drives quick-stopped
+                # on a lost master heartbeat at 100 ms); the contract bounds scale with it.
+                "watchdog.state_timeout": 0.2,
+                "watchdog.command_timeout": 0.2,
+                "canopen.pdo_timeout": 0.2,
                 # Drives in this process run at normal scheduling, and so must the bus threads
                 # (which take realtime.priority): a real-time thread waiting for the GIL behind
                 # a normal one that other work preempted stalls for as long. Tests tick the loop
