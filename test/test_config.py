@@ -333,6 +333,33 @@ def test_no_schema_default_names_the_bundled_arm():
             assert not named, f"{key} defaults to {named}"
 
 
+def test_no_section_has_a_per_joint_default_sized_for_one_arm():
+    """A per-joint entry of a backend's section describes the user's hardware (drive ids,
+    encoders, gears, ratings): it has no default (required when that backend is selected),
+    unless one value stands for every joint; a default of the bundled arm's length fits no
+    other arm."""
+    from ct_controllers.parameter_schema import PARAMETERS, section_schema
+
+    for section in known_plugins(PARAMETERS):
+        schema = section_schema(section)
+        assert schema is not None
+        defaults = schema.defaults()
+        for spec in schema.parameters:
+            if spec.per_joint and not spec.required:
+                assert len(defaults[spec.name]) <= 1, f"{section}.{spec.name}"
+
+
+@pytest.mark.parametrize("name", ["canopen.node_ids", "canopen.rated_torque"])
+def test_a_canopen_config_without_its_drive_tables_is_refused_naming_one(name):
+    """Backend canopen with parameters that leave out a drive table (node ids, ratings): a
+    ConfigError naming it and saying it describes the robot (no default)."""
+    params = load_parameters()
+    params["backend"] = "canopen"
+    del params[name]
+    with pytest.raises(ConfigError, match=re.escape(f"'{name}' is missing (it has no default")):
+        StackConfig.from_parameters(params)
+
+
 def test_build_stack_refuses_a_mimic_follower_in_the_joint_lists(tmp_path):
     """A configuration that lists a <mimic> follower as a joint of its own fails in
     build_stack, naming the follower and its master."""

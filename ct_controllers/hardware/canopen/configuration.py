@@ -15,6 +15,7 @@ from ct_controllers.hardware import cia402
 from ct_controllers.hardware.cia402 import JointScaling
 from ct_controllers.model.description import RobotDescription
 from ct_controllers.parameter_schema import (
+    REQUIRED,
     ParameterSchema,
     ParameterSpec,
     non_negative,
@@ -80,9 +81,10 @@ def _spec(name: str, kind: type, default: Any, description: str, unit: str = "",
     return ParameterSpec(name, kind, default, description, unit, **kw)
 
 
-_JOINTS = 9  # the bundled arm's joints: the defaults' length
 # The section ``canopen.*``: the bus, then per joint (arm_joints + gripper_joints order) the
-# drive's node id and unit conversion, then the timing. Read-only: it shapes the bus.
+# drive's node id and unit conversion, then the timing. Read-only: it shapes the bus. The
+# per-joint entries have no default (REQUIRED): they are facts of the user's drives (ids,
+# encoders, gears, ratings), which no default fits; ``ct-setup`` writes placeholders to be set.
 PARAMETERS = ParameterSchema(
     SECTION,
     (
@@ -99,7 +101,7 @@ PARAMETERS = ParameterSchema(
         _spec(
             "node_ids",
             int,
-            tuple(range(1, _JOINTS + 1)),
+            REQUIRED,
             "CANopen node id per joint, arm then gripper",
             per_joint=True,
             validator=_node_ids,
@@ -107,7 +109,7 @@ PARAMETERS = ParameterSchema(
         _spec(
             "encoder_resolution",
             int,
-            (524288,) * 7 + (4096,) * 2,
+            REQUIRED,
             "Encoder counts per motor revolution, per joint",
             "counts/motor rev",
             per_joint=True,
@@ -116,7 +118,7 @@ PARAMETERS = ParameterSchema(
         _spec(
             "gear_ratio",
             float,
-            (160.0,) * 4 + (100.0,) * 3 + (20.0,) * 2,
+            REQUIRED,
             "Motor revolutions per joint revolution, per joint",
             "motor rev/joint rev",
             per_joint=True,
@@ -125,7 +127,7 @@ PARAMETERS = ParameterSchema(
         _spec(
             "position_offset",
             float,
-            (0.0,) * _JOINTS,
+            REQUIRED,
             "Joint position at encoder count 0, per joint",
             "rad | m",
             per_joint=True,
@@ -133,7 +135,7 @@ PARAMETERS = ParameterSchema(
         _spec(
             "rated_torque",
             float,
-            (176.0, 176.0, 110.0, 110.0, 110.0, 40.0, 40.0, 40.0, 40.0),
+            REQUIRED,
             "Effort at 1000 ‰ of rated torque, per joint",
             "N·m | N",
             per_joint=True,
