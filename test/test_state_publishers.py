@@ -4,23 +4,32 @@ ERROR."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 import rclpy
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from helpers import lockstep_config
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState as JointStateMessage
 
+from ct_controllers.bench.robots import example_robot_path
+from ct_controllers.config import load_config
 from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
-from ct_controllers.ros.state_publishers import StatePublishers
+from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.model.link_tree import urdf_joints
+from ct_controllers.ros.state_publishers import StateMessages, StatePublishers
 from ct_controllers.runtime.controller_manager import ControllerManager
 from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.setup_assistant.cli import main as setup_main
 
 
 class SlowOnce(JointImpedanceController):
@@ -180,3 +189,38 @@ def test_a_dead_loop_stops_joint_states_and_is_an_error_on_diagnostics() -> None
             if publishers is not None:
                 publishers.stop()
             stack.shut_down()
+
+
+def test_joint_states_carry_each_mimic_follower_as_mujoco_moves_it(tmp_path) -> None:
+    """The Franka Panda of example-robot-data, set up by ct-setup (panda_finger_joint2 mimics
+    panda_finger_joint1, an equality constraint in the MuJoCo scene): after the finger opened,
+    the JointState message names every movable joint of the URDF once, the follower's position
+    is within 1 mm of the one MuJoCo's constraint solver gives it (an independent computation
+    of the same mimic), its velocity that of its master times the multiplier, and its effort
+    NaN (no interface of ours measures it)."""
+    urdf = example_robot_path("panda_description/urdf/panda.urdf")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert setup_main([str(urdf), "-o", str(tmp_path)]) == 0
+    config = load_config(tmp_path / "controllers.yaml", overrides={"mujoco.mode": "lockstep"})
+    stack = build_stack(config)
+    stack.bring_up()
+    try:
+        stack.loop.request_motion(["panda_finger_joint1"], [0.03], 0.5)
+        stack.loop.run_ticks(round(1.0 / config.period))
+        hardware = stack.hardware
+        assert isinstance(hardware, MujocoSystem) and hardware.model and hardware.data
+        follower = hardware.data.qpos[hardware.model.joint("panda_finger_joint2").qposadr[0]]
+        snapshot = stack.loop.snapshot()
+        message = StateMessages(stack, lambda: "joint_impedance").joint_state(snapshot, Time())
+    finally:
+        stack.shut_down()
+    movable = sorted(j.name for j in urdf_joints(stack.description.urdf) if j.type != "fixed")
+    assert sorted(message.name) == movable
+    values = zip(message.position, message.velocity, message.effort, strict=True)
+    by_name = dict(zip(message.name, values, strict=True))
+    assert by_name["panda_finger_joint1"][0] > 0.02  # the premise: the finger opened
+    assert abs(by_name["panda_finger_joint2"][0] - follower) < 1e-3
+    assert by_name["panda_finger_joint2"][1] == by_name["panda_finger_joint1"][1]  # multiplier 1
+    assert math.isnan(by_name["panda_finger_joint2"][2])
+    measured = [name for name in movable if name != "panda_finger_joint2"]
+    assert all(math.isfinite(v) for name in measured for v in by_name[name])

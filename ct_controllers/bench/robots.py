@@ -36,18 +36,24 @@ class BenchRobot:
     urdf_xml: str
 
 
-def panda_urdf_path() -> Path:
-    """The Panda URDF inside the installed ``example-robot-data`` distribution."""
+def example_robot_path(suffix: str) -> Path:
+    """A file of the installed ``example-robot-data`` distribution, by the end of its path
+    (e.g. ``ur_description/urdf/ur5_robot.urdf``)."""
     try:
         distribution = importlib.metadata.distribution("example-robot-data")
     except importlib.metadata.PackageNotFoundError:
         raise RuntimeError(
-            "the Panda needs the 'example-robot-data' package (pinned in requirements.txt)"
+            f"{suffix} needs the 'example-robot-data' package (pinned in requirements.txt)"
         ) from None
     for file in distribution.files or ():
-        if str(file).endswith(PANDA_URDF):
+        if str(file).endswith(suffix):
             return Path(str(distribution.locate_file(file)))
-    raise RuntimeError(f"example-robot-data has no {PANDA_URDF}")
+    raise RuntimeError(f"example-robot-data has no {suffix}")
+
+
+def panda_urdf_path() -> Path:
+    """The Panda URDF inside the installed ``example-robot-data`` distribution."""
+    return example_robot_path(PANDA_URDF)
 
 
 def load_robot(name: str) -> BenchRobot:

@@ -27,6 +27,7 @@ that looks alive. /diagnostics goes on and says why (ERROR).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -68,16 +69,43 @@ class StateMessages:
         self.gc_monitor = gc_monitor
         self._summary: Any = None
         self._summary_time = 0.0
+        self._mimic_rows: tuple[tuple[str, ...], list[tuple[str, int, float, float]]] | None = None
 
     def joint_state(self, snapshot: Any, stamp: Time) -> JointState:
+        """Every joint, as joint_state_broadcaster publishes it: the measured ones, then each
+        ``<mimic>`` follower of a measured master (θ = multiplier · θ_master + offset, its
+        velocity likewise; effort NaN: no interface of ours measures it, JSB's value for a
+        missing interface), so that robot_state_publisher and MoveIt see every joint."""
+        names = list(snapshot.joint_names)
+        position = snapshot.position.tolist()
+        velocity = snapshot.velocity.tolist()
+        effort = snapshot.measured_effort.tolist()
+        for follower, master, multiplier, offset in self._followers(snapshot.joint_names):
+            names.append(follower)
+            position.append(multiplier * position[master] + offset)
+            velocity.append(multiplier * velocity[master])
+            effort.append(math.nan)
         message = JointState()
         message.header.stamp = stamp
         message.header.frame_id = self.config.base_frame
-        message.name = list(snapshot.joint_names)
-        message.position = snapshot.position.tolist()
-        message.velocity = snapshot.velocity.tolist()
-        message.effort = snapshot.measured_effort.tolist()
+        message.name = names
+        message.position = position
+        message.velocity = velocity
+        message.effort = effort
         return message
+
+    def _followers(self, joint_names: tuple[str, ...]) -> list[tuple[str, int, float, float]]:
+        """(follower, index of its master in ``joint_names``, multiplier, offset), computed
+        once per joint list."""
+        if self._mimic_rows is None or self._mimic_rows[0] != joint_names:
+            index = {name: i for i, name in enumerate(joint_names)}
+            rows = [
+                (f.name, index[f.master], f.multiplier, f.offset)
+                for f in self.stack.model.mimic.values()
+                if f.master in index and f.name not in index
+            ]
+            self._mimic_rows = (tuple(joint_names), rows)
+        return self._mimic_rows[1]
 
     def controller_state(self, snapshot: Any, stamp: Time) -> ControllerState:
         timing = self.timing()
