@@ -72,8 +72,9 @@ from trajectory_msgs.msg import (
 CONTROL_MSGS_COMMIT = "f901df2662f22a39a06aa04a85a34602c47e3cc0"
 ROS2_CONTROL_COMMIT = "9ffbf97fd6798085db22797fed44da59089dc10a"
 
-# Every type of ours, read from the upstream build named above (JSON type descriptions,
-# share/<package>/<kind>/<Type>.json, "type_hashes").
+# Every type of ours, read from the upstream build named above (its JSON type descriptions,
+# share/<package>/<kind>/<Type>.json, "type_hashes"; the hashes compiled into its C type
+# support are the same, and this test passes on that build too).
 JAZZY_TYPE_HASHES: dict[str, str] = {
     "control_msgs/action/FollowJointTrajectory": (
         "RIHS01_738ebcb7a2d7cfa42f9f1001cc99ce3a4383d1cfe508015d9be8485e4b1c66f6"
