@@ -35,6 +35,7 @@ import numpy as np
 
 ACTIONS = ("move_joints", "move_to_pose", "grasp")
 SETTLE = 3.0  # [s] after the results' expiry before RSS is read (the expiry is checked lazily)
+NODE_LOG_TAIL = 20  # lines of the node's output kept in the report
 START_BOUND = 90.0  # [s] for the node's action servers to appear (a loaded machine)
 
 
@@ -54,6 +55,11 @@ class SoakReport:
     rss_idle_end: int  # [kB] after ``idle_seconds`` with nothing connected
     idle_seconds: float  # [s]
     exit_code: int | None  # the node's, after SIGINT
+    # (t [s] into the idle window, VmRSS, RssAnon, RssFile [kB]) every ``sample_period``, the
+    # first at t = 0: RssAnon is the heaps, stacks and anonymous maps (where a leak shows),
+    # RssFile the mapped files (libraries' pages, faulted in again after the kernel dropped them)
+    idle_samples: tuple[tuple[float, int, int, int], ...] = ()
+    node_log_tail: tuple[str, ...] = ()  # the node's last output lines before the SIGINT
 
     @property
     def goal_growth(self) -> int:
@@ -71,6 +77,16 @@ class SoakReport:
         """[kB] RSS at the end of the idle window − at its start."""
         return self.rss_idle_end - self.rss_idle_start
 
+    @property
+    def idle_anon_growth(self) -> int:
+        """[kB] RssAnon at the end of the idle window − at its start (0 without samples)."""
+        return self.idle_samples[-1][2] - self.idle_samples[0][2] if self.idle_samples else 0
+
+    @property
+    def idle_file_growth(self) -> int:
+        """[kB] RssFile at the end of the idle window − at its start (0 without samples)."""
+        return self.idle_samples[-1][3] - self.idle_samples[0][3] if self.idle_samples else 0
+
     def describe(self) -> str:
         rate = self.idle_growth / self.idle_seconds if self.idle_seconds else float("nan")
         return (
@@ -81,18 +97,28 @@ class SoakReport:
             f"goals {self.rss_after_half} kB, all {self.rss_after_goals} kB: "
             f"{self.goal_growth:+d} kB, the second half {self.second_half_growth:+d} kB\n"
             f"idle {self.idle_seconds:.0f} s: {self.rss_idle_start} -> {self.rss_idle_end} kB, "
-            f"{self.idle_growth:+d} kB ({rate:+.2f} kB/s)\n"
+            f"{self.idle_growth:+d} kB ({rate:+.2f} kB/s; anonymous {self.idle_anon_growth:+d} kB, "
+            f"files {self.idle_file_growth:+d} kB)\n"
             f"node exit code {self.exit_code}"
         )
 
 
-def rss_kb(pid: int) -> int:
-    """``VmRSS`` of process ``pid`` [kB]."""
+def rss_split(pid: int) -> tuple[int, int, int]:
+    """``VmRSS``, ``RssAnon`` and ``RssFile`` of process ``pid`` [kB] (``/proc/<pid>/status``)."""
+    values: dict[str, int] = {}
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise LookupError(f"no VmRSS for process {pid}")
+            key = line.split(":", 1)[0]
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                values[key] = int(line.split()[1])
+    if len(values) != 3:
+        raise LookupError(f"no VmRSS, RssAnon and RssFile for process {pid}")
+    return values["VmRSS"], values["RssAnon"], values["RssFile"]
+
+
+def rss_kb(pid: int) -> int:
+    """``VmRSS`` of process ``pid`` [kB]."""
+    return rss_split(pid)[0]
 
 
 def node_command(result_timeout: float) -> list[str]:
@@ -271,8 +297,10 @@ def run_soak(
     idle: float = 120.0,
     seed: int = 0,
     log: Any = None,
+    sample_period: float = 10.0,
 ) -> SoakReport:
-    """The soak of the module docstring; ``log``: a callable for progress lines (or None)."""
+    """The soak of the module docstring; ``log``: a callable for progress lines (or None);
+    ``sample_period`` [s]: how often RSS is sampled in the idle window."""
     import rclpy
 
     say = log or (lambda _line: None)
@@ -320,10 +348,8 @@ def run_soak(
             client.close()
             rclpy.shutdown()  # the client leaves the DDS graph
         time.sleep(SETTLE)  # the client's departure settles
-        idle_start = rss_kb(process.pid)
-        say(f"idle {idle:.0f} s (RSS {idle_start} kB)")
-        time.sleep(idle)  # nothing else runs here meanwhile
-        idle_end = rss_kb(process.pid)
+        say(f"idle {idle:.0f} s (RSS {rss_kb(process.pid)} kB)")
+        samples = _sample_rss(process.pid, idle, sample_period)  # nothing else runs here
         process.send_signal(signal.SIGINT)
         process.wait(20)
     finally:
@@ -340,11 +366,24 @@ def run_soak(
         rss_after_warmup=after_warmup,
         rss_after_half=after_half,
         rss_after_goals=after_goals,
-        rss_idle_start=idle_start,
-        rss_idle_end=idle_end,
+        rss_idle_start=samples[0][1],
+        rss_idle_end=samples[-1][1],
         idle_seconds=idle,
         exit_code=process.returncode,
+        idle_samples=tuple(samples),
+        node_log_tail=tuple(line.rstrip("\n") for line in drain.lines[-NODE_LOG_TAIL:]),
     )
+
+
+def _sample_rss(pid: int, seconds: float, period: float) -> list[tuple[float, int, int, int]]:
+    """:func:`rss_split` of ``pid`` at once, then every ``period`` s for ``seconds`` (the last
+    sample at ``seconds``), each with its time [s] from the first."""
+    started = time.monotonic()
+    samples = [(0.0, *rss_split(pid))]
+    while (elapsed := time.monotonic() - started) < seconds:
+        time.sleep(min(period - elapsed % period, seconds - elapsed))
+        samples.append((round(time.monotonic() - started, 1), *rss_split(pid)))
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,11 +394,22 @@ def main(argv: list[str] | None = None) -> int:
         "--result-timeout", type=float, default=3.0, help="the node's result expiry [s]"
     )
     parser.add_argument("--idle", type=float, default=120.0, help="idle window [s]")
+    parser.add_argument(
+        "--sample-period", type=float, default=10.0, help="RSS sampling in the idle window [s]"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    if args.goals < 1 or args.warmup < 0 or not args.result_timeout > 0 or not args.idle >= 0:
-        parser.error("--goals ≥ 1, --warmup ≥ 0, --result-timeout > 0 and --idle ≥ 0")
+    if (
+        args.goals < 1
+        or args.warmup < 0
+        or not args.result_timeout > 0
+        or not args.idle >= 0
+        or not args.sample_period > 0
+    ):
+        parser.error(
+            "--goals ≥ 1, --warmup ≥ 0, --result-timeout > 0, --idle ≥ 0 and --sample-period > 0"
+        )
     from ct_controllers.ros.dds import ensure_loopback_dds
 
     ensure_loopback_dds()  # this process's client and the node it starts
@@ -370,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         args.idle,
         args.seed,
         log=lambda line: print(f"ct-bench soak: {line}", flush=True),
+        sample_period=args.sample_period,
     )
     if args.json:
         print(
@@ -378,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
                     **asdict(report),
                     "goal_growth": report.goal_growth,
                     "idle_growth": report.idle_growth,
+                    "idle_anon_growth": report.idle_anon_growth,
+                    "idle_file_growth": report.idle_file_growth,
                 }
             )
         )
