@@ -10,8 +10,12 @@ run. Then, in order:
    goal must get an answer and a result (``unanswered`` counts those that did not);
 3. RSS once the results expired (``result_timeout`` and a margin) after the warm-up, after
    half the goals and after all: what the second half adds is what each goal leaves behind;
-4. the client leaves; ``idle`` seconds with nothing connected (this process only sleeps): RSS
-   at its start and end.
+4. the client leaves; once RSS has settled (unchanged for ``QUIET``),
+   ``idle`` seconds with nothing connected (this process only sleeps): RSS sampled through it,
+   split into anonymous memory (heaps, stacks: where a leak shows) and mapped files. With
+   ``client_stays`` (``--client-stays``) the window runs before the client leaves, the client
+   silent (RSS settles first either way); with ``idle_first`` (``--idle-first``) it runs
+   before the warm-up instead, the client there and silent.
 
 RSS is the node process's ``VmRSS`` (``/proc/<pid>/status``). :func:`run_soak` returns a
 :class:`SoakReport`; ``test/test_node_memory.py`` bounds its figures.
@@ -35,6 +39,13 @@ import numpy as np
 
 ACTIONS = ("move_joints", "move_to_pose", "grasp")
 SETTLE = 3.0  # [s] after the results' expiry before RSS is read (the expiry is checked lazily)
+# The goals' aftermath: in most runs, for 20-35 s after a burst of goals the node's RSS rises
+# ~12-15 kB/s (anonymous memory) and then stops, whether the client stays or leaves (measured:
+# +268 kB over 21 s then flat for 130 s; +424 kB over 32 s with the client there; none in
+# others; see docs/reliability.md). The idle window starts once RSS has not moved for QUIET,
+# or after QUIET_BOUND whatever it does (a node that keeps growing is measured as it grows).
+QUIET = 8.0  # [s]
+QUIET_BOUND = 45.0  # [s]
 NODE_LOG_TAIL = 20  # lines of the node's output kept in the report
 START_BOUND = 90.0  # [s] for the node's action servers to appear (a loaded machine)
 
@@ -54,6 +65,12 @@ class SoakReport:
     rss_idle_start: int  # [kB]
     rss_idle_end: int  # [kB] after ``idle_seconds`` with nothing connected
     idle_seconds: float  # [s]
+    # [s] waited for RSS to settle (QUIET) before the idle window: from the client's departure,
+    # with ``client_stays`` from the goals' results' expiry, with ``idle_first`` from the
+    # client's discovery of the node's action servers
+    settle_seconds: float
+    client_stays: bool  # the idle window ran after the goals with the client there, silent
+    idle_first: bool  # the idle window ran before the warm-up, the client there, silent
     exit_code: int | None  # the node's, after SIGINT
     # (t [s] into the idle window, VmRSS, RssAnon, RssFile [kB]) every ``sample_period``, the
     # first at t = 0: RssAnon is the heaps, stacks and anonymous maps (where a leak shows),
@@ -89,6 +106,13 @@ class SoakReport:
 
     def describe(self) -> str:
         rate = self.idle_growth / self.idle_seconds if self.idle_seconds else float("nan")
+        where = (
+            "before any goal, the client there, silent"
+            if self.idle_first
+            else "the client there, silent"
+            if self.client_stays
+            else "the client gone"
+        )
         return (
             f"{self.goals} goals ({', '.join(f'{a} {n}' for a, n in self.per_action.items())}) "
             f"in {self.goal_seconds:.1f} s: {dict(self.outcomes)}, unanswered "
@@ -96,7 +120,8 @@ class SoakReport:
             f"RSS (results expired) after the warm-up {self.rss_after_warmup} kB, half the "
             f"goals {self.rss_after_half} kB, all {self.rss_after_goals} kB: "
             f"{self.goal_growth:+d} kB, the second half {self.second_half_growth:+d} kB\n"
-            f"idle {self.idle_seconds:.0f} s: {self.rss_idle_start} -> {self.rss_idle_end} kB, "
+            f"idle {self.idle_seconds:.0f} s ({where}, after {self.settle_seconds:.1f} s for RSS "
+            f"to settle): {self.rss_idle_start} -> {self.rss_idle_end} kB, "
             f"{self.idle_growth:+d} kB ({rate:+.2f} kB/s; anonymous {self.idle_anon_growth:+d} kB, "
             f"files {self.idle_file_growth:+d} kB)\n"
             f"node exit code {self.exit_code}"
@@ -298,10 +323,20 @@ def run_soak(
     seed: int = 0,
     log: Any = None,
     sample_period: float = 10.0,
+    client_stays: bool = False,
+    idle_first: bool = False,
 ) -> SoakReport:
     """The soak of the module docstring; ``log``: a callable for progress lines (or None);
-    ``sample_period`` [s]: how often RSS is sampled in the idle window."""
+    ``sample_period`` [s]: how often RSS is sampled in the idle window; ``client_stays``: the
+    idle window runs with the client still there, silent (no goal, no spin: its DDS
+    participant only), and it leaves after it — the node's own idle rate without the
+    client's departure (RSS settles first either way, see ``QUIET``); ``idle_first``: the
+    idle window runs before the warm-up instead, the client there and silent (the node never
+    had a goal; not the goals' aftermath). Raises ValueError for both."""
     import rclpy
+
+    if client_stays and idle_first:
+        raise ValueError("the idle window runs after the goals (client_stays) or before them")
 
     say = log or (lambda _line: None)
     process = subprocess.Popen(
@@ -321,6 +356,10 @@ def run_soak(
                 raise RuntimeError(
                     "the node's action servers did not appear:\n" + "".join(drain.lines)
                 )
+            if idle_first:
+                settled = _wait_until_quiet(process.pid, QUIET, QUIET_BOUND)
+                say(f"idle {idle:.0f} s before any goal (RSS {rss_kb(process.pid)} kB)")
+                samples = _sample_rss(process.pid, idle, sample_period)  # nothing spins here
             say(f"warm-up: {warmup} goals")
             client.send(warmup)
             client.wait_all(30.0)
@@ -344,12 +383,17 @@ def run_soak(
             unanswered = client.unanswered()
             outcomes = client.outcomes()
             per_action = dict(sorted(client.per_action.items()))
+            if client_stays:
+                settled = _wait_until_quiet(process.pid, QUIET, QUIET_BOUND)
+                say(f"idle {idle:.0f} s, the client silent (RSS {rss_kb(process.pid)} kB)")
+                samples = _sample_rss(process.pid, idle, sample_period)  # nothing spins here
         finally:
             client.close()
             rclpy.shutdown()  # the client leaves the DDS graph
-        time.sleep(SETTLE)  # the client's departure settles
-        say(f"idle {idle:.0f} s (RSS {rss_kb(process.pid)} kB)")
-        samples = _sample_rss(process.pid, idle, sample_period)  # nothing else runs here
+        if not (client_stays or idle_first):
+            settled = _wait_until_quiet(process.pid, QUIET, QUIET_BOUND)
+            say(f"idle {idle:.0f} s (RSS {rss_kb(process.pid)} kB)")
+            samples = _sample_rss(process.pid, idle, sample_period)  # nothing else runs here
         process.send_signal(signal.SIGINT)
         process.wait(20)
     finally:
@@ -369,10 +413,25 @@ def run_soak(
         rss_idle_start=samples[0][1],
         rss_idle_end=samples[-1][1],
         idle_seconds=idle,
+        settle_seconds=settled,
+        client_stays=client_stays,
+        idle_first=idle_first,
         exit_code=process.returncode,
         idle_samples=tuple(samples),
         node_log_tail=tuple(line.rstrip("\n") for line in drain.lines[-NODE_LOG_TAIL:]),
     )
+
+
+def _wait_until_quiet(pid: int, quiet: float, bound: float, period: float = 0.5) -> float:
+    """Wait until ``pid``'s RSS has not changed for ``quiet`` s, or ``bound`` s passed; the
+    time waited [s]."""
+    started = changed = time.monotonic()
+    last = rss_kb(pid)
+    while (now := time.monotonic()) - changed < quiet and now - started < bound:
+        time.sleep(period)
+        if (rss := rss_kb(pid)) != last:
+            last, changed = rss, time.monotonic()
+    return time.monotonic() - started
 
 
 def _sample_rss(pid: int, seconds: float, period: float) -> list[tuple[float, int, int, int]]:
@@ -397,6 +456,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sample-period", type=float, default=10.0, help="RSS sampling in the idle window [s]"
     )
+    parser.add_argument(
+        "--client-stays",
+        action="store_true",
+        help="idle window with the client still there, silent (it leaves after it)",
+    )
+    parser.add_argument(
+        "--idle-first",
+        action="store_true",
+        help="idle window before the warm-up, the client there, silent",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
@@ -406,9 +475,11 @@ def main(argv: list[str] | None = None) -> int:
         or not args.result_timeout > 0
         or not args.idle >= 0
         or not args.sample_period > 0
+        or (args.client_stays and args.idle_first)
     ):
         parser.error(
-            "--goals ≥ 1, --warmup ≥ 0, --result-timeout > 0, --idle ≥ 0 and --sample-period > 0"
+            "--goals ≥ 1, --warmup ≥ 0, --result-timeout > 0, --idle ≥ 0, --sample-period > 0; "
+            "--client-stays or --idle-first, not both"
         )
     from ct_controllers.ros.dds import ensure_loopback_dds
 
@@ -421,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
         args.seed,
         log=lambda line: print(f"ct-bench soak: {line}", flush=True),
         sample_period=args.sample_period,
+        client_stays=args.client_stays,
+        idle_first=args.idle_first,
     )
     if args.json:
         print(
