@@ -13,12 +13,12 @@ from ct_controllers.ros.tf_publisher import _pose_values, quaternion_xyzw
 from ct_controllers.runtime.timing import StageRecorder, TimingRecorder
 
 # Bounds [kB]. The fixed leak (the ct_object quaternion, 80 B per state message, goal or no goal)
-# grew the idle node 7.7 kB/s: +230 kB in IDLE_WINDOW. The window runs before the goals, once
-# RSS has not moved for 8 s (`soak.QUIET`; a leak never lets it: then after 45 s), the client
-# there and silent: after a burst of goals the node's RSS rises for 20-45 s (~12-15 kB/s, then
-# flat; docs/reliability.md), which a window after the goals would have to wait out. IDLE_BOUND
-# (3.3 kB/s) is far above what the settled idle node measured (0-8 kB in 30 s, in 4 kB pages)
-# and well below the leak (2.3x).
+# grew the idle node 7.7 kB/s: +230 kB in IDLE_WINDOW. The window follows the goals, the client
+# there and silent, once RSS has not moved for 8 s (`soak.QUIET`; a leak never lets it: then
+# after 45 s). Before the timing summaries' fix the node also grew ~15 kB/s for its first ~77 s
+# (test_timing_summaries_allocate_nothing_the_size_of_their_rings), which is where the "growth
+# after the goals" of earlier runs came from. IDLE_BOUND (3.3 kB/s) is far above what the idle
+# node measures after that fix (0-4 kB over 30 s, in 4 kB pages) and well below the leak (2.3x).
 IDLE_WINDOW = 30.0  # [s]
 IDLE_BOUND = 100  # [kB] over IDLE_WINDOW
 # Goals raise the node's RSS once: +0.7-1.6 MB over the first 100-300 goals (results expired),
@@ -112,19 +112,19 @@ def test_timing_summaries_allocate_nothing_the_size_of_their_rings():
 
 
 def test_the_node_does_not_grow_idle_nor_keep_what_its_goals_allocated(capsys):
-    """The real node (``ct-bringup sim``, its own process) with a 2 s result expiry: first,
-    RSS settled, 30 s idle with the client there and silent: RSS grows less than 100 kB (the
-    fixed ct_object quaternion leak grew it ~230 kB in 30 s); then 20 warm-up goals and 100
-    mixed goals (MoveJoints, MoveToPose, Grasp; preempting each other, some canceled, some run
-    to their end): every goal answered with a result, and once their results expired RSS
-    within 2 MB of where the warm-up left it (GOAL_BOUND). The node exits 0 on SIGINT."""
+    """The real node (``ct-bringup sim``, its own process) with a 2 s result expiry: 20
+    warm-up goals, then 100 mixed goals (MoveJoints, MoveToPose, Grasp; preempting each other,
+    some canceled, some run to their end): every goal answered with a result, and once their
+    results expired RSS within 2 MB of where the warm-up left it (GOAL_BOUND); then, RSS
+    settled, 30 s idle with the client there and silent: RSS grows less than 100 kB (the fixed
+    ct_object quaternion leak grew it ~230 kB in 30 s). The node exits 0 on SIGINT."""
     report = run_soak(
         goals=GOALS,
         warmup=WARMUP,
         result_timeout=2.0,
         idle=IDLE_WINDOW,
         sample_period=5.0,
-        idle_first=True,
+        client_stays=True,
     )
     with capsys.disabled():
         print(f"\n{report.describe()}\nidle samples [s, kB]: {report.idle_samples}")
