@@ -39,11 +39,11 @@ import numpy as np
 
 ACTIONS = ("move_joints", "move_to_pose", "grasp")
 SETTLE = 3.0  # [s] after the results' expiry before RSS is read (the expiry is checked lazily)
-# The goals' aftermath: in most runs, for 20-35 s after a burst of goals the node's RSS rises
-# ~12-15 kB/s (anonymous memory) and then stops, whether the client stays or leaves (measured:
-# +268 kB over 21 s then flat for 130 s; +424 kB over 32 s with the client there; none in
-# others; see docs/reliability.md). The idle window starts once RSS has not moved for QUIET,
-# or after QUIET_BOUND whatever it does (a node that keeps growing is measured as it grows).
+# Before the idle window RSS must have settled: not moved for QUIET, or QUIET_BOUND passed
+# whatever it does (a node that keeps growing is then measured as it grows). What this guards
+# against was measured: until the timing summaries' fix (runtime/timing.py) the node grew
+# ~15 kB/s for its first ~77 s, goals or not, and the window used to start inside that; a
+# client's departure or a goal still winding down would do the same.
 QUIET = 8.0  # [s]
 QUIET_BOUND = 45.0  # [s]
 NODE_LOG_TAIL = 20  # lines of the node's output kept in the report
