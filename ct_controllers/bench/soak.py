@@ -10,8 +10,12 @@ run. Then, in order:
    goal must get an answer and a result (``unanswered`` counts those that did not);
 3. RSS once the results expired (``result_timeout`` and a margin) after the warm-up, after
    half the goals and after all: what the second half adds is what each goal leaves behind;
-4. the client leaves; ``idle`` seconds with nothing connected (this process only sleeps): RSS
-   at its start and end.
+4. the client leaves; once RSS has settled (unchanged for ``QUIET``),
+   ``idle`` seconds with nothing connected (this process only sleeps): RSS sampled through it,
+   split into anonymous memory (heaps, stacks: where a leak shows) and mapped files. With
+   ``client_stays`` (``--client-stays``) the window runs before the client leaves, the client
+   silent (RSS settles first either way); with ``idle_first`` (``--idle-first``) it runs
+   before the warm-up instead, the client there and silent.
 
 RSS is the node process's ``VmRSS`` (``/proc/<pid>/status``). :func:`run_soak` returns a
 :class:`SoakReport`; ``test/test_node_memory.py`` bounds its figures.
@@ -35,6 +39,14 @@ import numpy as np
 
 ACTIONS = ("move_joints", "move_to_pose", "grasp")
 SETTLE = 3.0  # [s] after the results' expiry before RSS is read (the expiry is checked lazily)
+# Before the idle window RSS must have settled: not moved for QUIET, or QUIET_BOUND passed
+# whatever it does (a node that keeps growing is then measured as it grows). What this guards
+# against was measured: until the timing summaries' fix (runtime/timing.py) the node grew
+# ~15 kB/s for its first ~77 s, goals or not, and the window used to start inside that; a
+# client's departure or a goal still winding down would do the same.
+QUIET = 8.0  # [s]
+QUIET_BOUND = 45.0  # [s]
+NODE_LOG_TAIL = 20  # lines of the node's output kept in the report
 START_BOUND = 90.0  # [s] for the node's action servers to appear (a loaded machine)
 
 
@@ -53,7 +65,18 @@ class SoakReport:
     rss_idle_start: int  # [kB]
     rss_idle_end: int  # [kB] after ``idle_seconds`` with nothing connected
     idle_seconds: float  # [s]
+    # [s] waited for RSS to settle (QUIET) before the idle window: from the client's departure,
+    # with ``client_stays`` from the goals' results' expiry, with ``idle_first`` from the
+    # client's discovery of the node's action servers
+    settle_seconds: float
+    client_stays: bool  # the idle window ran after the goals with the client there, silent
+    idle_first: bool  # the idle window ran before the warm-up, the client there, silent
     exit_code: int | None  # the node's, after SIGINT
+    # (t [s] into the idle window, VmRSS, RssAnon, RssFile [kB]) every ``sample_period``, the
+    # first at t = 0: RssAnon is the heaps, stacks and anonymous maps (where a leak shows),
+    # RssFile the mapped files (libraries' pages, faulted in again after the kernel dropped them)
+    idle_samples: tuple[tuple[float, int, int, int], ...] = ()
+    node_log_tail: tuple[str, ...] = ()  # the node's last output lines before the SIGINT
 
     @property
     def goal_growth(self) -> int:
@@ -71,8 +94,25 @@ class SoakReport:
         """[kB] RSS at the end of the idle window − at its start."""
         return self.rss_idle_end - self.rss_idle_start
 
+    @property
+    def idle_anon_growth(self) -> int:
+        """[kB] RssAnon at the end of the idle window − at its start (0 without samples)."""
+        return self.idle_samples[-1][2] - self.idle_samples[0][2] if self.idle_samples else 0
+
+    @property
+    def idle_file_growth(self) -> int:
+        """[kB] RssFile at the end of the idle window − at its start (0 without samples)."""
+        return self.idle_samples[-1][3] - self.idle_samples[0][3] if self.idle_samples else 0
+
     def describe(self) -> str:
         rate = self.idle_growth / self.idle_seconds if self.idle_seconds else float("nan")
+        where = (
+            "before any goal, the client there, silent"
+            if self.idle_first
+            else "the client there, silent"
+            if self.client_stays
+            else "the client gone"
+        )
         return (
             f"{self.goals} goals ({', '.join(f'{a} {n}' for a, n in self.per_action.items())}) "
             f"in {self.goal_seconds:.1f} s: {dict(self.outcomes)}, unanswered "
@@ -80,19 +120,30 @@ class SoakReport:
             f"RSS (results expired) after the warm-up {self.rss_after_warmup} kB, half the "
             f"goals {self.rss_after_half} kB, all {self.rss_after_goals} kB: "
             f"{self.goal_growth:+d} kB, the second half {self.second_half_growth:+d} kB\n"
-            f"idle {self.idle_seconds:.0f} s: {self.rss_idle_start} -> {self.rss_idle_end} kB, "
-            f"{self.idle_growth:+d} kB ({rate:+.2f} kB/s)\n"
+            f"idle {self.idle_seconds:.0f} s ({where}, after {self.settle_seconds:.1f} s for RSS "
+            f"to settle): {self.rss_idle_start} -> {self.rss_idle_end} kB, "
+            f"{self.idle_growth:+d} kB ({rate:+.2f} kB/s; anonymous {self.idle_anon_growth:+d} kB, "
+            f"files {self.idle_file_growth:+d} kB)\n"
             f"node exit code {self.exit_code}"
         )
 
 
-def rss_kb(pid: int) -> int:
-    """``VmRSS`` of process ``pid`` [kB]."""
+def rss_split(pid: int) -> tuple[int, int, int]:
+    """``VmRSS``, ``RssAnon`` and ``RssFile`` of process ``pid`` [kB] (``/proc/<pid>/status``)."""
+    values: dict[str, int] = {}
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise LookupError(f"no VmRSS for process {pid}")
+            key = line.split(":", 1)[0]
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                values[key] = int(line.split()[1])
+    if len(values) != 3:
+        raise LookupError(f"no VmRSS, RssAnon and RssFile for process {pid}")
+    return values["VmRSS"], values["RssAnon"], values["RssFile"]
+
+
+def rss_kb(pid: int) -> int:
+    """``VmRSS`` of process ``pid`` [kB]."""
+    return rss_split(pid)[0]
 
 
 def node_command(result_timeout: float) -> list[str]:
@@ -271,9 +322,21 @@ def run_soak(
     idle: float = 120.0,
     seed: int = 0,
     log: Any = None,
+    sample_period: float = 10.0,
+    client_stays: bool = False,
+    idle_first: bool = False,
 ) -> SoakReport:
-    """The soak of the module docstring; ``log``: a callable for progress lines (or None)."""
+    """The soak of the module docstring; ``log``: a callable for progress lines (or None);
+    ``sample_period`` [s]: how often RSS is sampled in the idle window; ``client_stays``: the
+    idle window runs with the client still there, silent (no goal, no spin: its DDS
+    participant only), and it leaves after it — the node's own idle rate without the
+    client's departure (RSS settles first either way, see ``QUIET``); ``idle_first``: the
+    idle window runs before the warm-up instead, the client there and silent (the node never
+    had a goal; not the goals' aftermath). Raises ValueError for both."""
     import rclpy
+
+    if client_stays and idle_first:
+        raise ValueError("the idle window runs after the goals (client_stays) or before them")
 
     say = log or (lambda _line: None)
     process = subprocess.Popen(
@@ -293,6 +356,10 @@ def run_soak(
                 raise RuntimeError(
                     "the node's action servers did not appear:\n" + "".join(drain.lines)
                 )
+            if idle_first:
+                settled = _wait_until_quiet(process.pid, QUIET, QUIET_BOUND)
+                say(f"idle {idle:.0f} s before any goal (RSS {rss_kb(process.pid)} kB)")
+                samples = _sample_rss(process.pid, idle, sample_period)  # nothing spins here
             say(f"warm-up: {warmup} goals")
             client.send(warmup)
             client.wait_all(30.0)
@@ -316,14 +383,17 @@ def run_soak(
             unanswered = client.unanswered()
             outcomes = client.outcomes()
             per_action = dict(sorted(client.per_action.items()))
+            if client_stays:
+                settled = _wait_until_quiet(process.pid, QUIET, QUIET_BOUND)
+                say(f"idle {idle:.0f} s, the client silent (RSS {rss_kb(process.pid)} kB)")
+                samples = _sample_rss(process.pid, idle, sample_period)  # nothing spins here
         finally:
             client.close()
             rclpy.shutdown()  # the client leaves the DDS graph
-        time.sleep(SETTLE)  # the client's departure settles
-        idle_start = rss_kb(process.pid)
-        say(f"idle {idle:.0f} s (RSS {idle_start} kB)")
-        time.sleep(idle)  # nothing else runs here meanwhile
-        idle_end = rss_kb(process.pid)
+        if not (client_stays or idle_first):
+            settled = _wait_until_quiet(process.pid, QUIET, QUIET_BOUND)
+            say(f"idle {idle:.0f} s (RSS {rss_kb(process.pid)} kB)")
+            samples = _sample_rss(process.pid, idle, sample_period)  # nothing else runs here
         process.send_signal(signal.SIGINT)
         process.wait(20)
     finally:
@@ -340,11 +410,39 @@ def run_soak(
         rss_after_warmup=after_warmup,
         rss_after_half=after_half,
         rss_after_goals=after_goals,
-        rss_idle_start=idle_start,
-        rss_idle_end=idle_end,
+        rss_idle_start=samples[0][1],
+        rss_idle_end=samples[-1][1],
         idle_seconds=idle,
+        settle_seconds=settled,
+        client_stays=client_stays,
+        idle_first=idle_first,
         exit_code=process.returncode,
+        idle_samples=tuple(samples),
+        node_log_tail=tuple(line.rstrip("\n") for line in drain.lines[-NODE_LOG_TAIL:]),
     )
+
+
+def _wait_until_quiet(pid: int, quiet: float, bound: float, period: float = 0.5) -> float:
+    """Wait until ``pid``'s RSS has not changed for ``quiet`` s, or ``bound`` s passed; the
+    time waited [s]."""
+    started = changed = time.monotonic()
+    last = rss_kb(pid)
+    while (now := time.monotonic()) - changed < quiet and now - started < bound:
+        time.sleep(period)
+        if (rss := rss_kb(pid)) != last:
+            last, changed = rss, time.monotonic()
+    return time.monotonic() - started
+
+
+def _sample_rss(pid: int, seconds: float, period: float) -> list[tuple[float, int, int, int]]:
+    """:func:`rss_split` of ``pid`` at once, then every ``period`` s for ``seconds`` (the last
+    sample at ``seconds``), each with its time [s] from the first."""
+    started = time.monotonic()
+    samples = [(0.0, *rss_split(pid))]
+    while (elapsed := time.monotonic() - started) < seconds:
+        time.sleep(min(period - elapsed % period, seconds - elapsed))
+        samples.append((round(time.monotonic() - started, 1), *rss_split(pid)))
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,11 +453,34 @@ def main(argv: list[str] | None = None) -> int:
         "--result-timeout", type=float, default=3.0, help="the node's result expiry [s]"
     )
     parser.add_argument("--idle", type=float, default=120.0, help="idle window [s]")
+    parser.add_argument(
+        "--sample-period", type=float, default=10.0, help="RSS sampling in the idle window [s]"
+    )
+    parser.add_argument(
+        "--client-stays",
+        action="store_true",
+        help="idle window with the client still there, silent (it leaves after it)",
+    )
+    parser.add_argument(
+        "--idle-first",
+        action="store_true",
+        help="idle window before the warm-up, the client there, silent",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    if args.goals < 1 or args.warmup < 0 or not args.result_timeout > 0 or not args.idle >= 0:
-        parser.error("--goals ≥ 1, --warmup ≥ 0, --result-timeout > 0 and --idle ≥ 0")
+    if (
+        args.goals < 1
+        or args.warmup < 0
+        or not args.result_timeout > 0
+        or not args.idle >= 0
+        or not args.sample_period > 0
+        or (args.client_stays and args.idle_first)
+    ):
+        parser.error(
+            "--goals ≥ 1, --warmup ≥ 0, --result-timeout > 0, --idle ≥ 0, --sample-period > 0; "
+            "--client-stays or --idle-first, not both"
+        )
     from ct_controllers.ros.dds import ensure_loopback_dds
 
     ensure_loopback_dds()  # this process's client and the node it starts
@@ -370,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
         args.idle,
         args.seed,
         log=lambda line: print(f"ct-bench soak: {line}", flush=True),
+        sample_period=args.sample_period,
+        client_stays=args.client_stays,
+        idle_first=args.idle_first,
     )
     if args.json:
         print(
@@ -378,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
                     **asdict(report),
                     "goal_growth": report.goal_growth,
                     "idle_growth": report.idle_growth,
+                    "idle_anon_growth": report.idle_anon_growth,
+                    "idle_file_growth": report.idle_file_growth,
                 }
             )
         )
