@@ -45,6 +45,7 @@ from ct_controllers.chains.pose_goal import (
     DEFAULT_POSITION_TOLERANCE,
     SUCCESS_DWELL,
     goal_ik,
+    goal_selection,
     pose_chain,
 )
 from ct_controllers.config import StackConfig, load_config
@@ -239,9 +240,10 @@ def run_goal(
         loop.run_ticks(SETTLE_TICKS)
         snapshot = loop.snapshot()
         assert snapshot is not None
-        ik = goal_ik(stack)
-        candidate = ik.solve(pose, seed=snapshot.position)
-        ik_ms = candidate.time * 1e3
+        selected = goal_selection(stack, goal_ik(stack)).select(pose, snapshot.position)
+        candidate = selected.candidate
+        ik_ms = selected.time * 1e3
+        note = "" if selected.clear is not False else f"approach not clear: {selected.collision}"
         if not candidate.converged:
             return (
                 Outcome(
@@ -275,9 +277,9 @@ def run_goal(
                 DEFAULT_ORIENTATION_TOLERANCE
             )
             if within.update(snapshot.stamp, snapshot.stamp, ok).met:
-                return Outcome(SUCCESS, position, orientation, elapsed, ik_ms), candidate.q
+                return Outcome(SUCCESS, position, orientation, elapsed, ik_ms, note), candidate.q
             if elapsed > timeout:
-                return Outcome(TIMEOUT, position, orientation, elapsed, ik_ms), candidate.q
+                return Outcome(TIMEOUT, position, orientation, elapsed, ik_ms, note), candidate.q
     finally:
         stack.shut_down()
 
