@@ -307,3 +307,29 @@ def test_an_unreachable_pose_is_not_converged_and_nothing_is_searched(ur5: Robot
     pose[:3, 3] = (3.0, 0.0, 0.5)
     chosen = selection.select(pose, UR5_HOME)
     assert not chosen.candidate.converged and chosen.solutions == 0 and chosen.clear is None
+
+
+def test_the_fingers_the_ik_locks_are_checked_where_they_are(ct_arm: Robot) -> None:
+    """The goal check's IK holds the fingers locked (at 0, closed: touching each other); the
+    approach leaves them where they are measured (open), and that is where they are checked:
+    an approach between two clear configurations of the bundled arm is clear."""
+    model = ct_arm.model
+    fingers = model.indices(["left_finger_joint", "right_finger_joint"])
+    arm = model.indices([f"joint{i}" for i in range(1, 8)])
+    closed = ct_arm.home.copy()
+    closed[fingers] = 0.0
+    home = ct_arm.home.copy()
+    home[fingers] = 0.03
+    allowed = ct_arm.collision.allowed_at(home)
+    assert ct_arm.collision.check(closed, allowed) is not None, "closed fingers touch"
+    ik = IkSolver(
+        model,
+        locked={"left_finger_joint": 0.0, "right_finger_joint": 0.0},
+        options=IkOptions(time_budget=0.2, limit_margin=0.005),
+    )
+    limits = JointLimits(np.ones(model.nq), np.full(model.nq, 10.0), np.full(model.nq, 100.0))
+    selection = GoalSelection(ik, limits, arm, ct_arm.collision)
+    target = home.copy()
+    target[arm] += 0.3
+    chosen = selection.select(model.frame_pose(target), home)
+    assert chosen.candidate.converged and chosen.clear is True and chosen.solutions == 1, chosen

@@ -122,7 +122,9 @@ class GoalSelection:
         found = [first, *self._more_solutions(pose, q, first, deadline)]
         found.sort(key=lambda c: self.approach_cost(q, c.q))
         hits: dict[int, Collision | None] = {id(first): hit}
-        goal_clear = [c for c in found if self.collision.check(c.q, allowed) is None]
+        goal_clear = [
+            c for c in found if self.collision.check(self._arrival(q, c.q), allowed) is None
+        ]
         for candidate in goal_clear:
             if time.perf_counter() > deadline:
                 break
@@ -148,8 +150,7 @@ class GoalSelection:
         the jerk-limited trajectory the approach plans, sampled at equal times, at most
         ``resolution`` apart in every joint (its speed peaks at twice its mean at most), the
         planned goal last. A trajectory that cannot be planned: the straight segment."""
-        target = q.copy()
-        target[self.controlled] = goal[self.controlled]
+        target = self._arrival(q, goal)
         span = float(np.max(np.abs(target - q)))
         count = max(1, math.ceil(2.0 * span / self.resolution))
         try:
@@ -162,14 +163,21 @@ class GoalSelection:
     def approach_collision(
         self, q: FloatArray, goal: FloatArray, allowed: Allowed
     ) -> Collision | None:
-        """What the approach from ``q`` to ``goal`` hits first (the goal checked first: the
-        commonest case, and one check), or None when it is clear."""
+        """What the approach from ``q`` to ``goal`` (its controlled joints) hits first (the
+        goal checked first: the commonest case, and one check), or None when it is clear."""
         assert self.collision is not None
-        at_goal = self.collision.check(goal, allowed)
+        at_goal = self.collision.check(self._arrival(q, goal), allowed)
         if at_goal is not None:
             return at_goal
         hit = self.collision.check_path(self.approach_path(q, goal), allowed)
         return None if hit is None else hit[1]
+
+    def _arrival(self, q: FloatArray, goal: FloatArray) -> FloatArray:
+        """Where the approach from ``q`` to ``goal`` ends: ``goal``'s controlled joints, the
+        others (a gripper's fingers, which the IK holds locked) where they are in ``q``."""
+        arrival = np.array(q, dtype=np.float64)
+        arrival[self.controlled] = goal[self.controlled]
+        return arrival
 
     def _on_nearest_branch(self, candidate: IkResult, q: FloatArray) -> IkResult:
         return dataclasses.replace(candidate, q=self.ik.nearest_branch(candidate.q, q))
