@@ -53,8 +53,9 @@ class PoseRequest:
     orientation_tolerance  [rad] > 0: the goal's, or ``DEFAULT_ORIENTATION_TOLERANCE`` for its 0
     timeout                [s]: the goal's, within [0, ``MAX_DURATION``], or the node's
                            ``move_to_pose.default_timeout`` for its 0
-    solution               the goal check's converged IK solution for ``pose`` [rad | m], full
-                           model order: where the chain's joint-space approach goes
+    solution               the goal check's chosen converged IK solution for ``pose``
+                           [rad | m], full model order (:func:`goal_selection`): where the
+                           chain's joint-space approach goes
     """
 
     pose: FloatArray
