@@ -333,3 +333,18 @@ def test_the_fingers_the_ik_locks_are_checked_where_they_are(ct_arm: Robot) -> N
     target[arm] += 0.3
     chosen = selection.select(model.frame_pose(target), home)
     assert chosen.candidate.converged and chosen.clear is True and chosen.solutions == 1, chosen
+
+
+def test_bad_budgets_and_resolutions_are_refused_naming_them(ur5: Robot) -> None:
+    """A non-positive IK time budget per solve and a non-positive path resolution are errors
+    naming the parameter; a per-solve budget above the options' is capped by them (the solve
+    reports no more time than the options allow, plus its last iteration)."""
+    ik = IkSolver(ur5.model, options=IkOptions(time_budget=0.01))
+    far = np.eye(4)
+    far[:3, 3] = (3.0, 0.0, 0.5)
+    with pytest.raises(ValueError, match="time_budget"):
+        ik.solve(far, time_budget=0.0)
+    assert ik.solve(far, time_budget=5.0).time < 0.5
+    limits = JointLimits(np.ones(6), np.full(6, 10.0), np.full(6, 100.0))
+    with pytest.raises(ValueError, match="resolution"):
+        GoalSelection(ik, limits, np.arange(6), None, resolution=0.0)
