@@ -133,10 +133,11 @@ class GoalSelection:
             if hits[id(candidate)] is None:
                 return ApproachGoal(candidate, len(found), True, "", time.perf_counter() - started)
         chosen = goal_clear[0] if goal_clear else first
-        if id(chosen) not in hits:
+        if id(chosen) not in hits:  # the budget ran out before it was checked
             hits[id(chosen)] = self.approach_collision(q, chosen.q, allowed)
+        hit = hits[id(chosen)]
         return ApproachGoal(
-            chosen, len(found), False, str(hits[id(chosen)]), time.perf_counter() - started
+            chosen, len(found), hit is None, str(hit or ""), time.perf_counter() - started
         )
 
     def approach_cost(self, q: FloatArray, goal: FloatArray) -> float:
