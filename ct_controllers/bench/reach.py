@@ -8,12 +8,13 @@ target TCP pose (base frame); the configuration itself is not used again.
 
 Each pose is one trial per method, each on a fresh stack from controllers.yaml in MuJoCo lockstep
 (1 kHz), from the home pose: the goal check's full IK seeded with the measured configuration
-(``runtime/pose_goal.py``, as the action's; no solution: UNREACHABLE, nothing moves), then the
-chain the action runs, switched into the loop, with the action's success rule: the measured TCP
-within 1 mm and 0.01 rad for a continuous 0.1 s (judged every 10 ticks), else TIMEOUT after
-``--timeout`` s of sim time (the action's default). ``--config FILE``: the user's robot (its
-controllers.yaml, e.g. ``ct-setup``'s), the bundled arm by default. Methods, side by side on the
-same poses:
+and its choice among the IK's solutions (``chains/pose_goal.py``, ``chains/approach_goal.py``, as
+the action's: the branch nearest the measured configuration, an approach clear of the scene; no
+solution: UNREACHABLE, nothing moves), then the chain the action runs, switched into the loop,
+with the action's success rule: the measured TCP within 1 mm and 0.01 rad for a continuous 0.1 s
+(judged every 10 ticks), else TIMEOUT after ``--timeout`` s of sim time (the action's default).
+``--config FILE``: the user's robot (its controllers.yaml, e.g. ``ct-setup``'s), the bundled arm
+by default. Methods, side by side on the same poses:
 
 - ``approach``: today's chain — a joint-space approach to the IK solution, then the differential
   IK (QP) for the finish (``controllers/joint_approach.py``);
@@ -45,6 +46,7 @@ from ct_controllers.chains.pose_goal import (
     DEFAULT_POSITION_TOLERANCE,
     SUCCESS_DWELL,
     goal_ik,
+    goal_selection,
     pose_chain,
 )
 from ct_controllers.config import StackConfig, load_config
@@ -75,8 +77,8 @@ class Outcome:
     position_error: float
     orientation_error: float
     seconds: float
-    ik_ms: float  # [ms] wall time of the goal check's IK
-    message: str = ""
+    ik_ms: float  # [ms] wall time of the goal check: its IK and the choice among solutions
+    message: str = ""  # why it failed, or that no solution with a clear approach was found
 
 
 class ClearanceCheck:
@@ -239,9 +241,10 @@ def run_goal(
         loop.run_ticks(SETTLE_TICKS)
         snapshot = loop.snapshot()
         assert snapshot is not None
-        ik = goal_ik(stack)
-        candidate = ik.solve(pose, seed=snapshot.position)
-        ik_ms = candidate.time * 1e3
+        selected = goal_selection(stack, goal_ik(stack)).select(pose, snapshot.position)
+        candidate = selected.candidate
+        ik_ms = selected.time * 1e3
+        note = "" if selected.clear is not False else f"approach not clear: {selected.collision}"
         if not candidate.converged:
             return (
                 Outcome(
@@ -275,9 +278,9 @@ def run_goal(
                 DEFAULT_ORIENTATION_TOLERANCE
             )
             if within.update(snapshot.stamp, snapshot.stamp, ok).met:
-                return Outcome(SUCCESS, position, orientation, elapsed, ik_ms), candidate.q
+                return Outcome(SUCCESS, position, orientation, elapsed, ik_ms, note), candidate.q
             if elapsed > timeout:
-                return Outcome(TIMEOUT, position, orientation, elapsed, ik_ms), candidate.q
+                return Outcome(TIMEOUT, position, orientation, elapsed, ik_ms, note), candidate.q
     finally:
         stack.shut_down()
 

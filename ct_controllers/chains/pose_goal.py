@@ -5,7 +5,9 @@ bench measures what the action does.
 The goal check: a full IK (:class:`~ct_controllers.ik.solver.IkSolver`) seeded with the measured
 configuration, fingers locked, within the joint limits less the margin joint motions keep from
 them (``LimitApproach.margin``, 5 mrad: the approach's trajectory then ends on the solution, not
-clipped short of it). No converged solution: UNREACHABLE, before anything moves.
+clipped short of it). No converged solution: UNREACHABLE, before anything moves. Of its
+solutions, the one the approach goes to (:func:`goal_selection`, ``chains/approach_goal.py``): on
+the branch nearest the measured configuration, its approach clear of the scene.
 
 The chain: a joint-space approach to that solution, then the differential IK (QP) for the finish
 (:class:`~ct_controllers.references.joint_approach.JointSpaceApproach`), → the joint controller.
@@ -15,11 +17,15 @@ chain before the approach existed, kept for the side-by-side figures of ``ct-ben
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
+from ct_controllers.chains.approach_goal import GoalSelection
 from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.controllers.controller import Controller, FloatArray
+from ct_controllers.hardware.mujoco_collision import SceneCollision, scene_collision
 from ct_controllers.ik.solver import IkOptions, IkSolver
+from ct_controllers.model.description import DescriptionError
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.joint_approach import JointSpaceApproach
 from ct_controllers.references.reference_generator import ReferenceGenerator
@@ -31,6 +37,8 @@ SUCCESS_DWELL = 0.1  # [s] the measured TCP within both tolerances this long: SU
 # Reachability at the boundary is not a hot path: a generous budget, so that a loaded machine
 # does not turn "not found in 5 ms" into UNREACHABLE.
 IK_TIME_BUDGET = 0.2  # [s]
+
+LOG = logging.getLogger("ct_controllers")
 
 
 @dataclass(frozen=True)
@@ -45,8 +53,9 @@ class PoseRequest:
     orientation_tolerance  [rad] > 0: the goal's, or ``DEFAULT_ORIENTATION_TOLERANCE`` for its 0
     timeout                [s]: the goal's, within [0, ``MAX_DURATION``], or the node's
                            ``move_to_pose.default_timeout`` for its 0
-    solution               the goal check's converged IK solution for ``pose`` [rad | m], full
-                           model order: where the chain's joint-space approach goes
+    solution               the goal check's chosen converged IK solution for ``pose``
+                           [rad | m], full model order (:func:`goal_selection`): where the
+                           chain's joint-space approach goes
     """
 
     pose: FloatArray
@@ -69,6 +78,29 @@ def goal_ik(stack: Stack) -> IkSolver:
         model,
         locked={name: 0.0 for name in config.gripper_joints},
         options=IkOptions(time_budget=IK_TIME_BUDGET, limit_margin=margin),
+    )
+
+
+def goal_selection(stack: Stack, ik: IkSolver) -> GoalSelection:
+    """Which of ``ik``'s solutions the approach goes to (``chains/approach_goal.py``): on the
+    branch nearest the measured configuration, its approach clear of the stack's scene (the
+    MuJoCo scene of this description and configuration, whatever the backend). A scene MuJoCo
+    cannot build (a mesh format it does not read): no collision check, said once, here."""
+    config = stack.config
+    model = stack.model
+    collision: SceneCollision | None
+    try:
+        collision = scene_collision(
+            stack.description,
+            config,
+            model.joint_names,
+            {n: (j.master, j.multiplier, j.offset) for n, j in model.mimic.items()},
+        )
+    except (DescriptionError, ValueError) as exc:
+        LOG.warning("MoveToPose approaches are not checked for collisions: %s", exc)
+        collision = None
+    return GoalSelection(
+        ik, stack.loop.reference_limits, model.indices(config.arm_joints), collision
     )
 
 

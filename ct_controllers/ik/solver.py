@@ -73,6 +73,7 @@ import pinocchio as pin
 from numpy.typing import NDArray
 from scipy.linalg import lapack
 
+from ct_controllers.ik.branches import nearest_branch, periodic_joints
 from ct_controllers.model.configuration import ConfigurationMap
 from ct_controllers.model.frames import check_pose
 from ct_controllers.model.robot import RobotModel, UnknownNameError
@@ -302,6 +303,14 @@ class IkSolver:
         self._half_range = 0.5 * (spread_upper - spread_lower)
         self._rng = np.random.default_rng(self.options.random_seed)
         self._parallel = self.options.parallel_attempts
+        # Full model order: the solved joints' bounds (the locked ones pinned where they are
+        # locked) and which of them are angles, for :meth:`nearest_branch`.
+        self._full_lower = self.locked_q.copy()
+        self._full_upper = self.locked_q.copy()
+        self._full_lower[self._full_index] = self._lower[self._reduced_index]
+        self._full_upper[self._full_index] = self._upper[self._reduced_index]
+        self._periodic = np.zeros(model.nq, dtype=bool)
+        self._periodic[self._full_index] = periodic_joints(model)[self._full_index]
 
     # --- conversions -----------------------------------------------------------------------
     def nominal(self) -> FloatArray:
@@ -314,11 +323,33 @@ class IkSolver:
         q[self._full_index] = solved
         return q
 
+    def bounds(self) -> tuple[FloatArray, FloatArray]:
+        """The range [rad | m] solutions are sought in, full model order (limits less
+        ``limit_margin``; ±inf for a continuous joint; a locked joint's locked value)."""
+        return self._full_lower.copy(), self._full_upper.copy()
+
+    def nearest_branch(self, q: FloatArray, reference: FloatArray) -> FloatArray:
+        """``q`` (a solution, full model order) with every solved revolute or continuous
+        joint moved by whole turns to its position nearest ``reference`` inside the solve's
+        range (:func:`~ct_controllers.ik.branches.nearest_branch`): the same TCP pose."""
+        return nearest_branch(q, reference, self._full_lower, self._full_upper, self._periodic)
+
     # --- solve -----------------------------------------------------------------------------
-    def solve(self, target: FloatArray, seed: FloatArray | None = None) -> IkResult:
+    def solve(
+        self,
+        target: FloatArray,
+        seed: FloatArray | None = None,
+        time_budget: float | None = None,
+    ) -> IkResult:
         """A candidate for ``target`` (4x4 TCP pose in the base frame), starting from ``seed``
-        (full model order; its locked joints are ignored; default :meth:`nominal`)."""
+        (full model order; its locked joints are ignored; default :meth:`nominal`), within
+        ``time_budget`` [s] of wall time (default and upper bound: the options')."""
         start_time = time.perf_counter()
+        budget = self.options.time_budget
+        if time_budget is not None:
+            if not (math.isfinite(time_budget) and time_budget > 0):
+                raise ValueError(f"IK time_budget must be finite and > 0, got {time_budget}")
+            budget = min(budget, time_budget)
         pose = check_pose(target, "IK target")
         if seed is None:
             x = self._middle.copy()
@@ -330,7 +361,7 @@ class IkSolver:
             x[self._reduced_index] = seed[self._full_index]
             np.maximum(x, self._lower, out=x)
             np.minimum(x, self._upper, out=x)
-        search = _Search(self, pose, start_time)
+        search = _Search(self, pose, start_time, budget)
         search.one_at_a_time(x)
         search.side_by_side()
         best_x, final_error = search.candidate()
@@ -359,7 +390,9 @@ class _Search:
     a start), :meth:`one_at_a_time` (the seed, then random restarts until ``batch_after``) and
     :meth:`side_by_side` (``parallel_attempts`` random attempts, one LM step for all)."""
 
-    def __init__(self, solver: IkSolver, pose: FloatArray, start_time: float) -> None:
+    def __init__(
+        self, solver: IkSolver, pose: FloatArray, start_time: float, budget: float
+    ) -> None:
         options = solver.options
         self.options = options
         self.parallel = solver._parallel
@@ -367,7 +400,7 @@ class _Search:
         self.to_pinocchio = solver._to_pinocchio  # joint positions → Pinocchio's q
         self.lower, self.upper = solver._lower, solver._upper
         self.middle, self.half_range, self.rng = solver._middle, solver._half_range, solver._rng
-        self.deadline = start_time + options.time_budget
+        self.deadline = start_time + budget
         self.batch_from = start_time + options.batch_after
         self.p_goal = pose[:3, 3].copy()
         self.r_goal = pose[:3, :3].copy()

@@ -5,10 +5,12 @@ constraints) → the selected joint controller (``chains/pose_goal.py``, shared 
 
 Boundary checks (each aborts at once with its code and a message): frame (UNKNOWN_FRAME), stamp
 (STALE_GOAL), non-finite values or a non-unit quaternion or negative tolerances (INVALID_GOAL), no
-IK solution within the joint limits (UNREACHABLE, with the residual). What passes is a
-:class:`~ct_controllers.chains.pose_goal.PoseRequest`, built once in :meth:`validate`, from which
-the chain is built and the goal followed. Success needs the measured TCP within both tolerances
-for a continuous 0.1 s; the goal's timeout gives TIMEOUT.
+IK solution within the joint limits (UNREACHABLE, with the residual). Of the IK's solutions the
+approach goes to the one on the branch nearest the measured configuration whose approach is
+clear of the scene (``chains/approach_goal.py``; none clear: the nearest, with a warning). What
+passes is a :class:`~ct_controllers.chains.pose_goal.PoseRequest`, built once in
+:meth:`validate`, from which the chain is built and the goal followed. Success needs the measured
+TCP within both tolerances for a continuous 0.1 s; the goal's timeout gives TIMEOUT.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ct_controllers.chains.pose_goal import (
     SUCCESS_DWELL,
     PoseRequest,
     goal_ik,
+    goal_selection,
     pose_chain,
 )
 from ct_controllers.references.joint_trajectory import MAX_DURATION
@@ -51,6 +54,7 @@ class MoveToPoseServer:
         self.config = stack.config
         self.loop = stack.loop
         self.ik = goal_ik(stack)  # the goal check (also the Grasp action's)
+        self.selection = goal_selection(stack, self.ik)  # which solution the approach goes to
         self.server = motion_action_server(
             node,
             MoveToPose,
@@ -82,12 +86,18 @@ class MoveToPoseServer:
         timeout = non_negative(goal.timeout, "timeout", MAX_DURATION) or self._parameter(
             "move_to_pose.default_timeout"
         )
-        candidate = self.ik.solve(pose, seed=q)
+        selected = self.selection.select(pose, q)
+        candidate = selected.candidate
         if not candidate.converged:
             raise GoalRejected(
                 Result.UNREACHABLE,
                 f"no IK solution within the joint limits: residual "
                 f"{candidate.position_residual:.4f} m, {candidate.orientation_residual:.4f} rad",
+            )
+        if selected.clear is False:
+            self.node.get_logger().warning(
+                f"MoveToPose: no IK solution found with an approach clear of the scene "
+                f"({selected.solutions} weighed); the nearest hits {selected.collision}"
             )
         return PoseRequest(
             pose=pose,
