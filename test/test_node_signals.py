@@ -118,7 +118,8 @@ def test_a_signal_mid_goal_aborts_it_with_a_result_and_exits_cleanly(case):
 
 # --- a double Ctrl-C under launch, many times ---------------------------------------------------
 SIGINT_GAPS = (0.05, 0.3, 1.0)  # [s] from the terminal's SIGINT to launch's own
-DOUBLE_SIGINT_RUNS = 15  # the gaps in turn (5 each); seen before: exit -2 in 1 of 5 runs at 0.3 s
+# The gaps in turn, >= 20 runs (issue 23): seen before, exit -2 in 1 of 5 runs at 0.3 s.
+DOUBLE_SIGINT_RUNS = 21
 START_BOUND = 60.0  # [s] from the start to the node's first /clock (a loaded 2-core machine)
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -127,7 +128,7 @@ def test_a_double_sigint_under_launch_never_ends_the_node_by_the_signal(tmp_path
     """The node started as launch_ros starts it (the installed executable found through the
     ament index, one ``--ros-args`` section with the params file and the name remaps, from a
     directory outside the tree, in its own process group), then SIGINT to the group twice,
-    0.05, 0.3 or 1 s apart (a terminal's Ctrl-C, then launch's own), in turn, 15 times: every
+    0.05, 0.3 or 1 s apart (a terminal's Ctrl-C, then launch's own), in turn, 21 times: every
     run ends with the node's normal exit code 0, its summary printed and no traceback — never by
     the signal (exit -2: a SIGINT that arrived while the interpreter was finalizing, when CPython
     has put SIGINT back to its default action). Each run's node is brought up to its first
