@@ -79,6 +79,7 @@ def build_scene(
     actuated_joints: Sequence[str] | None = None,
     urdf_directory: str | Path | None = None,
     scene: str | Path | None = None,
+    kept_links: Sequence[str] = (),
 ) -> mujoco.MjSpec:
     """Build the scene spec (compile it with :func:`compile_scene`).
 
@@ -88,20 +89,26 @@ def build_scene(
     ``mass_scale`` multiplies every link mass, rotational inertia about the link COM unchanged
     (plant model error for experiments; 1 = the URDF; URDF scenes only); ``urdf_directory`` the
     URDF file's folder (where its meshes are also looked for); ``scene`` an MJCF file to take
-    the robot from instead of the URDF (see the module docstring). DescriptionError names what
-    is wrong and nothing is built."""
+    the robot from instead of the URDF (see the module docstring); ``kept_links`` URDF links
+    hung on fixed joints that stay bodies of their own name rather than being fused into their
+    parent (a fixed jaw: the object sensor counts its contacts; URDF scenes only). A link not
+    hung on a fixed joint is a body anyway. DescriptionError names what is wrong and nothing is
+    built."""
     if not (np.isfinite(mass_scale) and mass_scale > 0):
         raise ValueError(f"mass_scale must be finite and positive, got {mass_scale}")
     prepared = prepare_urdf(urdf, urdf_directory, meshes=scene is None)
     actuated = _actuated(prepared, actuated_joints, command_interfaces or {})
     if scene is None:
         spec = _robot_from_urdf(prepared, urdf, mass_scale)
+        _keep_unfused(spec, prepared, kept_links)
     else:
         if mass_scale != 1.0:
             raise ValueError("mass_scale applies to scenes built from the URDF, not to an MJCF")
         spec = load_matching_mjcf(Path(scene), prepared)
     spec.option.timestep = timestep
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    if scene is None:
+        _stiffen_mimic_couplings(spec, timestep)
     if tcp_frame is not None:
         _add_tcp_site(spec, prepared, tcp_frame)
     _add_actuators(spec, prepared, actuated, command_interfaces or {}, servo_gains)
@@ -146,6 +153,36 @@ def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mu
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.option.impratio = 10.0
     return spec
+
+
+# A ``<mimic>`` coupling's softness: time constant [s] in control timesteps, and impedance
+# (d0, d_width, width [m], midpoint, power). MuJoCo's defaults (0.02 s; 0.9, 0.95) are mass-
+# normalised: on light fingers they make a spring of a few hundred N/m, and under a 20 N grip the
+# Panda's follower finger was pushed 26 mm open while its master closed 8 mm (the cube shoved
+# 13 mm off the TCP). A mimic is a rigid linkage (the Panda's one motor drives both fingers):
+# the stiffest stable setting, MuJoCo Menagerie's for its Panda (2 timesteps, 0.95 → 0.99).
+MIMIC_TIME_CONSTANT_STEPS = 2.0
+MIMIC_IMPEDANCE = (0.95, 0.99, 0.001, 0.5, 2.0)
+
+
+def _keep_unfused(spec: mujoco.MjSpec, prepared: PreparedUrdf, links: Sequence[str]) -> None:
+    """Each of ``links`` hung on a fixed joint stays a body of its own (MuJoCo never fuses a
+    body an exclude names: the pair is the link and its parent, rigidly joined, whose contacts
+    MuJoCo filters anyway; the parent stays a body too)."""
+    for link in links:
+        if link in prepared.fixed_parents and spec.body(link) is not None:
+            parent = prepared.fixed_parents[link][0]
+            spec.add_exclude(bodyname1=parent, bodyname2=link)
+
+
+def _stiffen_mimic_couplings(spec: mujoco.MjSpec, timestep: float) -> None:
+    """The joint equalities MuJoCo's URDF import made of ``<mimic>`` elements, made as stiff
+    as a rigid linkage (:data:`MIMIC_IMPEDANCE`): the follower stays within a fraction of a
+    millimetre of multiplier · master + offset under the grip force."""
+    for equality in spec.equalities:
+        if equality.type == mujoco.mjtEq.mjEQ_JOINT:
+            equality.solref = [MIMIC_TIME_CONSTANT_STEPS * timestep, 1.0]
+            equality.solimp = list(MIMIC_IMPEDANCE)
 
 
 def _actuated(

@@ -158,6 +158,8 @@ class MujocoConfig:
     urdf_directory: str | None = None
     scene: str | None = None
     gripper_joints: tuple[str, ...] = ()
+    # gripper.width_frames: a fixed jaw among them stays a body, and its contacts count.
+    width_frames: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in (LOCKSTEP, PACED):
@@ -237,6 +239,7 @@ class MujocoSystem(SystemInterface):
                 urdf_directory=str(source.parent) if source.is_file() else None,
                 scene=scene or None,
                 gripper_joints=config.gripper_joints,
+                width_frames=config.grip_width_frames,
             ),
         )
 
@@ -254,6 +257,7 @@ class MujocoSystem(SystemInterface):
             actuated_joints=self.joint_names,
             urdf_directory=self.config.urdf_directory,
             scene=self.config.scene,
+            kept_links=self.config.width_frames,
         )
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -456,7 +460,8 @@ class MujocoSystem(SystemInterface):
 
     def _finger_bodies(self) -> tuple[str, ...]:
         """The bodies the gripper joints move, then those of joints that mimic them (a mimic
-        finger, coupled by a joint equality), each once: the fingers the object touches."""
+        finger, coupled by a joint equality), then a fixed jaw's (a width frame that is a body
+        of the scene, moved by no gripper joint), each once: the fingers the object touches."""
         model = self.model
         assert model is not None
         joints = [model.joint(name).id for name in self.config.gripper_joints]
@@ -464,7 +469,10 @@ class MujocoSystem(SystemInterface):
             coupled = int(model.eq_type[i]) == int(mujoco.mjtEq.mjEQ_JOINT)
             if coupled and int(model.eq_obj2id[i]) in joints:
                 joints.append(int(model.eq_obj1id[i]))
-        bodies = (model.body(int(model.jnt_bodyid[j])).name for j in joints)
+        bodies = [model.body(int(model.jnt_bodyid[j])).name for j in joints]
+        for frame in self.config.width_frames:
+            if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, frame) >= 0:
+                bodies.append(frame)
         return tuple(dict.fromkeys(bodies))
 
     @property
