@@ -128,6 +128,9 @@ class GraspRunner(Controller):
                 f"grip geometry of joints {grip.joints}, gripper servo of {gripper.joint_names}"
             )
         self.grip = grip
+        # Joint effort → finger-surface force [N] (None: every lever 1, nothing to divide).
+        levers = gripper.levers
+        self._levers = None if np.all(levers == 1.0) else levers
         self._open_grip_width = None if grip is None else grip.open_width
         self.records: list[TaskRecord] | None = [] if record else None
         # The last compute's stages [s], read by the loop's telemetry (mutated in place).
@@ -164,9 +167,13 @@ class GraspRunner(Controller):
             stamp=min(state.stamp, reading.stamp),
             tcp_pose=evaluated.frame_pose(),  # read-only, this tick's
             finger_positions=state.q[self.fingers],  # copies (fancy indexing)
-            finger_velocities=state.v[self.fingers],
+            finger_velocities=(
+                state.v[self.fingers]  # copies (fancy indexing); [m/s] of finger surface
+                if self._levers is None
+                else state.v[self.fingers] * self._levers
+            ),
             # Measured finger efforts when the backend reports them; else none is claimed.
-            finger_efforts=_measured(state.effort, self.fingers),
+            finger_efforts=_measured(state.effort, self.fingers, self._levers),
             contact_forces=reading.contact_forces,
             object_pose=reading.pose,
             grip_width=None if self.grip is None else self.grip.width(evaluated),
@@ -248,8 +255,10 @@ class GraspRunner(Controller):
                     targets = self.grip.joint_target(min(max(fraction, 0.0), 1.0))
                 self._finger_lists = (targets, [float(force)] * count)
                 self._effort_limit = np.full(self.model.nv, np.nan)
+                # [N·m | N] the drives' limit: the force [N] through each joint's lever.
                 self._effort_limit[self.fingers] = np.minimum(
-                    np.fmax(self._finger_lists[1], 0.0), self.gripper.max_effort
+                    np.fmax(self._finger_lists[1], 0.0) * self.gripper.levers,
+                    self.gripper.max_effort,
                 )
             finger_target, limit = self._finger_lists
             # The finger efforts into tau, and the servo's reference into the differential IK's
@@ -335,7 +344,7 @@ def build_grasp_runner(
         task=task or GraspTask(),
         diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
         arm_controller=arm_controller,
-        gripper=grasp_gripper(model, config.gripper_joints),
+        gripper=grasp_gripper(model, config.gripper_joints, stack.grip),
         sense_object=reader,
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
@@ -346,16 +355,28 @@ def build_grasp_runner(
     )
 
 
-def grasp_gripper(model: RobotModel, fingers: Sequence[str]) -> GripperController:
-    """The gripper servo a grasp runs (its default gains and speed), for ``fingers``."""
-    return GripperController(model, fingers)
+def grasp_gripper(
+    model: RobotModel, fingers: Sequence[str], grip: GripGeometry | None = None
+) -> GripperController:
+    """The gripper servo a grasp runs (its default gains and speed, in finger-surface units),
+    for ``fingers``, through their levers where the gripper's geometry is known."""
+    return GripperController(model, fingers, levers=None if grip is None else grip.levers)
+
+
+def finger_force_limit(stack: Stack) -> float:
+    """[N] the largest grasp_effort every finger's drive can give: its URDF effort limit
+    through its lever (a revolute jaw's N·m over its length)."""
+    fingers = stack.config.gripper_joints
+    effort = stack.model.limits.effort[stack.model.indices(fingers)]
+    levers = np.ones(len(fingers)) if stack.grip is None else np.array(stack.grip.levers)
+    return float(np.min(effort / levers))
 
 
 def minimum_grasp_effort(stack: Stack) -> float:
     """[N] per finger: the smallest grasp_effort the grasp's finger servo can control
     (:attr:`GripperController.minimum_effort`: the finger's weight plus its damping at the
     servo's speed)."""
-    return grasp_gripper(stack.model, stack.config.gripper_joints).minimum_effort
+    return grasp_gripper(stack.model, stack.config.gripper_joints, stack.grip).minimum_effort
 
 
 def grip_force_refusal(
@@ -387,11 +408,16 @@ def grip_force_refusal(
     return None
 
 
-def _measured(effort: FloatArray | None, fingers: np.ndarray) -> FloatArray | None:
-    """|effort| [N] of the fingers when the backend measures it (finite), else None."""
+def _measured(
+    effort: FloatArray | None, fingers: np.ndarray, levers: FloatArray | None = None
+) -> FloatArray | None:
+    """|effort| [N] of the fingers when the backend measures it (finite), else None; a joint's
+    effort divided by its lever (a revolute jaw's torque as the force at its finger)."""
     if effort is None:
         return None
     values = effort[fingers]  # a copy (fancy indexing)
+    if levers is not None:
+        values /= levers
     # The sum of a few values is finite exactly when each is (no sensor reports 1e308); summed
     # in Python floats, cheaper than numpy's sum on a few.
     return np.abs(values, out=values) if math.isfinite(sum(values.tolist())) else None

@@ -471,8 +471,13 @@ class MujocoSystem(SystemInterface):
                 joints.append(int(model.eq_obj1id[i]))
         bodies = [model.body(int(model.jnt_bodyid[j])).name for j in joints]
         for frame in self.config.width_frames:
-            if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, frame) >= 0:
-                bodies.append(frame)
+            body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, frame)
+            # A frame link without geometry (a fingertip marker): the jaw is the nearest body
+            # up its chain that has some.
+            while body > 0 and model.body_geomnum[body] == 0:
+                body = int(model.body_parentid[body])
+            if body > 0:
+                bodies.append(model.body(body).name)
         return tuple(dict.fromkeys(bodies))
 
     @property

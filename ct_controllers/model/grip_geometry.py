@@ -47,7 +47,11 @@ class GripGeometry:
     ``closed`` and ``opened`` [rad | m] per gripper joint (``joints`` order): the URDF limit at
     which the width is the smaller, and the other; ``closed_distance`` [m] the frames' distance
     with every joint at ``closed``; ``open_width`` [m] the width w (module docstring) with
-    every joint at ``opened``."""
+    every joint at ``opened``. ``levers`` [m/rad | m/m] per joint: how far one finger surface
+    moves per unit of the joint, the width's change over the joint's range divided by that range
+    and by the fingers it moves (itself and its mimic followers): 1 for a prismatic finger of
+    the bundled arm or the Panda, ~ the jaw's length for a revolute one. The gripper servo works
+    in finger-surface units through it (force F [N] ↔ joint effort F · lever)."""
 
     frames: tuple[str, str]
     joints: tuple[str, ...]
@@ -56,6 +60,7 @@ class GripGeometry:
     closed_distance: float
     open_width: float
     frame_ids: tuple[int, int]
+    levers: tuple[float, ...] = ()
 
     def width(self, evaluated: ModelState) -> float:
         """w [m] at ``evaluated`` (the model at the measured state): the frames' distance less
@@ -92,6 +97,7 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
     middle[indices] = 0.5 * (lower + upper)
     closed: list[float] = []
     opened: list[float] = []
+    levers: list[float] = []
     for k, name in enumerate(joints):
         distances = []
         for limit in (lower[k], upper[k]):
@@ -104,6 +110,9 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
                 f"with gripper joint '{name}' over its range (name frames on the fingertips)"
             )
         low_closes = distances[0] < distances[1]
+        fingers = 1 + sum(1 for m in model.mimic.values() if m.master == name)
+        span = float(upper[k] - lower[k])
+        levers.append(abs(distances[1] - distances[0]) / span / fingers)
         closed.append(float(lower[k] if low_closes else upper[k]))
         opened.append(float(upper[k] if low_closes else lower[k]))
     q = middle.copy()
@@ -118,6 +127,7 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
         closed_distance=closed_distance,
         open_width=_distance(model, q, ids) - closed_distance,
         frame_ids=ids,
+        levers=tuple(levers),
     )
 
 
