@@ -22,10 +22,10 @@ from ct_controllers.model.grip_geometry import (
     GripGeometryError,
     found_width_frames,
     grip_geometry,
+    gripper_geometry,
 )
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.stack import configured_grip
 
 SAMPLES = 20  # random configurations per robot
 
@@ -149,7 +149,7 @@ def test_bad_width_frames_are_refused_naming_them() -> None:
         assert message in str(caught.value) and "\n" not in str(caught.value)
     config = load_config(overrides={"gripper.width_frames": ["left_finger", "no_such_pad"]})
     with pytest.raises(ConfigError, match=r"gripper\.width_frames: frame 'no_such_pad'"):
-        configured_grip(config, model)
+        gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
     with pytest.raises(ConfigError, match="expected two frame names"):
         load_config(overrides={"gripper.width_frames": ["left_finger"]})
     on_chain = load_config(
@@ -159,4 +159,4 @@ def test_bad_width_frames_are_refused_naming_them() -> None:
         }
     )
     with pytest.raises(ConfigError, match="gripper joint 'joint7' is on the arm chain"):
-        configured_grip(on_chain, model)
+        gripper_geometry(model, on_chain.gripper_joints)

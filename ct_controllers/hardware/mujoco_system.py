@@ -52,6 +52,7 @@ import mujoco
 import numpy as np
 
 from ct_controllers.errors import ConfigError
+from ct_controllers.hardware.grasp_scene import GraspScene, grasp_scene
 from ct_controllers.hardware.interface import (
     COMMAND_INTERFACES,
     EFFORT,
@@ -73,6 +74,8 @@ from ct_controllers.hardware.mujoco_scene import (
     compile_scene,
 )
 from ct_controllers.model.description import RobotDescription
+from ct_controllers.model.grip_geometry import gripper_geometry
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
 
 if TYPE_CHECKING:
@@ -160,6 +163,8 @@ class MujocoConfig:
     gripper_joints: tuple[str, ...] = ()
     # gripper.width_frames: a fixed jaw among them stays a body, and its contacts count.
     width_frames: tuple[str, ...] = ()
+    # The table and cube from the robot's reach and gripper (None: the bundled arm's constants).
+    objects: GraspScene | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in (LOCKSTEP, PACED):
@@ -226,6 +231,10 @@ class MujocoSystem(SystemInterface):
             per_joint *= len(config.joint_names)
         interfaces = dict(zip(config.joint_names, per_joint, strict=True))
         source = Path(description.source)
+        model = RobotModel(
+            description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame
+        )
+        grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
         return cls(
             description.urdf,
             description.hardware.joint_names,
@@ -240,6 +249,7 @@ class MujocoSystem(SystemInterface):
                 scene=scene or None,
                 gripper_joints=config.gripper_joints,
                 width_frames=config.grip_width_frames,
+                objects=grasp_scene(model, grip),
             ),
         )
 
@@ -258,6 +268,7 @@ class MujocoSystem(SystemInterface):
             urdf_directory=self.config.urdf_directory,
             scene=self.config.scene,
             kept_links=self.config.width_frames,
+            objects=self.config.objects,
         )
 
     # --- lifecycle -------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ct_controllers.errors import CtError
+from ct_controllers.errors import ConfigError, CtError
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 
@@ -129,6 +129,38 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
         frame_ids=ids,
         levers=tuple(levers),
     )
+
+
+def gripper_geometry(
+    model: RobotModel, fingers: Sequence[str], width_frames: Sequence[str] = ()
+) -> GripGeometry | None:
+    """The configured gripper's geometry (``gripper_joints`` ``fingers``; ``gripper.width_frames``
+    as configured, else found from the joints), or None without a gripper or where none are
+    found (the task then sums the finger openings). ConfigError, one line naming it, for a
+    gripper joint on the arm chain (it moves the TCP) or configured width frames that cannot
+    measure the gripper."""
+    if not fingers:
+        if width_frames:
+            raise ConfigError("parameter 'gripper.width_frames': gripper_joints is empty")
+        return None
+    if model.has_tcp:
+        chain = set(model.model.supports[model.model.frames[model.tcp_frame_id].parentJoint])
+        on_chain = [n for n in fingers if model.model.getJointId(n) in chain]
+        if on_chain:
+            tcp = model.model.frames[model.tcp_frame_id].name
+            raise ConfigError(
+                f"gripper joint '{on_chain[0]}' is on the arm chain: it moves the TCP frame "
+                f"'{tcp}' (list it in arm_joints, or pick another gripper joint)"
+            )
+    frames = tuple(width_frames) or found_width_frames(model, fingers)
+    if frames is None:
+        return None
+    try:
+        return grip_geometry(model, fingers, frames)
+    except GripGeometryError as exc:
+        if not width_frames:  # found, not asked for: the openings are summed instead
+            return None
+        raise ConfigError(f"parameter {exc}") from None
 
 
 def found_width_frames(model: RobotModel, joints: Sequence[str]) -> tuple[str, str] | None:

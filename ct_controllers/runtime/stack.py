@@ -16,12 +16,7 @@ from ct_controllers.hardware.guard import GuardLimits
 from ct_controllers.hardware.interface import LifecycleState, SystemInterface
 from ct_controllers.hardware.watchdog import WatchdogConfig
 from ct_controllers.model.description import RobotDescription, load_description
-from ct_controllers.model.grip_geometry import (
-    GripGeometry,
-    GripGeometryError,
-    found_width_frames,
-    grip_geometry,
-)
+from ct_controllers.model.grip_geometry import GripGeometry, gripper_geometry
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
 from ct_controllers.references.joint_trajectory import JointLimits
@@ -179,7 +174,7 @@ def build_stack(
         missing = sorted(set(model.joint_names) - set(names))
         if missing:
             raise ConfigError(f"{group} does not list the URDF joint(s) {missing}")
-    grip = configured_grip(config, model)
+    grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
     plugin = description.hardware.plugin
     hardware_type = load_plugin(HARDWARE, plugin)
     # The plugin says which `backend:` value selects it (its BACKEND; one that says none is
@@ -274,33 +269,3 @@ def build_stack(
     return Stack(
         config, description, model, hardware, controller, loop, controllers, stability, grip
     )
-
-
-def configured_grip(config: StackConfig, model: RobotModel) -> GripGeometry | None:
-    """The gripper's geometry: ``gripper.width_frames`` as configured, else found from the
-    gripper joints (None where none are found: the task then sums the finger openings).
-    ConfigError, one line naming it, for a gripper joint on the arm chain (it moves the TCP)
-    or configured width frames that cannot measure the gripper."""
-    fingers = config.gripper_joints
-    if not fingers:
-        if config.grip_width_frames:
-            raise ConfigError("parameter 'gripper.width_frames': gripper_joints is empty")
-        return None
-    if model.has_tcp:
-        chain = set(model.model.supports[model.model.frames[model.tcp_frame_id].parentJoint])
-        on_chain = [n for n in fingers if model.model.getJointId(n) in chain]
-        if on_chain:
-            raise ConfigError(
-                f"gripper joint '{on_chain[0]}' is on the arm chain: it moves the TCP frame "
-                f"'{config.tcp_frame}' (list it in arm_joints, or pick another gripper joint)"
-            )
-    frames = config.grip_width_frames or found_width_frames(model, fingers)
-    if frames is None:
-        return None
-    try:
-        return grip_geometry(model, fingers, frames)
-    except GripGeometryError as exc:
-        if not config.grip_width_frames:  # found, not asked for: fall back to the openings
-            LOG.warning("grip width: %s; the finger openings are summed instead", exc)
-            return None
-        raise ConfigError(f"parameter {exc}") from None
