@@ -90,8 +90,8 @@ def grasp_scene(model: RobotModel, grip: GripGeometry | None) -> GraspScene:
     )
 
 
-# R per robot: (model name, joint names, limits, TCP, base) → R [m]. Each grasp trial of a bench
-# builds its stack anew; the robot's R is sampled once per process.
+# R per robot: (model name, joint names and placements, limits, TCP, base) → R [m]. Each grasp
+# trial of a bench builds its stack anew; the robot's R is sampled once per process.
 _REACHES: dict[tuple[object, ...], float] = {}
 
 
@@ -101,6 +101,8 @@ def tcp_reach(model: RobotModel) -> float:
     key = (
         model.model.name,
         tuple(model.model.names),
+        tuple(float(v) for p in model.model.jointPlacements for v in p.translation),
+        tuple(float(v) for v in model.model.frames[model.tcp_frame_id].placement.translation),
         tuple(limits.lower.tolist()),
         tuple(limits.upper.tolist()),
         model.tcp_frame_id,
