@@ -2,7 +2,8 @@
 table, the cube and its placement region come from the arm's reach and the gripper's opening.
 Checked: the reach against an independent sampling (other configurations) and the chain's own
 length; on the bundled arm the derived scene is the one it had (region x ∈ [0.45, 0.60] m,
-y ∈ ±0.15 m, a 5 cm cube, the table centred 0.6 m out, top at z = 0) within 5 mm; on the Panda
+y ∈ ±0.15 m, a 5 cm cube starting at x = 0.5 m, the table centred 0.6 m out, top at z = 0)
+within 5 mm; on the Panda
 (example-robot-data) the region scales with its shorter reach and the cube fits its opening;
 for one jaw closing on a fixed one the grip offset puts the cube's centre midway between the
 jaws (FK of the jaw at the cube's width); and the MuJoCo scene the stack simulates has that
@@ -75,6 +76,7 @@ def test_the_bundled_arm_keeps_its_scene_and_the_panda_scales() -> None:
     assert np.allclose(scene.table_center, TABLE_CENTER, atol=0.005)
     assert np.allclose(scene.table_half_size, TABLE_HALF_SIZE, atol=0.005)
     assert scene.grip_offset == (0.0, 0.0, 0.0)
+    assert np.allclose(scene.cube_start, (0.5, 0.0), atol=0.005)
     panda = RobotModel(panda_urdf().read_text(), "panda_hand_tcp", "panda_link0")
     grip = gripper_geometry(panda, ("panda_finger_joint1",))
     assert grip is not None
@@ -110,7 +112,7 @@ def test_one_jaw_grip_offset_centres_the_cube_between_the_jaws() -> None:
 
 def test_the_simulated_scene_is_the_derived_one() -> None:
     """The MuJoCo scene the stack builds from the configuration has the derived table (size,
-    centre) and cube (size, mass), on the bundled arm."""
+    centre) and cube (size, mass, starting place), on the bundled arm."""
     config = bundled_config()
     system = MujocoSystem.from_config(bundled_description(), config)
     model = mujoco.MjSpec.compile(system.scene_spec())
@@ -120,4 +122,6 @@ def test_the_simulated_scene_is_the_derived_one() -> None:
     assert np.allclose(table.size, scene.table_half_size, atol=1e-9)
     assert np.allclose(model.geom_pos[table.id], scene.table_center, atol=1e-9)
     assert np.allclose(cube.size, [scene.cube_half_size] * 3, atol=1e-9)
+    start = model.body("cube").pos
+    assert np.allclose(start, [*scene.cube_start, scene.cube_half_size], atol=1e-9)
     assert math.isclose(float(model.body("cube").mass[0]), scene.cube_mass)

@@ -7,13 +7,14 @@ arm's reach and the gripper's opening (no fixed numbers of one arm).
     table  : top at the base plane z = 0 (the arm stands on it), centre x = 0.58 R, half sizes
              0.34 R × 0.48 R × 0.02 m
     region : x ∈ [0.435 R, 0.58 R], y ∈ [−0.145 R, 0.145 R], yaw ∈ ±45° (a band of the table
-             the arm reaches top-down with margin)
+             the arm reaches top-down with margin); the cube starts at (0.4837 R, 0)
     cube   : edge s = min(5 cm, 0.625 w_open) [m], w_open the gripper's full opening between
              its width frames (:class:`~ct_controllers.model.grip_geometry.GripGeometry`); 5 cm
              without a gripper geometry; 0.1 kg
 
 The fractions are the bundled arm's figures over its R (region x ∈ [0.45, 0.60] m,
-y ∈ ±0.15 m, a 5 cm cube in its 8 cm opening), so that arm's scene stays what it was.
+y ∈ ±0.15 m, the cube starting at x = 0.5 m, a 5 cm cube in its 8 cm opening), so that arm's
+scene stays what it was.
 ``grip_offset`` [m, tool frame]: from the TCP to the grip's centre (the midpoint of the width
 frames with the gripper opened to the cube, along the line between them): 0 for symmetric
 fingers, half the cube for one jaw closing on a fixed one; a top-down grasp puts the TCP there
@@ -41,6 +42,7 @@ TABLE_THICKNESS = 0.02  # [m] half
 REGION_X = (0.435, 0.58)  # of R
 REGION_Y = 0.145  # of R, each side
 TABLE_X = 0.58  # of R: centre
+CUBE_START_X = 0.4837  # of R: where the cube starts (x; y = 0), the bundled arm's 0.5 m
 TABLE_HALF = (0.34, 0.48)  # of R
 YAW = math.pi / 4  # [rad] each side
 
@@ -61,6 +63,7 @@ class GraspScene:
     # [m] the TCP's height at the grasp: the cube's centre, or higher where the fingers reach
     # further below the TCP than that (:func:`fingertip_depth`), so that they clear the table.
     grasp_height: float | None = None
+    cube_start: tuple[float, float] = (0.5, 0.0)  # [m] the cube's place in the scene as built
 
     @property
     def tcp_height(self) -> float:
@@ -87,6 +90,7 @@ def grasp_scene(model: RobotModel, grip: GripGeometry | None) -> GraspScene:
         y=(-REGION_Y * reach, REGION_Y * reach),
         yaw=(-YAW, YAW),
         grip_offset=offset,
+        cube_start=(CUBE_START_X * reach, 0.0),
     )
 
 

@@ -302,10 +302,10 @@ def _add_actuators(
 def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None) -> None:
     if objects is None:
         table_size, table_center = TABLE_HALF_SIZE, TABLE_CENTER
-        half, mass = CUBE_HALF_SIZE, CUBE_MASS
+        half, mass, start = CUBE_HALF_SIZE, CUBE_MASS, (0.5, 0.0)
     else:
         table_size, table_center = objects.table_half_size, objects.table_center
-        half, mass = objects.cube_half_size, objects.cube_mass
+        half, mass, start = objects.cube_half_size, objects.cube_mass, objects.cube_start
     world = spec.worldbody
     world.add_light(pos=[0, 0, 3], dir=[0, 0, -1])
     if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in world.geoms):  # an MJCF's own
@@ -321,7 +321,7 @@ def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None) -> None:
         size=list(table_size),
         pos=list(table_center),
     )
-    cube = world.add_body(name=CUBE_BODY, pos=[table_center[0], 0.0, half])
+    cube = world.add_body(name=CUBE_BODY, pos=[start[0], start[1], half])
     cube.add_freejoint(name=f"{CUBE_BODY}_joint")
     cube.add_geom(name=f"{CUBE_BODY}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half] * 3)
     # Solid cube: I = m (2a)² / 6 about each axis (a = half size); explicit, as for the robot.
