@@ -60,7 +60,7 @@ class GripGeometry:
     closed_distance: float
     open_width: float
     frame_ids: tuple[int, int]
-    levers: tuple[float, ...] = ()
+    levers: tuple[float, ...]
 
     def width(self, evaluated: ModelState) -> float:
         """w [m] at ``evaluated`` (the model at the measured state): the frames' distance less
@@ -240,12 +240,6 @@ def _link_of_joint(pin_model: pin.Model, joint_id: int) -> str | None:
             if parent.type == pin.FrameType.JOINT:
                 return str(frame.name)
     return None
-
-
-def _is_fixed_link(pin_model: pin.Model, name: str) -> bool:
-    """A BODY frame hung on a fixed joint (its parent frame is a FIXED_JOINT frame)."""
-    frame = pin_model.frames[pin_model.getFrameId(name)]
-    return pin_model.frames[frame.parentFrame].type == pin.FrameType.FIXED_JOINT
 
 
 def _fingertip(pin_model: pin.Model, joint: str) -> str | None:
