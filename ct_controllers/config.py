@@ -62,6 +62,8 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
+OPTIONAL_WIDTH_FRAMES = "gripper.width_frames"  # may be left out: [] (from_parameters)
+
 # The sections a parameters file may give the controller manager in, first found wins;
 # "/**/controller_manager" (the bundled file's) applies in every namespace
 # (ct_controllers.node_names).
@@ -121,6 +123,9 @@ class StackConfig:
     tcp_frame: str
     arm_joints: tuple[str, ...]
     gripper_joints: tuple[str, ...]
+    # gripper.width_frames: the two frames the grip width is measured between, () = found
+    # from the gripper joints (ct_controllers.model.grip_geometry).
+    grip_width_frames: tuple[str, ...]
     home_positions: tuple[float, ...]  # [rad | m]
     default_controller: str
     controllers: Mapping[str, Mapping[str, Any]]  # name -> {"type": ..., gains ...}
@@ -203,6 +208,9 @@ class StackConfig:
         (:data:`ct_controllers.stack_parameters.PARAMETERS`), each controller instance's entries
         gathered (its type checks them when it is built), and the plugin sections by their
         schemas. ConfigError names the parameter."""
+        # gripper.width_frames came after the first ct-setup files: one written before it (or a
+        # hand-written one) that leaves it out means "found from the gripper joints" ([]).
+        params = {OPTIONAL_WIDTH_FRAMES: (), **params}
         values = STACK_PARAMETERS.parse(params)
         joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
@@ -231,6 +239,7 @@ class StackConfig:
             tcp_frame=values["tcp_frame"],
             arm_joints=values["arm_joints"],
             gripper_joints=values["gripper_joints"],
+            grip_width_frames=values["gripper.width_frames"],
             home_positions=values["home_positions"],
             default_controller=values["default_controller"],
             controllers=controllers,

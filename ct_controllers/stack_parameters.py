@@ -28,6 +28,13 @@ def _names(value: tuple[str, ...]) -> str | None:
     return None if all(value) else "expected a list of non-empty names"
 
 
+def _two_frames(value: tuple[str, ...]) -> str | None:
+    if len(value) in (0, 2) and all(value):
+        return None
+    found = list(value)
+    return f"expected two frame names, or [] to find them from the gripper joints, got {found}"
+
+
 def _in_range(low: float, high: float, low_open: bool, what: str = "") -> Any:
     """``value`` in [low, high] (``low_open``: (low, high]); ``what`` follows the interval."""
 
@@ -101,6 +108,16 @@ PARAMETERS = ParameterSchema(
             "Gripper joint names (none: [])",
             sequence=True,
             validator=_names,
+        ),
+        ParameterSpec(
+            "gripper.width_frames",
+            str,
+            (),
+            "Two URDF frames whose origins' distance is the grip width [m] the grasp checks "
+            "(fingertips, pads or finger links; the width with the gripper closed is taken as 0); "
+            "[] = the gripper joints' child links (ct-setup writes what it found)",
+            sequence=True,
+            validator=_two_frames,
         ),
         ParameterSpec(
             "update_rate",

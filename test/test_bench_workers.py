@@ -10,7 +10,8 @@ import json
 import pytest
 
 from ct_controllers.bench.backends import main as backends_main
-from ct_controllers.bench.grasp import REGION, main, trial_cube
+from ct_controllers.bench.grasp import REGION, main, robot_scene, trial_cube
+from ct_controllers.config import load_config
 
 TRIALS = 3  # a worker runs two of them: a trial after another in the same process
 SEED = 1
@@ -48,8 +49,9 @@ def test_two_workers_give_the_same_per_trial_results_as_one_process(
     one = grasp_report(capsys, 1)
     two = grasp_report(capsys, 2)
     assert [r["trial"] for r in one["results"]] == list(range(TRIALS))
+    region = robot_scene(load_config()).region  # the bundled arm's scene, as the bench's
     assert [tuple(r["cube"]) for r in one["results"]] == [
-        trial_cube(SEED, k) for k in range(TRIALS)
+        trial_cube(SEED, k, region) for k in range(TRIALS)
     ]
     assert two["results"] == one["results"]
     assert (one["workers"], two["workers"]) == (1, 2)

@@ -51,7 +51,9 @@ def test_a_grasp_with_a_mimic_finger_succeeds(config: StackConfig) -> None:
     contact force — the follower moved with its master."""
     contact = GraspParameters().contact_force
     for trial in range(TRIALS):
-        result, setup = grasp.run_trial(config, trial, grasp.trial_cube(1, trial))
+        result, setup = grasp.run_trial(
+            config, trial, grasp.trial_cube(1, trial, grasp.robot_scene(config).region)
+        )
         assert result.success, result
         assert len(setup.sensor.finger_ids) == 2
         closed = next(t for t in setup.task.transitions if t.source == Phase.CLOSE)

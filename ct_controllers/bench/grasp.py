@@ -1,7 +1,9 @@
 """``ct-bench grasp``: pick-and-place trials through the real stack in MuJoCo.
 
-Each trial builds the stack from controllers.yaml (MuJoCo lockstep at 1 kHz), places the 5 cm cube
-at a random pose on the table — x ∈ [0.45, 0.60] m, y ∈ [−0.15, 0.15] m, yaw ∈ [−45°, 45°] —
+Each trial builds the stack from controllers.yaml (MuJoCo lockstep at 1 kHz), places the cube at a
+random pose on the table — the scene derived from the robot's reach R and its gripper's opening
+(``hardware/grasp_scene.py``): x ∈ [0.435 R, 0.58 R], y ∈ ±0.145 R, yaw ∈ [−45°, 45°], a cube
+of min(5 cm, 0.625 × the full opening); the bundled arm: x ∈ [0.45, 0.60] m, y ∈ ±0.15 m, 5 cm —
 and runs the grasp phase machine → differential IK (QP, OSQP) → computed torque (arm) and the
 gripper servo (fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s,
 put it back, release. A trial succeeds when the machine reaches DONE within 10 s of sim time;
@@ -24,7 +26,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -34,9 +36,13 @@ import numpy as np
 
 from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
 from ct_controllers.config import ConfigError, StackConfig, load_config
-from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
+from ct_controllers.hardware.grasp_scene import GraspScene, grasp_scene, with_fingertips
+from ct_controllers.hardware.mujoco_objects import ObjectSensor, fingertip_depth, place_object
 from ct_controllers.hardware.mujoco_scene import CUBE_BODY, CUBE_HALF_SIZE
 from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.model.description import load_description
+from ct_controllers.model.grip_geometry import gripper_geometry
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim_demo import RunObserver
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
@@ -59,15 +65,45 @@ class TrialResult:
     phase_durations: dict[str, float] = field(default_factory=dict)
 
 
-def trial_cube(seed: int, trial: int) -> tuple[float, float, float]:
-    """Trial ``trial``'s cube pose (x [m], y [m], yaw [rad]), uniform over REGION: a pure
-    function of (seed, trial). Each trial draws from a stream of its own — numpy's
+def trial_cube(
+    seed: int, trial: int, region: Mapping[str, tuple[float, float]] = REGION
+) -> tuple[float, float, float]:
+    """Trial ``trial``'s cube pose (x [m], y [m], yaw [rad]), uniform over ``region`` (the
+    robot's scene's, :func:`robot_scene`; by default the bundled arm's REGION): a pure
+    function of (seed, trial, region). Each trial draws from a stream of its own — numpy's
     ``SeedSequence(seed, spawn_key=(trial,))``, i.e. child ``trial`` of
     ``SeedSequence(seed).spawn`` — so its cube does not depend on which trials ran before it,
     in which process or in which order."""
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(trial,)))
-    x, y, yaw = (float(rng.uniform(*REGION[k])) for k in ("x", "y", "yaw"))
+    x, y, yaw = (float(rng.uniform(*region[k])) for k in ("x", "y", "yaw"))
     return x, y, yaw
+
+
+@functools.lru_cache(maxsize=8)
+def _scene(
+    robot_description: str,
+    backend: str,
+    tcp: str,
+    base: str,
+    fingers: tuple[str, ...],
+    frames: tuple[str, ...],
+) -> GraspScene:
+    description = load_description(robot_description or None, mappings={"backend": backend})
+    model = RobotModel(description.urdf, tcp_frame=tcp, base_frame=base)
+    return grasp_scene(model, gripper_geometry(model, fingers, frames))
+
+
+def robot_scene(config: StackConfig) -> GraspScene:
+    """The grasp scene of ``config``'s robot (its reach and gripper: table, cube, placement
+    region, grip offset), as its MuJoCo scene builds it; once per robot and process."""
+    return _scene(
+        config.robot_description,
+        config.backend,
+        config.tcp_frame,
+        config.base_frame,
+        config.gripper_joints,
+        config.grip_width_frames,
+    )
 
 
 def random_cubes(seed: int) -> Iterator[tuple[float, float, float]]:
@@ -80,22 +116,29 @@ def random_cubes(seed: int) -> Iterator[tuple[float, float, float]]:
         yield x, y, yaw
 
 
-def top_down_grasp(x: float, y: float, yaw: float) -> np.ndarray:
-    """TCP pose at the cube centre, tool z down, fingers (tool y) across the cube's y faces."""
+def top_down_grasp(x: float, y: float, yaw: float, scene: GraspScene | None = None) -> np.ndarray:
+    """TCP pose for the cube at (x, y, yaw) [m, rad]: tool z down, fingers (tool y) across the
+    cube's y faces, the grip's centre at the cube's centre — the TCP shifted by the scene's
+    grip offset (0 for symmetric fingers; one jaw: toward its fixed jaw) — at the scene's
+    grasp height (the cube's centre, higher where the fingers reach further past the TCP).
+    ``scene``: the robot's (None: the bundled arm's 5 cm cube, no offset)."""
     c, s = math.cos(yaw), math.sin(yaw)
     y_axis = np.array([-s, c, 0.0])
     z_axis = np.array([0.0, 0.0, -1.0])
     pose = np.eye(4)
     pose[:3, :3] = np.column_stack([np.cross(y_axis, z_axis), y_axis, z_axis])
-    pose[:3, 3] = [x, y, CUBE_HALF_SIZE]
+    half = CUBE_HALF_SIZE if scene is None else scene.tcp_height
+    offset = np.zeros(3) if scene is None else np.array(scene.grip_offset)
+    pose[:3, 3] = np.array([x, y, half]) - pose[:3, :3] @ offset
     return pose
 
 
-def cube_pose(x: float, y: float, yaw: float) -> np.ndarray:
+def cube_pose(x: float, y: float, yaw: float, half_size: float = CUBE_HALF_SIZE) -> np.ndarray:
+    """The cube's pose resting on the table (z = its half size [m]) at (x, y, yaw)."""
     pose = np.eye(4)
     c, s = math.cos(yaw), math.sin(yaw)
     pose[:3, :3] = [[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]
-    pose[:3, 3] = [x, y, CUBE_HALF_SIZE]
+    pose[:3, 3] = [x, y, half_size]
     return pose
 
 
@@ -107,6 +150,8 @@ class GraspSetup:
     task: GraspTask
     runner: GraspRunner
     sensor: ObjectSensor
+    # The robot's grasp scene, its grasp height from the fingers' geometry in this scene.
+    scene: GraspScene | None = None
 
 
 def grasp_setup(
@@ -128,7 +173,7 @@ def grasp_setup(
     hardware = stack.hardware
     if not isinstance(hardware, MujocoSystem):
         raise TypeError("the grasp benchmark needs the MuJoCo backend")
-    place_object(hardware, CUBE_BODY, cube_pose(*cube))
+    place_object(hardware, CUBE_BODY, cube_pose(*cube, robot_scene(config).cube_half_size))
     # The scene's sensor: the cube and the bodies this robot's finger joints move (a mimic
     # follower's too), whatever their names.
     sensor = hardware.object_sensor()
@@ -143,7 +188,9 @@ def grasp_setup(
     )
     if install:
         stack.loop.switch_controller(runner)
-    return GraspSetup(stack, task, runner, sensor)
+    # The fingers' reach past the TCP, at the home pose (the fingers open as they approach).
+    depth = fingertip_depth(hardware, sensor.finger_ids, config.tcp_frame)
+    return GraspSetup(stack, task, runner, sensor, with_fingertips(robot_scene(config), depth))
 
 
 def run_trial(
@@ -159,7 +206,7 @@ def run_trial(
     renderer), they look at the run between ticks (see ``sim_demo.RunObserver``)."""
     setup = grasp_setup(config, cube, record, sensing=sensing)
     try:
-        grasp_goal = goal or GraspGoal(grasp_pose=top_down_grasp(*cube))
+        grasp_goal = goal or GraspGoal(grasp_pose=top_down_grasp(*cube, setup.scene))
         setup.task.start(grasp_goal)
         loop = setup.stack.loop
         watching = list(observers(setup, grasp_goal)) if observers is not None else []
@@ -220,7 +267,8 @@ def _end_with_parent(parent: int) -> None:
 def seeded_trial(config: StackConfig, seed: int, sensing: str, trial: int) -> TrialResult:
     """Trial ``trial`` of ``seed``: its cube from :func:`trial_cube`, a stack of its own — a
     pure function of its arguments, run in this process or in a worker alike."""
-    return run_trial(config, trial, trial_cube(seed, trial), sensing=sensing)[0]
+    cube = trial_cube(seed, trial, robot_scene(config).region)
+    return run_trial(config, trial, cube, sensing=sensing)[0]
 
 
 def run_trials(
@@ -441,15 +489,18 @@ def main(argv: list[str] | None = None) -> int:
     outputs: list[str] = []
     if args.plot or args.record or args.video:
         video = video_recorder(args) if args.video else None
-        cube = trial_cube(args.seed, 0)
+        cube = trial_cube(args.seed, 0, robot_scene(config).region)
         outputs = showcase_trial(config, cube, args.plot, args.record, video)[1]
     if args.json:
         print(json.dumps(report))
         return 0
+    scene = robot_scene(config)
     print(
-        f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), cube x ∈ "
-        f"{REGION['x']} m, y ∈ {REGION['y']} m, yaw ∈ ±45°; task + diff IK at "
-        f"{config.effective_cartesian_rate:.0f} Hz; sensing: {args.sensing}"
+        f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), "
+        f"{2000 * scene.cube_half_size:.0f} mm cube, x ∈ [{scene.x[0]:.3f}, {scene.x[1]:.3f}] m, "
+        f"y ∈ ±{scene.y[1]:.3f} m, yaw ∈ ±45° (from the reach {scene.reach:.3f} m and the "
+        f"gripper's opening); task + diff IK at {config.effective_cartesian_rate:.0f} Hz; "
+        f"sensing: {args.sensing}"
     )
     print(
         f"  success {report['successes']}/{report['trials']} = {report['success_rate']:.1%} "

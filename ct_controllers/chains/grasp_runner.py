@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 import numpy as np
-import pinocchio as pin
 
 from ct_controllers.controllers.controller import (
     Controller,
@@ -49,6 +48,7 @@ from ct_controllers.hardware.interface import (
     ObjectObservation,
     SystemInterface,
 )
+from ct_controllers.model.grip_geometry import GripGeometry
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
@@ -90,10 +90,13 @@ class GraspRunner(Controller):
         hold_damping: FloatArray,
         record: bool = False,
         task_divisor: int = 1,
-        width_frames: tuple[str, str] | None = None,
+        grip: GripGeometry | None = None,
     ) -> None:
-        """``width_frames``: the two finger frames whose distance [m] is the grip width the
-        task checks (:func:`finger_frames`; None: the finger openings summed).
+        """``grip``: the gripper's width frames and closing limits (the stack's
+        :attr:`~ct_controllers.runtime.stack.Stack.grip`): the task checks the grip width
+        measured between the frames, and its finger targets [0, open_width] are mapped onto
+        each gripper joint's closed … open limits; None: the finger openings summed, the
+        targets taken as joint positions [m].
         ``task_divisor`` K: observe and step the phase machine every K-th tick (the
         Cartesian stage's own rate, with a differential IK of the same ``update_divisor``); the
         ticks between follow its last output. 1 = every tick."""
@@ -120,9 +123,15 @@ class GraspRunner(Controller):
         self.hold_damping = np.asarray(hold_damping, dtype=np.float64)
         self.base_frame = model.model.frames[model.base_frame_id].name
         self.fingers = gripper.indices
-        self._width_frame_ids = (
-            None if width_frames is None else tuple(model.frame_id(n) for n in width_frames)
-        )
+        if grip is not None and grip.joints != gripper.joint_names:
+            raise ValueError(
+                f"grip geometry of joints {grip.joints}, gripper servo of {gripper.joint_names}"
+            )
+        self.grip = grip
+        # Joint effort → finger-surface force [N] (None: every lever 1, nothing to divide).
+        levers = gripper.levers
+        self._levers = None if np.all(levers == 1.0) else levers
+        self._open_grip_width = None if grip is None else grip.open_width
         self.records: list[TaskRecord] | None = [] if record else None
         # The last compute's stages [s], read by the loop's telemetry (mutated in place).
         self.stage_breakdown: dict[str, float] = {
@@ -158,22 +167,18 @@ class GraspRunner(Controller):
             stamp=min(state.stamp, reading.stamp),
             tcp_pose=evaluated.frame_pose(),  # read-only, this tick's
             finger_positions=state.q[self.fingers],  # copies (fancy indexing)
-            finger_velocities=state.v[self.fingers],
+            finger_velocities=(
+                state.v[self.fingers]  # copies (fancy indexing); [m/s] of finger surface
+                if self._levers is None
+                else state.v[self.fingers] * self._levers
+            ),
             # Measured finger efforts when the backend reports them; else none is claimed.
-            finger_efforts=_measured(state.effort, self.fingers),
+            finger_efforts=_measured(state.effort, self.fingers, self._levers),
             contact_forces=reading.contact_forces,
             object_pose=reading.pose,
-            grip_width=self._grip_width(evaluated),
+            grip_width=None if self.grip is None else self.grip.width(evaluated),
+            open_grip_width=self._open_grip_width,
         )
-
-    def _grip_width(self, evaluated: ModelState) -> float | None:
-        """[m] the distance between the two finger frames at the measured state (FK), or None
-        without them."""
-        if self._width_frame_ids is None:
-            return None
-        a, b = (evaluated.frame_placement(fid)[1] for fid in self._width_frame_ids)
-        dx, dy, dz = float(a[0] - b[0]), float(a[1] - b[1]), float(a[2] - b[2])
-        return math.sqrt(dx * dx + dy * dy + dz * dz)
 
     def prepare(self, state: JointState, dt: float) -> None:
         """Warm the observation (this runner's model; the object sensor, read once) and the
@@ -242,10 +247,18 @@ class GraspRunner(Controller):
             if fingers != self._finger_values:
                 self._finger_values = fingers
                 count = len(self.fingers)
-                self._finger_lists = tuple([float(value)] * count for value in fingers)
+                opening, force = fingers
+                if self.grip is None:
+                    targets = [float(opening)] * count
+                else:  # [0, open_width] onto each joint's closed … open limits
+                    fraction = float(opening) / self.task.parameters.open_width
+                    targets = self.grip.joint_target(min(max(fraction, 0.0), 1.0))
+                self._finger_lists = (targets, [float(force)] * count)
                 self._effort_limit = np.full(self.model.nv, np.nan)
+                # [N·m | N] the drives' limit: the force [N] through each joint's lever.
                 self._effort_limit[self.fingers] = np.minimum(
-                    np.fmax(self._finger_lists[1], 0.0), self.gripper.max_effort
+                    np.fmax(self._finger_lists[1], 0.0) * self.gripper.levers,
+                    self.gripper.max_effort,
                 )
             finger_target, limit = self._finger_lists
             # The finger efforts into tau, and the servo's reference into the differential IK's
@@ -331,53 +344,39 @@ def build_grasp_runner(
         task=task or GraspTask(),
         diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
         arm_controller=arm_controller,
-        gripper=grasp_gripper(model, config.gripper_joints),
+        gripper=grasp_gripper(model, config.gripper_joints, stack.grip),
         sense_object=reader,
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
         ),
         record=record,
         task_divisor=config.cartesian_divisor,
+        grip=stack.grip,
     )
 
 
-def finger_frames(model: RobotModel, fingers: Sequence[str]) -> tuple[str, str] | None:
-    """The two finger links whose origins' distance is the grip width: the child links of the
-    finger joints and of their ``<mimic>`` followers, when there are exactly two (two
-    independent fingers; one finger and its follower), else None (the openings summed). Their
-    origins meet when the gripper is closed on the bundled arm and the Panda, so the distance
-    is the opening between the fingers: q_left + q_right, 2 q for a mimic pair."""
-    joints = list(fingers) + [m.name for m in model.mimic.values() if m.master in fingers]
-    if len(joints) != 2:
-        return None
-    pin_model = model.model
-    links: list[str] = []
-    for name in joints:
-        joint_id = pin_model.getJointId(name)
-        child = next(
-            (
-                f.name
-                for f in pin_model.frames
-                if f.parentJoint == joint_id and f.type == pin.FrameType.BODY
-            ),
-            None,
-        )
-        if child is None:
-            return None
-        links.append(str(child))
-    return (links[0], links[1])
+def grasp_gripper(
+    model: RobotModel, fingers: Sequence[str], grip: GripGeometry | None = None
+) -> GripperController:
+    """The gripper servo a grasp runs (its default gains and speed, in finger-surface units),
+    for ``fingers``, through their levers where the gripper's geometry is known."""
+    return GripperController(model, fingers, levers=None if grip is None else grip.levers)
 
 
-def grasp_gripper(model: RobotModel, fingers: Sequence[str]) -> GripperController:
-    """The gripper servo a grasp runs (its default gains and speed), for ``fingers``."""
-    return GripperController(model, fingers)
+def finger_force_limit(stack: Stack) -> float:
+    """[N] the largest grasp_effort every finger's drive can give: its URDF effort limit
+    through its lever (a revolute jaw's N·m over its length)."""
+    fingers = stack.config.gripper_joints
+    effort = stack.model.limits.effort[stack.model.indices(fingers)]
+    levers = np.ones(len(fingers)) if stack.grip is None else np.array(stack.grip.levers)
+    return float(np.min(effort / levers))
 
 
 def minimum_grasp_effort(stack: Stack) -> float:
     """[N] per finger: the smallest grasp_effort the grasp's finger servo can control
     (:attr:`GripperController.minimum_effort`: the finger's weight plus its damping at the
     servo's speed)."""
-    return grasp_gripper(stack.model, stack.config.gripper_joints).minimum_effort
+    return grasp_gripper(stack.model, stack.config.gripper_joints, stack.grip).minimum_effort
 
 
 def grip_force_refusal(
@@ -409,11 +408,16 @@ def grip_force_refusal(
     return None
 
 
-def _measured(effort: FloatArray | None, fingers: np.ndarray) -> FloatArray | None:
-    """|effort| [N] of the fingers when the backend measures it (finite), else None."""
+def _measured(
+    effort: FloatArray | None, fingers: np.ndarray, levers: FloatArray | None = None
+) -> FloatArray | None:
+    """|effort| [N] of the fingers when the backend measures it (finite), else None; a joint's
+    effort divided by its lever (a revolute jaw's torque as the force at its finger)."""
     if effort is None:
         return None
     values = effort[fingers]  # a copy (fancy indexing)
+    if levers is not None:
+        values /= levers
     # The sum of a few values is finite exactly when each is (no sensor reports 1e308); summed
     # in Python floats, cheaper than numpy's sum on a few.
     return np.abs(values, out=values) if math.isfinite(sum(values.tolist())) else None

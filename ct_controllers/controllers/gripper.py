@@ -53,8 +53,14 @@ class GripperController:
         damping: float = 20.0,
         speed: float = 0.1,
         margin: float = FINGER_LIMIT_MARGIN,
+        levers: Sequence[float] | None = None,
     ) -> None:
-        """``margin`` [m]: targets are taken at least this far inside the fingers' range."""
+        """``margin`` [m]: targets are taken at least this far inside the fingers' range.
+        ``levers`` [m/rad | m/m] per joint: how far the finger surface moves per unit of the
+        joint (:attr:`~ct_controllers.model.grip_geometry.GripGeometry.levers`; None: 1 each, a
+        prismatic finger). The servo's stiffness [N/m], damping [N·s/m], speed [m/s], margin [m]
+        and force limits [N] are the finger surface's: a joint of lever l gets K l², D l²,
+        speed / l, margin / l and F l (a revolute jaw: N·m/rad, N·m·s/rad, rad/s, rad, N·m)."""
         for name, value in (
             ("stiffness", stiffness),
             ("damping", damping),
@@ -72,7 +78,16 @@ class GripperController:
         self.lower = model.limits.lower[self.indices]  # [m] the fingers' range
         self.upper = model.limits.upper[self.indices]
         self._index_list = self.indices.tolist()
-        if not np.all(self.upper - self.lower > 2 * margin):
+        lever = np.ones(len(self.joint_names)) if levers is None else np.array(levers, float)
+        if lever.shape != (len(self.joint_names),) or not np.all(np.isfinite(lever) & (lever > 0)):
+            raise ValueError(
+                f"gripper levers must be one positive number per joint {self.joint_names}, "
+                f"got {levers!r}"
+            )
+        self.levers = lever
+        self._lever_list = lever.tolist()
+        joint_margin = margin / lever  # [m | rad]
+        if not np.all(self.upper - self.lower > 2 * joint_margin):
             raise ValueError(
                 f"gripper margin {margin} m leaves no range of {self.joint_names} "
                 f"[{self.lower.tolist()}, {self.upper.tolist()}]"
@@ -80,7 +95,11 @@ class GripperController:
         self.margin = margin
         self._range_list = list(zip(self.lower.tolist(), self.upper.tolist(), strict=True))
         self._target_range_list = list(
-            zip((self.lower + margin).tolist(), (self.upper - margin).tolist(), strict=True)
+            zip(
+                (self.lower + joint_margin).tolist(),
+                (self.upper - joint_margin).tolist(),
+                strict=True,
+            )
         )
         self._max_effort_list = self.max_effort.tolist()
         self.speed = speed
@@ -187,19 +206,24 @@ class GripperController:
         # below takes the bound exactly where max(x, lo) / min(x, hi) would, and like them
         # keeps a NaN x. A NaN target or state gives a NaN effort, which the limiter refuses.
         stiffness, damping = self.stiffness, self.damping
-        step = self.speed * dt
+        surface_step = self.speed * dt  # [m] of finger surface
         moving = dt > 0
         references: list[float] = []
         velocities: list[float] = []
-        for index, target, limit, maximum, r, (lower, upper) in zip(
+        for index, target, force, maximum, r, (lower, upper), lever in zip(
             self._index_list,
             targets,
             effort_limits,
             self._max_effort_list,
             self._reference,
             self._target_range_list,
+            self._lever_list,
             strict=True,
         ):
+            # The finger surface's units into the joint's (lever 1: unchanged).
+            step = surface_step / lever
+            limit = force * lever
+            squared = lever * lever
             # The target within the margin of the range (a NaN stays NaN), then
             # r += clip(target − r, ±step).
             if target < lower:
@@ -216,7 +240,9 @@ class GripperController:
             references.append(r)
             velocities.append(rate)
             # τ = K (r − q) − D q̇ + g, clipped at ±bound; a NaN or negative limit gives 0 N.
-            tau = stiffness * (r - q.item(index)) - damping * v.item(index) + gravity.item(index)
+            tau = squared * (
+                stiffness * (r - q.item(index)) - damping * v.item(index)
+            ) + gravity.item(index)
             bound = limit if limit > 0.0 else 0.0
             if maximum < bound:
                 bound = maximum

@@ -17,7 +17,13 @@ import numpy as np
 from ct_controllers.hardware.interface import ObjectObservation
 from ct_controllers.types import FloatArray
 
-__all__ = ["ObjectObservation", "ObjectSensor", "SimulatedMujoco", "place_object"]
+__all__ = [
+    "ObjectObservation",
+    "ObjectSensor",
+    "SimulatedMujoco",
+    "fingertip_depth",
+    "place_object",
+]
 
 
 class SimulatedMujoco(Protocol):
@@ -169,6 +175,31 @@ def place_object(system: SimulatedMujoco, body: str, pose: FloatArray) -> None:
         data.qpos[address + 3 : address + 7] = quat
         data.qvel[dof : dof + 6] = 0.0
         mujoco.mj_forward(model, data)
+
+
+def fingertip_depth(system: SimulatedMujoco, bodies: tuple[int, ...], site: str) -> float:
+    """[m] how far the collision geometry of ``bodies`` (the finger bodies) reaches past the
+    site ``site`` (the TCP) along its z axis (the approach), at the current state: the largest
+    projection of the corners of each geom's bounding box (``geom_aabb``, its own frame)."""
+    model, data = system.model, system.data
+    if model is None or data is None:
+        raise RuntimeError("configure the MuJoCo backend first")
+    with system.lock:
+        site_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, site)
+        if site_id < 0:
+            raise KeyError(f"no site '{site}' in the MuJoCo scene")
+        origin = np.array(data.site_xpos[site_id])
+        axis = np.array(data.site_xmat[site_id]).reshape(3, 3)[:, 2]
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
+        depth = 0.0
+        for geom in range(model.ngeom):
+            if int(model.geom_bodyid[geom]) not in bodies:
+                continue
+            centre, half = model.geom_aabb[geom, :3], model.geom_aabb[geom, 3:]
+            corners = (centre + signs * half) @ np.array(data.geom_xmat[geom]).reshape(3, 3).T
+            reach = (corners + data.geom_xpos[geom] - origin) @ axis
+            depth = max(depth, float(reach.max()))
+    return depth
 
 
 def _body_id(model: mujoco.MjModel, name: str) -> int:

@@ -23,7 +23,8 @@ and frictionloss. Added to its spec here:
 - options: the physics timestep, the ``implicitfast`` integrator (the servos' kv is integrated
   implicitly), and, for grasping, an elliptic friction cone with impratio 10 (URDF scenes only;
   an MJCF keeps its own contact options);
-- around the robot: a floor, a table whose top is the base plane z = 0, and a 5 cm cube on it.
+- around the robot: a floor, a table whose top is the base plane z = 0, and a cube on it, sized
+  and placed from the robot's reach and its gripper's opening (``hardware/grasp_scene.py``).
 
 Deliberate differences from the Pinocchio model: none in kinematics or rigid-body dynamics;
 MuJoCo adds joint damping and friction (the URDF's, zero on the bundled arm), joint-range
@@ -39,12 +40,15 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from ct_controllers.hardware.grasp_scene import GraspScene
 from ct_controllers.hardware.interface import EFFORT, POSITION
 from ct_controllers.hardware.mujoco_mjcf import load_matching_mjcf
 from ct_controllers.hardware.mujoco_urdf import PreparedUrdf, prepare_urdf
 from ct_controllers.model.description import DescriptionError, joint_armature
 
 CUBE_BODY = "cube"
+# The scene without a robot-derived one (objects=None): the bundled arm's, as it was before the
+# scene was derived from the robot (hardware/grasp_scene.py derives the same for that arm).
 CUBE_HALF_SIZE = 0.025  # [m]
 CUBE_MASS = 0.1  # [kg]
 TABLE_HALF_SIZE = (0.35, 0.5, 0.02)  # [m]
@@ -79,6 +83,8 @@ def build_scene(
     actuated_joints: Sequence[str] | None = None,
     urdf_directory: str | Path | None = None,
     scene: str | Path | None = None,
+    kept_links: Sequence[str] = (),
+    objects: GraspScene | None = None,
 ) -> mujoco.MjSpec:
     """Build the scene spec (compile it with :func:`compile_scene`).
 
@@ -88,25 +94,32 @@ def build_scene(
     ``mass_scale`` multiplies every link mass, rotational inertia about the link COM unchanged
     (plant model error for experiments; 1 = the URDF; URDF scenes only); ``urdf_directory`` the
     URDF file's folder (where its meshes are also looked for); ``scene`` an MJCF file to take
-    the robot from instead of the URDF (see the module docstring). DescriptionError names what
-    is wrong and nothing is built."""
+    the robot from instead of the URDF (see the module docstring); ``kept_links`` URDF links
+    hung on fixed joints that stay bodies of their own name rather than being fused into their
+    parent (a fixed jaw: the object sensor counts its contacts; URDF scenes only). A link not
+    hung on a fixed joint is a body anyway. ``objects``: the table and cube derived from the
+    robot (:func:`~ct_controllers.hardware.grasp_scene.grasp_scene`; None: the constants
+    above). DescriptionError names what is wrong and nothing is built."""
     if not (np.isfinite(mass_scale) and mass_scale > 0):
         raise ValueError(f"mass_scale must be finite and positive, got {mass_scale}")
     prepared = prepare_urdf(urdf, urdf_directory, meshes=scene is None)
     actuated = _actuated(prepared, actuated_joints, command_interfaces or {})
     if scene is None:
         spec = _robot_from_urdf(prepared, urdf, mass_scale)
+        _keep_unfused(spec, prepared, kept_links)
     else:
         if mass_scale != 1.0:
             raise ValueError("mass_scale applies to scenes built from the URDF, not to an MJCF")
         spec = load_matching_mjcf(Path(scene), prepared)
     spec.option.timestep = timestep
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    if scene is None:
+        _stiffen_mimic_couplings(spec, timestep)
     if tcp_frame is not None:
         _add_tcp_site(spec, prepared, tcp_frame)
     _add_actuators(spec, prepared, actuated, command_interfaces or {}, servo_gains)
     if with_objects:
-        _add_objects(spec)
+        _add_objects(spec, objects)
     return spec
 
 
@@ -146,6 +159,36 @@ def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mu
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.option.impratio = 10.0
     return spec
+
+
+# A ``<mimic>`` coupling's softness: time constant [s] in control timesteps, and impedance
+# (d0, d_width, width [m], midpoint, power). MuJoCo's defaults (0.02 s; 0.9, 0.95) are mass-
+# normalised: on light fingers they make a spring of a few hundred N/m, and under a 20 N grip the
+# Panda's follower finger was pushed 26 mm open while its master closed 8 mm (the cube shoved
+# 13 mm off the TCP). A mimic is a rigid linkage (the Panda's one motor drives both fingers):
+# the stiffest stable setting, MuJoCo Menagerie's for its Panda (2 timesteps, 0.95 → 0.99).
+MIMIC_TIME_CONSTANT_STEPS = 2.0
+MIMIC_IMPEDANCE = (0.95, 0.99, 0.001, 0.5, 2.0)
+
+
+def _keep_unfused(spec: mujoco.MjSpec, prepared: PreparedUrdf, links: Sequence[str]) -> None:
+    """Each of ``links`` hung on a fixed joint stays a body of its own (MuJoCo never fuses a
+    body an exclude names: the pair is the link and its parent, rigidly joined, whose contacts
+    MuJoCo filters anyway; the parent stays a body too)."""
+    for link in links:
+        if link in prepared.fixed_parents and spec.body(link) is not None:
+            parent = prepared.fixed_parents[link][0]
+            spec.add_exclude(bodyname1=parent, bodyname2=link)
+
+
+def _stiffen_mimic_couplings(spec: mujoco.MjSpec, timestep: float) -> None:
+    """The joint equalities MuJoCo's URDF import made of ``<mimic>`` elements, made as stiff
+    as a rigid linkage (:data:`MIMIC_IMPEDANCE`): the follower stays within a fraction of a
+    millimetre of multiplier · master + offset under the grip force."""
+    for equality in spec.equalities:
+        if equality.type == mujoco.mjtEq.mjEQ_JOINT:
+            equality.solref = [MIMIC_TIME_CONSTANT_STEPS * timestep, 1.0]
+            equality.solimp = list(MIMIC_IMPEDANCE)
 
 
 def _actuated(
@@ -256,7 +299,13 @@ def _add_actuators(
         actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
 
 
-def _add_objects(spec: mujoco.MjSpec) -> None:
+def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None) -> None:
+    if objects is None:
+        table_size, table_center = TABLE_HALF_SIZE, TABLE_CENTER
+        half, mass, start = CUBE_HALF_SIZE, CUBE_MASS, (0.5, 0.0)
+    else:
+        table_size, table_center = objects.table_half_size, objects.table_center
+        half, mass, start = objects.cube_half_size, objects.cube_mass, objects.cube_start
     world = spec.worldbody
     world.add_light(pos=[0, 0, 3], dir=[0, 0, -1])
     if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in world.geoms):  # an MJCF's own
@@ -269,17 +318,15 @@ def _add_objects(spec: mujoco.MjSpec) -> None:
     world.add_geom(
         name="table",
         type=mujoco.mjtGeom.mjGEOM_BOX,
-        size=list(TABLE_HALF_SIZE),
-        pos=list(TABLE_CENTER),
+        size=list(table_size),
+        pos=list(table_center),
     )
-    cube = world.add_body(name=CUBE_BODY, pos=[0.5, 0.0, CUBE_HALF_SIZE])
+    cube = world.add_body(name=CUBE_BODY, pos=[start[0], start[1], half])
     cube.add_freejoint(name=f"{CUBE_BODY}_joint")
-    cube.add_geom(
-        name=f"{CUBE_BODY}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[CUBE_HALF_SIZE] * 3
-    )
+    cube.add_geom(name=f"{CUBE_BODY}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half] * 3)
     # Solid cube: I = m (2a)² / 6 about each axis (a = half size); explicit, as for the robot.
-    cube.mass = CUBE_MASS
+    cube.mass = mass
     cube.ipos = [0.0, 0.0, 0.0]  # set explicitly: left unset, MjSpec takes the body position
     cube.iquat = [1.0, 0.0, 0.0, 0.0]
-    cube.inertia = [CUBE_MASS * (2 * CUBE_HALF_SIZE) ** 2 / 6] * 3
+    cube.inertia = [mass * (2 * half) ** 2 / 6] * 3
     cube.explicitinertial = True

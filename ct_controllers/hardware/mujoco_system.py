@@ -52,6 +52,7 @@ import mujoco
 import numpy as np
 
 from ct_controllers.errors import ConfigError
+from ct_controllers.hardware.grasp_scene import GraspScene, grasp_scene
 from ct_controllers.hardware.interface import (
     COMMAND_INTERFACES,
     EFFORT,
@@ -73,6 +74,8 @@ from ct_controllers.hardware.mujoco_scene import (
     compile_scene,
 )
 from ct_controllers.model.description import RobotDescription
+from ct_controllers.model.grip_geometry import gripper_geometry
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
 
 if TYPE_CHECKING:
@@ -158,6 +161,10 @@ class MujocoConfig:
     urdf_directory: str | None = None
     scene: str | None = None
     gripper_joints: tuple[str, ...] = ()
+    # gripper.width_frames: a fixed jaw among them stays a body, and its contacts count.
+    width_frames: tuple[str, ...] = ()
+    # The table and cube from the robot's reach and gripper (None: the bundled arm's constants).
+    objects: GraspScene | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in (LOCKSTEP, PACED):
@@ -224,6 +231,10 @@ class MujocoSystem(SystemInterface):
             per_joint *= len(config.joint_names)
         interfaces = dict(zip(config.joint_names, per_joint, strict=True))
         source = Path(description.source)
+        model = RobotModel(
+            description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame
+        )
+        grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
         return cls(
             description.urdf,
             description.hardware.joint_names,
@@ -237,6 +248,8 @@ class MujocoSystem(SystemInterface):
                 urdf_directory=str(source.parent) if source.is_file() else None,
                 scene=scene or None,
                 gripper_joints=config.gripper_joints,
+                width_frames=config.grip_width_frames,
+                objects=grasp_scene(model, grip),
             ),
         )
 
@@ -254,6 +267,8 @@ class MujocoSystem(SystemInterface):
             actuated_joints=self.joint_names,
             urdf_directory=self.config.urdf_directory,
             scene=self.config.scene,
+            kept_links=self.config.width_frames,
+            objects=self.config.objects,
         )
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -456,7 +471,8 @@ class MujocoSystem(SystemInterface):
 
     def _finger_bodies(self) -> tuple[str, ...]:
         """The bodies the gripper joints move, then those of joints that mimic them (a mimic
-        finger, coupled by a joint equality), each once: the fingers the object touches."""
+        finger, coupled by a joint equality), then a fixed jaw's (a width frame that is a body
+        of the scene, moved by no gripper joint), each once: the fingers the object touches."""
         model = self.model
         assert model is not None
         joints = [model.joint(name).id for name in self.config.gripper_joints]
@@ -464,7 +480,15 @@ class MujocoSystem(SystemInterface):
             coupled = int(model.eq_type[i]) == int(mujoco.mjtEq.mjEQ_JOINT)
             if coupled and int(model.eq_obj2id[i]) in joints:
                 joints.append(int(model.eq_obj1id[i]))
-        bodies = (model.body(int(model.jnt_bodyid[j])).name for j in joints)
+        bodies = [model.body(int(model.jnt_bodyid[j])).name for j in joints]
+        for frame in self.config.width_frames:
+            body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, frame)
+            # A frame link without geometry (a fingertip marker): the jaw is the nearest body
+            # up its chain that has some.
+            while body > 0 and model.body_geomnum[body] == 0:
+                body = int(model.body_parentid[body])
+            if body > 0:
+                bodies.append(model.body(body).name)
         return tuple(dict.fromkeys(bodies))
 
     @property

@@ -30,6 +30,7 @@ from ct_interfaces.action import Grasp
 from ct_controllers.chains.grasp_runner import (
     GraspRunner,
     build_grasp_runner,
+    finger_force_limit,
     grip_force_refusal,
     minimum_grasp_effort,
 )
@@ -107,11 +108,7 @@ class GraspServer:
         except ValueError as exc:
             raise GoalRejected(Result.INVALID_GOAL, str(exc)) from None
         effort = request.grasp_effort
-        finger_limit = float(
-            min(
-                self.stack.model.limits.effort[self.stack.model.indices(self.config.gripper_joints)]
-            )
-        )
+        finger_limit = finger_force_limit(self.stack)
         if effort > finger_limit:
             raise GoalRejected(
                 Result.INVALID_GOAL,

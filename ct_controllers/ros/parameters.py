@@ -75,7 +75,11 @@ def _declare(node: Any, name: str, default: Any, description: str, live: bool = 
         read_only=not live,
         dynamic_typing=not live and _numeric(default),
     )
-    value = node.declare_parameter(name, default, descriptor).value
+    # An empty list says nothing of its elements' type (rclpy would take it as bytes): the one
+    # entry with that default (gripper.width_frames) lists names, so it is declared as strings.
+    empty = isinstance(default, (list, tuple)) and not default
+    declared = Parameter.Type.STRING_ARRAY if empty else default
+    value = node.declare_parameter(name, declared, descriptor).value
     # rcl reads an empty YAML list (`gripper_joints: []`: an arm with no gripper) as a value of
     # no type; no default is None, so None here is that empty list.
     return [] if value is None and isinstance(default, (list, tuple)) else value

@@ -16,6 +16,7 @@ from ct_controllers.hardware.guard import GuardLimits
 from ct_controllers.hardware.interface import LifecycleState, SystemInterface
 from ct_controllers.hardware.watchdog import WatchdogConfig
 from ct_controllers.model.description import RobotDescription, load_description
+from ct_controllers.model.grip_geometry import GripGeometry, gripper_geometry
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, HARDWARE, load_plugin
 from ct_controllers.references.joint_trajectory import JointLimits
@@ -40,6 +41,8 @@ class Stack:
     controllers: dict[str, Controller] = field(default_factory=dict)  # all loaded, by name
     # Their gains' stability at the loop's rate (and the safe hold's): controller name → check.
     gain_stability: dict[str, GainStability] = field(default_factory=dict)
+    # The gripper's width frames and closing limits (None: no gripper, or no frames found).
+    grip: GripGeometry | None = None
 
     def start(self) -> None:
         """Configure and activate the hardware, then start the loop thread."""
@@ -171,6 +174,7 @@ def build_stack(
         missing = sorted(set(model.joint_names) - set(names))
         if missing:
             raise ConfigError(f"{group} does not list the URDF joint(s) {missing}")
+    grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
     plugin = description.hardware.plugin
     hardware_type = load_plugin(HARDWARE, plugin)
     # The plugin says which `backend:` value selects it (its BACKEND; one that says none is
@@ -262,4 +266,6 @@ def build_stack(
         realtime=config.realtime,
         overrun_fraction=config.overrun_fraction,
     )
-    return Stack(config, description, model, hardware, controller, loop, controllers, stability)
+    return Stack(
+        config, description, model, hardware, controller, loop, controllers, stability, grip
+    )

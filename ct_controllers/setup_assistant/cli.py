@@ -1,13 +1,15 @@
-"""``ct-setup URDF -o DIR [--tcp FRAME] [--base FRAME] [--gripper J,...] [--home q,...]``.
+"""``ct-setup URDF -o DIR [--tcp FRAME] [--base FRAME] [--gripper J,...] [--home q,...]
+[--width-frames A,B]``.
 
 Writes ``DIR/controllers.yaml`` and, where the URDF has no ``<ros2_control>`` block of ours,
 ``DIR/<robot>.urdf.xacro`` (the URDF included unchanged, plus our block), then says in a few
 lines what it chose and why. Bad input — a URDF that does not parse, a frame or joint that is not
-there, a gripper joint on the arm chain, a home outside the limits or of the wrong length, files
-already in DIR without ``--force`` — is one line on stderr naming it, exit code 2, and nothing
-written. Before writing, the files are read back the stack's way (its configuration loader,
-description parser, controller plugins and gain check at ``update_rate``) in a scratch
-directory; a file that fails there is a bug of ours (exit code 1), never written.
+there, a gripper joint on the arm chain, a width frame not in the URDF (or that does not measure
+the gripper), a home outside the limits or of the wrong length, files already in DIR without
+``--force`` — is one line on stderr naming it, exit code 2, and nothing written. Before
+writing, the files are read back the stack's way (its configuration loader, description parser,
+controller plugins and gain check at ``update_rate``) in a scratch directory; a file that fails
+there is a bug of ours (exit code 1), never written.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from ct_controllers.errors import CtError
+from ct_controllers.model.grip_geometry import GripGeometryError, found_width_frames, grip_geometry
 from ct_controllers.setup_assistant.chain import Chain, discover_chain
 from ct_controllers.setup_assistant.configuration import Choices, entries
-from ct_controllers.setup_assistant.design_model import design_model
+from ct_controllers.setup_assistant.design_model import DesignModel, design_model
 from ct_controllers.setup_assistant.errors import SetupError
 from ct_controllers.setup_assistant.gains import BANDWIDTH, DAMPING_RATIO, GainDesign, design_gains
 from ct_controllers.setup_assistant.home import Home, check_home, choose_home
@@ -125,6 +128,34 @@ def _lowered_lines(gains: GainDesign, bandwidth: float) -> list[str]:
     return lines
 
 
+def _width_frames(
+    design: DesignModel, chain: Chain, given: Sequence[str] | None
+) -> tuple[tuple[str, ...], str | None]:
+    """The grip width frames to write (``given``, else found from the gripper joints; () for
+    none) and the line saying so. SetupError naming a frame that is not in the URDF or does not
+    measure the gripper."""
+    fingers = chain.gripper_joints
+    if given is not None and not fingers:
+        raise SetupError("--width-frames given, but the robot has no gripper joints")
+    if not fingers:
+        return (), None
+    frames = tuple(given) if given is not None else found_width_frames(design.model, fingers)
+    if frames is None:
+        return (), (
+            "grip width: no width frames found (the finger openings are summed instead): "
+            "--width-frames A,B to name the fingertip frames"
+        )
+    try:
+        geometry = grip_geometry(design.model, fingers, frames)
+    except GripGeometryError as exc:
+        raise SetupError(str(exc).replace("gripper.width_frames", "--width-frames", 1)) from None
+    how = "as given" if given is not None else "found: the gripper joints' child links / jaws"
+    return frames, (
+        f"grip width between {frames[0]} and {frames[1]} ({how}): "
+        f"{geometry.open_width * 1000:.1f} mm fully open, 0 closed"
+    )
+
+
 def plan(
     urdf: str,
     out: Path,
@@ -132,6 +163,7 @@ def plan(
     base: str | None = None,
     gripper: Sequence[str] | None = None,
     home: Sequence[float] | None = None,
+    width_frames: Sequence[str] | None = None,
     update_rate: float = UPDATE_RATE,
     bandwidth: float = BANDWIDTH,
     damping_ratio: float = DAMPING_RATIO,
@@ -149,6 +181,7 @@ def plan(
     tree = read_robot(urdf)
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=gripper)
     design = design_model(tree, chain)
+    frames, width_note = _width_frames(design, chain, width_frames)
     chosen: Home = (
         check_home(tree, design, list(home)) if home is not None else choose_home(tree, design)
     )
@@ -169,6 +202,7 @@ def plan(
         robot_description=str(description),
         backend=backend,
         backends=tuple(plugins),
+        width_frames=frames,
     )
     summary = [
         f"ct-setup: {tree.name} from {tree.source}",
@@ -176,6 +210,7 @@ def plan(
         f"  arm joints ({len(chain.arm_joints)}): {', '.join(chain.arm_joints)}",
         f"  gripper joints ({len(chain.gripper_joints)}): "
         + (", ".join(_with_followers(n, chain) for n in chain.gripper_joints) or "none"),
+        *([f"  {width_note}"] if width_note else []),
         f"  home [rad | m]: [{', '.join(f'{v:.3f}' for v in chosen.positions)}] ({chosen.note})",
         f"  gains: {bandwidth:g} rad/s, damping ratio {damping_ratio:g} on the worst-case "
         f"inertia M(q)ᵢᵢ + armature over sampled configurations; stable at {update_rate:g} Hz "
@@ -215,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the gripper's joints as the URDF names them ('' for none; default: found)",
     )
     parser.add_argument("--home", metavar="q,...", help="home [rad | m], arm (then gripper)")
+    parser.add_argument(
+        "--width-frames",
+        metavar="A,B",
+        help="the two frames the grip width is measured between (default: found from the "
+        "gripper joints: their child links, or a jaw's fingertip and the fixed jaw)",
+    )
     parser.add_argument("--update-rate", type=float, default=UPDATE_RATE, help="[Hz] (1000)")
     parser.add_argument("--bandwidth", type=float, default=BANDWIDTH, help="[rad/s] (20)")
     parser.add_argument("--damping-ratio", type=float, default=DAMPING_RATIO, help="[-] (1.0)")
@@ -231,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             base=args.base,
             gripper=_names(args.gripper),
             home=None if args.home is None else _numbers(args.home),
+            width_frames=_names(args.width_frames),
             update_rate=args.update_rate,
             bandwidth=args.bandwidth,
             damping_ratio=args.damping_ratio,

@@ -43,6 +43,7 @@ class Choices:
     robot_description: str
     backend: str
     backends: tuple[str, ...]  # the backends whose sections are written
+    width_frames: tuple[str, ...] = ()  # gripper.width_frames: () = none found
 
 
 def rounded(values: np.ndarray) -> list[float]:
@@ -77,6 +78,7 @@ def entries(choices: Choices) -> list[Entry]:
         "tcp_frame": chain.tcp,
         "arm_joints": list(chain.arm_joints),
         "gripper_joints": list(chain.gripper_joints),
+        "gripper.width_frames": list(choices.width_frames),
         "home_positions": [round(v, 4) for v in choices.home],
         "default_controller": gains.default_controller,
         "controllers": [JOINT_IMPEDANCE, COMPUTED_TORQUE],
@@ -87,6 +89,7 @@ def entries(choices: Choices) -> list[Entry]:
     }
     notes = {
         "robot_description": "written by ct-setup",
+        "gripper.width_frames": "ct-setup: found from the gripper joints, or as given",
         "references.max_acceleration": "ct-setup: half the effort left after gravity, and "
         "about 0.05 rad of tracking error",
         "references.max_jerk": "ct-setup: 10 × max_acceleration per second",

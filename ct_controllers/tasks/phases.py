@@ -15,14 +15,20 @@ Phase by phase, what it writes and the observed condition that ends it:
   minimum, pressing with ≥ 0.8 grasp_effort (measured effort) or, where no effort is measured,
   blocked short of their closed target.
 - HOLD: lift (carry to the place pose if any), hold, put down; every stage needs the gripper to
-  keep its grip — the grip width (the two fingers' openings summed: the object may shift
-  between independently servoed fingers, its width does not change) above the empty minimum and
+  keep its grip — the grip width (measured between the gripper's two width frames, the same on
+  every gripper; without it the fingers' openings summed: the object may shift between
+  independently servoed fingers, its width does not change) above the empty minimum and
   within slip_tolerance of what it was when CLOSE ended, the measured finger effort ≥
   grip_effort_fraction of grasp_effort — and, where the object's pose is observed, the object to
   rise with the lift and stay put relative to the TCP for hold_duration. The fingers closing to
   the empty minimum, or the width changing by more than slip_failure, is a lost object: FAILED.
 - RELEASE: open, then retreat along −tool z; ends when the fingers are open past release_width
-  and the TCP moved away (and, where observed, the object stayed).
+  (a measured grip width: past that fraction of the full opening) and the TCP moved away (and,
+  where observed, the object stayed).
+
+With a measured ``grip_width`` every width check is on it (closed on nothing: below twice the
+empty minimum; stalled: above it; released: release_width / open_width of the full opening), so
+the checks mean the same on two fingers, a finger and its mimic follower, or one jaw.
 
 A verdict says what it rested on: :attr:`GraspTask.checks` lists the checks that ended a phase
 or stage (``tcp_pose``, ``finger_contact``, ``finger_stall_effort``, ``finger_stall_position``,
@@ -134,14 +140,20 @@ class GraspParameters:
             Phase.RELEASE: 4.0,
         }
     )
-    open_width: float = 0.04  # finger opening when open [m] (each finger)
-    empty_minimum: float = 0.003  # per-finger opening below which the fingers closed on nothing
+    # Finger opening when open [m] (each finger); on the stack the runner maps the task's
+    # finger targets [0, open_width] onto each gripper joint's closed … open limits.
+    open_width: float = 0.04
+    # Per-finger opening below which the fingers closed on nothing [m] (a measured grip width:
+    # twice this, whatever the gripper).
+    empty_minimum: float = 0.003
     contact_force: float = 0.5  # normal force on a finger counting as contact [N]
     stall_speed: float = 0.002  # finger speed counting as stalled [m/s]
     grip_effort_fraction: float = 0.5  # measured finger effort kept through HOLD, of grasp_effort
     slip_tolerance: float = 0.01  # object displacement relative to the TCP counted as slip [m]
     slip_failure: float = 0.03  # ... beyond which the grasp is lost: FAILED [m]
-    release_width: float = 0.03  # per-finger opening that counts as released [m]
+    # Per-finger opening that counts as released [m] (a measured grip width: the same fraction
+    # of the gripper's full opening, release_width / open_width).
+    release_width: float = 0.03
     retreat_distance: float = 0.03  # TCP travel away from the object before DONE [m]
 
 
@@ -158,9 +170,11 @@ class GraspObservation(NamedTuple):
     finger_efforts: FloatArray | None
     contact_forces: FloatArray | None = None
     object_pose: FloatArray | None = None
-    # [m] the distance between the two finger frames (the grip width, measured geometrically:
-    # the same on every gripper), or None: the finger openings summed.
+    # [m] the grip width measured geometrically (the distance between the two width frames less
+    # that with the gripper closed: the same on every gripper), or None: the finger openings
+    # summed; open_grip_width [m] the same fully open (None: 2 open_width).
     grip_width: float | None = None
+    open_grip_width: float | None = None
 
 
 @dataclass(frozen=True)
@@ -272,7 +286,7 @@ class GraspTask:
         self._phase_durations: dict[Phase, float] = {}
         self._stage_target: FloatArray | None = None  # of the current stage, read-only
         self._stage_output: TaskOutput | None = None  # of the current stage
-        self._grip_width: float | None = None  # [m] both fingers' openings when CLOSE ended
+        self._grip_width: float | None = None  # [m] the grip width when CLOSE ended
         self._checks: dict[str, None] = {}  # the checks that ended a phase or stage, in order
 
     def start(self, goal: GraspGoal) -> None:
@@ -361,7 +375,15 @@ class GraspTask:
         p = self.parameters
         # Per-finger values as Python floats: a few comparisons, cheaper than numpy calls.
         aperture = obs.finger_positions.tolist()
-        if usable and all(opening < p.empty_minimum for opening in aperture):
+        width = obs.grip_width
+        # Closed on nothing: the width below both fingers' empty minimum (per finger without a
+        # measured width).
+        if width is None:
+            empty = all(opening < p.empty_minimum for opening in aperture)
+            above_empty = all(opening > p.empty_minimum for opening in aperture)
+        else:
+            empty, above_empty = width < 2 * p.empty_minimum, width > 2 * p.empty_minimum
+        if usable and empty:
             return self._fail(
                 now,
                 "fingers closed on nothing",
@@ -375,7 +397,7 @@ class GraspTask:
         minimum = 0.8 * self.goal.grasp_effort  # type: ignore[union-attr]
         stalled = (
             all(abs(speed) <= p.stall_speed for speed in obs.finger_velocities.tolist())
-            and all(opening > p.empty_minimum for opening in aperture)
+            and above_empty
             and (
                 obs.finger_efforts is None
                 or all(abs(effort) >= minimum for effort in obs.finger_efforts.tolist())
@@ -387,7 +409,7 @@ class GraspTask:
             else:
                 measured = obs.finger_efforts is not None
                 self._checked("finger_stall_effort" if measured else "finger_stall_position")
-            self._grip_width = _summed(aperture) if obs.grip_width is None else obs.grip_width
+            self._grip_width = _summed(aperture) if width is None else width
             self._object_in_tcp = (
                 None if obs.object_pose is None else self._relative(obs.tcp_pose, obs.object_pose)
             )
@@ -480,7 +502,12 @@ class GraspTask:
     def _release(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
         p = self.parameters
         if self.stage == "opening":
-            opened = all(opening >= p.release_width for opening in obs.finger_positions.tolist())
+            if obs.grip_width is None:
+                openings = obs.finger_positions.tolist()
+                opened = all(opening >= p.release_width for opening in openings)
+            else:  # the same fraction of the gripper's full opening
+                full = 2 * p.open_width if obs.open_grip_width is None else obs.open_grip_width
+                opened = obs.grip_width >= p.release_width / p.open_width * full
             if self._judge(now, obs, usable and opened):
                 self._checked("fingers_open")
                 self._next_stage(now, "retreat")
@@ -533,7 +560,8 @@ class GraspTask:
         return stages
 
     def _width_change(self, width: float) -> float:
-        """Change [m] of the grip width ``width`` (both openings summed) since CLOSE ended."""
+        """Change [m] of the grip width ``width`` (measured, else both openings summed) since
+        CLOSE ended."""
         if self._grip_width is None:
             return 0.0
         return abs(width - self._grip_width)

@@ -1,0 +1,162 @@
+"""The grasp scene derived from the robot: table, cube and where the cube may be placed, from the
+arm's reach and the gripper's opening (no fixed numbers of one arm).
+
+    R      = max over sampled configurations of the TCP's horizontal distance from the base's
+             z axis [m] (4096 configurations, uniform within the joint limits, a fixed seed:
+             the same R every time; the bundled ct_arm: 1.04 m, the Panda: 0.94 m)
+    table  : top at the base plane z = 0 (the arm stands on it), centre x = 0.58 R, half sizes
+             0.34 R × 0.48 R × 0.02 m
+    region : x ∈ [0.435 R, 0.58 R], y ∈ [−0.145 R, 0.145 R], yaw ∈ ±45° (a band of the table
+             the arm reaches top-down with margin); the cube starts at (0.4837 R, 0)
+    cube   : edge s = min(5 cm, 0.625 w_open) [m], w_open the gripper's full opening between
+             its width frames (:class:`~ct_controllers.model.grip_geometry.GripGeometry`); 5 cm
+             without a gripper geometry; 0.1 kg
+
+The fractions are the bundled arm's figures over its R (region x ∈ [0.45, 0.60] m,
+y ∈ ±0.15 m, the cube starting at x = 0.5 m, a 5 cm cube in its 8 cm opening), so that arm's
+scene stays what it was.
+``grip_offset`` [m, tool frame]: from the TCP to the grip's centre (the midpoint of the width
+frames with the gripper opened to the cube, along the line between them): 0 for symmetric
+fingers, half the cube for one jaw closing on a fixed one; a top-down grasp puts the TCP there
+so that the cube's centre lies between the jaws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from ct_controllers.model.grip_geometry import GripGeometry
+from ct_controllers.model.robot import RobotModel
+
+REACH_SAMPLES = 4096
+REACH_SEED = 0
+CUBE_MAX_SIZE = 0.05  # [m] edge
+CUBE_OPENING_FRACTION = 0.625  # edge over the gripper's full opening
+CUBE_MASS = 0.1  # [kg]
+TABLE_THICKNESS = 0.02  # [m] half
+REGION_X = (0.435, 0.58)  # of R
+REGION_Y = 0.145  # of R, each side
+TABLE_X = 0.58  # of R: centre
+CUBE_START_X = 0.4837  # of R: where the cube starts (x; y = 0), the bundled arm's 0.5 m
+TABLE_HALF = (0.34, 0.48)  # of R
+YAW = math.pi / 4  # [rad] each side
+
+
+@dataclass(frozen=True)
+class GraspScene:
+    """Where things are [m], base frame (module docstring)."""
+
+    reach: float
+    cube_half_size: float
+    table_center: tuple[float, float, float]
+    table_half_size: tuple[float, float, float]
+    x: tuple[float, float]
+    y: tuple[float, float]
+    yaw: tuple[float, float]  # [rad]
+    grip_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # tool frame
+    cube_mass: float = CUBE_MASS
+    # [m] the TCP's height at the grasp: the cube's centre, or higher where the fingers reach
+    # further below the TCP than that (:func:`fingertip_depth`), so that they clear the table.
+    grasp_height: float | None = None
+    cube_start: tuple[float, float] = (0.5, 0.0)  # [m] the cube's place in the scene as built
+
+    @property
+    def tcp_height(self) -> float:
+        return self.cube_half_size if self.grasp_height is None else self.grasp_height
+
+    @property
+    def region(self) -> dict[str, tuple[float, float]]:
+        return {"x": self.x, "y": self.y, "yaw": self.yaw}
+
+
+def grasp_scene(model: RobotModel, grip: GripGeometry | None) -> GraspScene:
+    """The scene for ``model`` (with its TCP) and its gripper's geometry (None: none known)."""
+    reach = tcp_reach(model)
+    size = CUBE_MAX_SIZE
+    if grip is not None:
+        size = min(CUBE_MAX_SIZE, CUBE_OPENING_FRACTION * grip.open_width)
+    offset = (0.0, 0.0, 0.0) if grip is None else grip_offset(model, grip, size)
+    return GraspScene(
+        reach=reach,
+        cube_half_size=size / 2,
+        table_center=(TABLE_X * reach, 0.0, -TABLE_THICKNESS),
+        table_half_size=(TABLE_HALF[0] * reach, TABLE_HALF[1] * reach, TABLE_THICKNESS),
+        x=(REGION_X[0] * reach, REGION_X[1] * reach),
+        y=(-REGION_Y * reach, REGION_Y * reach),
+        yaw=(-YAW, YAW),
+        grip_offset=offset,
+        cube_start=(CUBE_START_X * reach, 0.0),
+    )
+
+
+# R per robot: (model name, joint names and placements, limits, TCP, base) → R [m]. Each grasp
+# trial of a bench builds its stack anew; the robot's R is sampled once per process.
+_REACHES: dict[tuple[object, ...], float] = {}
+
+
+def tcp_reach(model: RobotModel) -> float:
+    """R [m] (module docstring), sampled once per robot and process."""
+    limits = model.limits
+    key = (
+        model.model.name,
+        tuple(model.model.names),
+        tuple(float(v) for p in model.model.jointPlacements for v in p.translation),
+        tuple(float(v) for v in model.model.frames[model.tcp_frame_id].placement.translation),
+        tuple(limits.lower.tolist()),
+        tuple(limits.upper.tolist()),
+        model.tcp_frame_id,
+        model.base_frame_id,
+    )
+    if key not in _REACHES:
+        lower = np.where(np.isfinite(limits.lower), limits.lower, -math.pi)
+        upper = np.where(np.isfinite(limits.upper), limits.upper, math.pi)
+        rng = np.random.default_rng(REACH_SEED)
+        fid = model.tcp_frame_id
+        data = model.model.createData()
+        farthest = 0.0
+        for q in rng.uniform(lower, upper, size=(REACH_SAMPLES, lower.size)):
+            pin.framesForwardKinematics(model.model, data, model.pinocchio_configuration(q))
+            x, y = data.oMf[fid].translation[:2]
+            farthest = max(farthest, math.hypot(float(x), float(y)))
+        _REACHES[key] = farthest
+    return _REACHES[key]
+
+
+def grip_offset(model: RobotModel, grip: GripGeometry, width: float) -> tuple[float, float, float]:
+    """[m] tool frame: from the TCP to the midpoint of the width frames with the gripper
+    opened to ``width`` (joints interpolated between closed and open), along the line between
+    the frames (the component along the approach is not the grip's business)."""
+    fraction = min(max(width / grip.open_width, 0.0), 1.0) if grip.open_width > 0 else 1.0
+    q = model.neutral()
+    for name, value in zip(grip.joints, grip.joint_target(fraction), strict=True):
+        q[model.q_index(name)] = value
+    data = model.model.createData()
+    pin.framesForwardKinematics(model.model, data, model.pinocchio_configuration(q))
+    a = np.array(data.oMf[grip.frame_ids[0]].translation)
+    b = np.array(data.oMf[grip.frame_ids[1]].translation)
+    tcp = data.oMf[model.tcp_frame_id]
+    rotation = np.array(tcp.rotation)
+    direction = rotation.T @ (a - b)
+    norm = float(np.linalg.norm(direction))
+    if norm < 1e-9:
+        return (0.0, 0.0, 0.0)
+    direction /= norm
+    centre = rotation.T @ (0.5 * (a + b) - np.array(tcp.translation))
+    along = float(centre @ direction) * direction
+    return (float(along[0]), float(along[1]), float(along[2]))
+
+
+TABLE_CLEARANCE = 0.005  # [m] between the fingertips and the table at the grasp
+
+
+def with_fingertips(scene: GraspScene, depth: float) -> GraspScene:
+    """``scene`` with its grasp height for fingers reaching ``depth`` [m] below the TCP along
+    the approach (tool z): the cube's centre, or depth + TABLE_CLEARANCE where that is higher
+    (the bundled arm: its fingertips 2 cm past the TCP, a 5 cm cube: its centre)."""
+    height = max(scene.cube_half_size, depth + TABLE_CLEARANCE)
+    return dataclasses.replace(scene, grasp_height=height)
