@@ -7,7 +7,6 @@ of example-robot-data (±2π joints, meshes) and the bundled arm (primitives).""
 
 from __future__ import annotations
 
-import importlib.metadata
 import itertools
 import math
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 from helpers import new_robot_model
 
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.chains.approach_goal import GoalSelection
 from ct_controllers.hardware.mujoco_collision import ALLOWED_SLACK, SceneCollision
 from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
@@ -31,12 +31,7 @@ CLEARANCE = 0.01  # [m]
 UR5_HOME = np.array([2.1192, -0.6242, 1.256, -2.2348, -1.5156, 0.1842])  # ct-setup's choice
 
 
-def _example_robot(suffix: str) -> Path:
-    distribution = importlib.metadata.distribution("example-robot-data")
-    for file in distribution.files or ():
-        if str(file).endswith(suffix):
-            return Path(str(distribution.locate_file(file)))
-    raise LookupError(f"example-robot-data has no {suffix}")
+_example_robot = example_robot_path
 
 
 class Robot:

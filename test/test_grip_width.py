@@ -9,7 +9,6 @@ fixed at 2 cm: the width is q_left); bad width frames are refused naming the fra
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 from helpers import bundled_config, bundled_description, new_robot_model
 
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import ConfigError, load_config
 from ct_controllers.model.grip_geometry import (
     GripGeometryError,
@@ -49,12 +49,7 @@ def _measured(model: RobotModel, geometry: object, q: np.ndarray) -> float:
 
 
 def panda_urdf() -> Path:
-    distribution = importlib.metadata.distribution("example-robot-data")
-    return next(
-        Path(str(distribution.locate_file(f)))
-        for f in distribution.files or ()
-        if str(f).endswith("panda_description/urdf/panda.urdf")
-    )
+    return example_robot_path("panda_description/urdf/panda.urdf")
 
 
 def one_jaw_urdf(fixed_at: float = 0.02) -> str:

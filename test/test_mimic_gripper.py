@@ -10,13 +10,13 @@ Cost: one ct-setup, TRIALS grasp trials of ~5 s sim time each (~3 s wall each, i
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import io
 from pathlib import Path
 
 import pytest
 
 from ct_controllers.bench import grasp
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.setup_assistant.cli import main as setup_main
 from ct_controllers.tasks.phases import GraspParameters, Phase
@@ -25,11 +25,7 @@ TRIALS = 2  # seeded cubes (seed 1: the bench's first two)
 
 
 def _panda() -> Path:
-    distribution = importlib.metadata.distribution("example-robot-data")
-    for file in distribution.files or ():
-        if str(file).endswith("panda_description/urdf/panda.urdf"):
-            return Path(str(distribution.locate_file(file)))
-    raise LookupError("example-robot-data has no panda.urdf")
+    return example_robot_path("panda_description/urdf/panda.urdf")
 
 
 @pytest.fixture(scope="module")

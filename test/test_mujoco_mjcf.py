@@ -6,7 +6,6 @@ import (as a user would convert one) and then perturbed."""
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from helpers import bundled_description
 
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import load_config
 from ct_controllers.hardware.interface import JointCommand
 from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
@@ -28,12 +28,8 @@ REL = 1e-4
 
 
 def _panda() -> tuple[str, Path]:
-    distribution = importlib.metadata.distribution("example-robot-data")
-    for file in distribution.files or ():
-        if str(file).endswith("robots/panda_description/urdf/panda.urdf"):
-            path = Path(str(distribution.locate_file(file)))
-            return path.read_text(), path.parent
-    raise FileNotFoundError("example-robot-data has no Panda")
+    path = example_robot_path("robots/panda_description/urdf/panda.urdf")
+    return path.read_text(), path.parent
 
 
 def _converted(urdf: str, folder: Path | None) -> mujoco.MjSpec:

@@ -9,7 +9,6 @@ the URDF; the robots come from the installed packages, never copied here."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pinocchio as pin
 import pytest
 from helpers import bundled_description
 
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.hardware.interface import JointCommand
 from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
 from ct_controllers.hardware.mujoco_system import MujocoConfig, MujocoSystem
@@ -30,13 +30,7 @@ SAMPLES = 40
 REL = 1e-6
 
 
-def _installed(path: str) -> Path:
-    """A file of the installed example-robot-data distribution."""
-    distribution = importlib.metadata.distribution("example-robot-data")
-    for file in distribution.files or ():
-        if str(file).endswith(path):
-            return Path(str(distribution.locate_file(file)))
-    raise FileNotFoundError(f"example-robot-data has no {path}")
+_installed = example_robot_path
 
 
 def _ur5_with_continuous_wrist() -> tuple[str, Path]:

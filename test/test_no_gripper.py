@@ -9,7 +9,6 @@ Cost: one ct-setup, one node process (MuJoCo), one Grasp goal, one short MoveJoi
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from ct_interfaces.action import Grasp, MoveJoints
 from rclpy.action import ActionClient
 from ros_helpers import Client, goal, pose_message, ros_client, start_node, stop_node
 
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.ros.grasp_action import no_gripper_refusal
 from ct_controllers.setup_assistant.cli import main as setup_main
@@ -30,11 +30,7 @@ STILL = 1e-3  # [rad] "nothing moved" after the refused Grasp
 
 
 def _ur5() -> Path:
-    distribution = importlib.metadata.distribution("example-robot-data")
-    for file in distribution.files or ():
-        if str(file).endswith("ur_description/urdf/ur5_robot.urdf"):
-            return Path(str(distribution.locate_file(file)))
-    raise LookupError("example-robot-data has no ur5_robot.urdf")
+    return example_robot_path("ur_description/urdf/ur5_robot.urdf")
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ from ros_helpers import Client, pose_message, ros_client, start_node, stop_node
 from ros_helpers import goal as joint_goal
 
 from ct_controllers.bench import reach
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.cli import sim_main
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.model.description import default_description_path, load_description
@@ -52,15 +53,7 @@ STEPS = (0.2, -0.2, 0.1, -0.1, 0.3, -0.3, 0.05, -0.05)
 JOINT_TOLERANCE = 0.02  # [rad] measured, at rest, after SUCCESS
 
 
-def example_robot(suffix: str) -> Path:
-    """A file of the installed example-robot-data distribution, by the end of its path."""
-    import importlib.metadata
-
-    distribution = importlib.metadata.distribution("example-robot-data")
-    for file in distribution.files or ():
-        if str(file).endswith(suffix):
-            return Path(str(distribution.locate_file(file)))
-    raise LookupError(f"example-robot-data has no {suffix}")
+example_robot = example_robot_path
 
 
 ROBOTS = {

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import io
 import math
 import xml.etree.ElementTree as ET
@@ -23,6 +22,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import StackConfig, load_config, load_parameters
 from ct_controllers.controllers.controller import Controller
 from ct_controllers.model.description import (
@@ -40,13 +40,7 @@ MARGIN = 2.0  # every gain doubled must still be stable: the margin ct-setup pro
 DELAYS = (0, 1)  # MuJoCo; the bus and topic backends
 
 
-def example_robot(suffix: str) -> Path:
-    """A file of the installed example-robot-data distribution, by the end of its path."""
-    distribution = importlib.metadata.distribution("example-robot-data")
-    for file in distribution.files or ():
-        if str(file).endswith(suffix):
-            return Path(str(distribution.locate_file(file)))
-    raise LookupError(f"example-robot-data has no {suffix}")
+example_robot = example_robot_path
 
 
 ROBOTS = {
