@@ -69,17 +69,24 @@ def _numeric(value: Any) -> bool:
 def _declare(node: Any, name: str, default: Any, description: str, live: bool = False) -> Any:
     # A read-only number takes an integer or a double as the file writes it (`1000` or
     # `1000.0`; rclpy would refuse the one the default is not): its schema checks the value.
+    # An empty list says nothing of its elements' type (rclpy takes it as bytes, and rcl reads
+    # `[]` in a file as a value of no type): a read-only entry with that default
+    # (gripper.width_frames: names) is dynamically typed, so that a file's `[a, b]` declares
+    # it, and a file's `[]` is its default (taken as given, the parameter would have no value
+    # and a dump of it would not load back). Declared by type alone it would stay
+    # uninitialized under a file's `[]`, and get_parameters would fail for the whole node.
+    empty = isinstance(default, (list, tuple)) and not default
     descriptor = ParameterDescriptor(
         name=name,
         description=description,
         read_only=not live,
-        dynamic_typing=not live and _numeric(default),
+        dynamic_typing=not live and (_numeric(default) or empty),
     )
-    # An empty list says nothing of its elements' type (rclpy would take it as bytes): the one
-    # entry with that default (gripper.width_frames) lists names, so it is declared as strings.
-    empty = isinstance(default, (list, tuple)) and not default
-    declared = Parameter.Type.STRING_ARRAY if empty else default
-    value = node.declare_parameter(name, declared, descriptor).value
+    given = getattr(node, "_parameter_overrides", {}).get(name)  # rclpy keeps them here
+    untyped = given is not None and given.type_ == Parameter.Type.NOT_SET
+    value = node.declare_parameter(
+        name, default, descriptor, ignore_override=empty and untyped
+    ).value
     # rcl reads an empty YAML list (`gripper_joints: []`: an arm with no gripper) as a value of
     # no type; no default is None, so None here is that empty list.
     return [] if value is None and isinstance(default, (list, tuple)) else value
