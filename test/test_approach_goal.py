@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from pathlib import Path
 
 import mujoco
@@ -291,6 +292,35 @@ def test_the_chosen_solution_reaches_the_pose_on_a_clear_approach(ur5: Robot) ->
             assert not close, (sample, close)
         searched += chosen.solutions > 1
     assert searched >= 1
+
+
+def test_selections_from_several_threads_at_once_each_reach_their_pose(ur5: Robot) -> None:
+    """The node checks goals on several executor threads at once: four threads selecting on
+    one GoalSelection (one collision scene, one solver) each get a converged solution whose FK
+    pose is theirs, clear of the scene (two selections at once used one MjData, outside the
+    GIL, and crashed the node under a burst of MoveToPose goals)."""
+    model = ur5.model
+    ik = IkSolver(model, options=IkOptions(time_budget=0.2, limit_margin=0.005))
+    limits = JointLimits(0.5 * model.limits.velocity, np.full(6, 10.0), np.full(6, 100.0))
+    selection = GoalSelection(ik, limits, np.arange(6), ur5.collision)
+    poses = [model.frame_pose(q) for q in _clear_samples(ur5, 4, seed=11)]
+    results: dict[int, list] = {i: [] for i in range(len(poses))}
+
+    def select(i: int) -> None:
+        for _ in range(3):
+            results[i].append(selection.select(poses[i], UR5_HOME))
+
+    threads = [threading.Thread(target=select, args=(i,)) for i in range(len(poses))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60.0)
+    for i, chosen in results.items():
+        assert len(chosen) == 3
+        for answer in chosen:
+            assert answer.candidate.converged and answer.clear is True, answer
+            error = pose_error(model.frame_pose(answer.candidate.q), poses[i])
+            assert np.abs(error).max() <= 1e-5
 
 
 def test_an_unreachable_pose_is_not_converged_and_nothing_is_searched(ur5: Robot) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -102,10 +103,18 @@ class GoalSelection:
         self.resolution = resolution
         self._rng = np.random.default_rng(random_seed)
         self._velocity = np.asarray(limits.velocity, dtype=np.float64)
+        # Goals are checked on the executor's threads, several at once: the collision scene
+        # (one scratch MjData, used by MuJoCo outside the GIL) and the solver's scratch are
+        # one selection's at a time (two at once crashed the node under a burst of goals).
+        self._lock = threading.Lock()
 
     def select(self, pose: FloatArray, q: FloatArray) -> ApproachGoal:
         """The solution for ``pose`` (4x4, base frame) whose approach from ``q`` (measured, at
-        rest, model order) to take."""
+        rest, model order) to take. Any thread; one selection at a time."""
+        with self._lock:
+            return self._select(pose, q)
+
+    def _select(self, pose: FloatArray, q: FloatArray) -> ApproachGoal:
         started = time.perf_counter()
         q = np.asarray(q, dtype=np.float64)
         first = self.ik.solve(pose, seed=q)

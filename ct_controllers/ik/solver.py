@@ -64,6 +64,7 @@ caller's business.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -231,6 +232,9 @@ class IkSolver:
         options: IkOptions | None = None,
     ) -> None:
         self.options = options or IkOptions()
+        # One solve at a time: the search works in this solver's scratch model data, and goal
+        # checks run on several executor threads at once (MoveToPose's and the Grasp's).
+        self._lock = threading.RLock()
         self.joint_names = model.joint_names
         self.frame = frame if frame is not None else model.model.frames[model.tcp_frame_id].name
         model.frame_id(self.frame)  # raises UnknownNameError naming it
@@ -343,7 +347,17 @@ class IkSolver:
     ) -> IkResult:
         """A candidate for ``target`` (4x4 TCP pose in the base frame), starting from ``seed``
         (full model order; its locked joints are ignored; default :meth:`nominal`), within
-        ``time_budget`` [s] of wall time (default and upper bound: the options')."""
+        ``time_budget`` [s] of wall time (default and upper bound: the options'). Any thread;
+        one solve at a time."""
+        with self._lock:
+            return self._solve(target, seed, time_budget)
+
+    def _solve(
+        self,
+        target: FloatArray,
+        seed: FloatArray | None,
+        time_budget: float | None,
+    ) -> IkResult:
         start_time = time.perf_counter()
         budget = self.options.time_budget
         if time_budget is not None:
