@@ -134,6 +134,10 @@ def canopen_config(armed: bool = True, **overrides: object):  # type: ignore[no-
         # The bus threads at normal scheduling, as the drives in this process and the loop
         # ticked by the test are (a real-time thread would wait for the GIL behind them).
         "realtime.priority": 0,
+        # The enable sequence (SDO setup and the CiA 402 steps of nine drives sharing this
+        # process's GIL) once took longer than the default 1 s in a full run: 3 s, as it is
+        # not what these tests time.
+        "canopen.enable_timeout": 3.0,
     }
     values.update(overrides)
     return load_config(overrides=values)

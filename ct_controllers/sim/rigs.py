@@ -234,6 +234,7 @@ def make_rig(
                 "watchdog.state_timeout": 0.2,
                 "watchdog.command_timeout": 0.2,
                 "canopen.pdo_timeout": 0.2,
+                "canopen.enable_timeout": 3.0,  # nine drives' SDO setup in one GIL: slack
                 # Drives in this process run at normal scheduling, and so must the bus threads
                 # (which take realtime.priority): a real-time thread waiting for the GIL behind
                 # a normal one that other work preempted stalls for as long. Tests tick the loop
