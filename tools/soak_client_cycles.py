@@ -12,7 +12,6 @@ a ROS_DOMAIN_ID of your own.
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 
@@ -22,7 +21,7 @@ ensure_loopback_dds()
 
 import rclpy  # noqa: E402
 
-from ct_controllers.bench.soak import _Drain, _Goals, node_command, rss_split  # noqa: E402
+from ct_controllers.bench.soak import _Goals, rss_split, start_node  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -30,15 +29,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     cycles, goals, seconds = int(argv[0]), int(argv[1]), float(argv[2])
-    process = subprocess.Popen(
-        node_command(3.0),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    drain = _Drain(process)
-    drain.start()
+    process, _drain = start_node(3.0)  # the drain keeps the node's pipe from filling
     started = time.monotonic()
 
     def mark(what: str) -> None:

@@ -315,6 +315,20 @@ class _Goals:
         self.node.destroy_node()
 
 
+def start_node(result_timeout: float) -> tuple[subprocess.Popen[str], _Drain]:
+    """The node (:func:`node_command`) in a session of its own, its output drained (kept)."""
+    process = subprocess.Popen(
+        node_command(result_timeout),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    drain = _Drain(process)
+    drain.start()
+    return process, drain
+
+
 def run_soak(
     goals: int = 300,
     warmup: int = 30,
@@ -339,15 +353,7 @@ def run_soak(
         raise ValueError("the idle window runs after the goals (client_stays) or before them")
 
     say = log or (lambda _line: None)
-    process = subprocess.Popen(
-        node_command(result_timeout),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    drain = _Drain(process)
-    drain.start()
+    process, drain = start_node(result_timeout)
     try:
         rclpy.init()
         client = _Goals(seed)
