@@ -259,17 +259,6 @@ def test_a_motion_in_torque_mode_reaches_its_target(rig):
     assert_nothing_unsafe(rig)
 
 
-# Open defect (issue 23's note, session 9): after a drive fault on joint5 (its brake locks it)
-# the other joints sometimes do not come to rest under the damp reaction — joint3 was measured
-# at 2.5-12 rad/s one second later, and the reset then times out — in about 2 of 5 runs, on the
-# session-start code as well (seen once at 1.02 rad/s in session 8). Not traced yet: the damp
-# reaction with a braked joint, the faulted drive's reported state, or the drives' motor model
-# with a locked joint. Marked so that the suite can land; strict=False: a pass is reported too.
-DRIVE_FAULT_DIVERGES = pytest.mark.xfail(
-    strict=False,
-    reason="open: the arm does not always come to rest after a drive fault (see the comment)",
-)
-
 FAULT_CASES = {
     "heartbeat_loss": (lambda d: d.stop_heartbeat("joint3"), "heartbeat", HEARTBEAT_TIMEOUT),
     "drive_fault": (lambda d: d.enter_fault("joint5"), "FAULT", STATE_TIMEOUT),
@@ -278,13 +267,7 @@ FAULT_CASES = {
 }
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(case, marks=DRIVE_FAULT_DIVERGES) if case == "drive_fault" else case
-        for case in FAULT_CASES
-    ],
-)
+@pytest.mark.parametrize("case", FAULT_CASES)
 def test_injected_fault_ends_in_the_fault_reaction_in_time(rig, case):
     """During a motion, the injected fault is latched and the first safe command is written
     within its detection deadline (state_timeout, or the heartbeat consumer time) plus two
@@ -334,7 +317,6 @@ def test_a_stalled_loop_gets_the_drives_quick_stopped_by_the_backend(rig):
     assert fault is not None and "no command" in fault
 
 
-@DRIVE_FAULT_DIVERGES
 def test_reset_after_a_drive_fault_re_enables_and_resumes(rig):
     """After a drive FAULT, reset_fault() (with fresh data flowing) performs the CiA 402 fault
     reset and enable sequence; the fault clears and a new motion succeeds."""

@@ -29,8 +29,8 @@ FINGERS = ["left_finger_joint", "right_finger_joint"]
 def test_the_aba_step_is_the_mass_matrix_step() -> None:
     """Over 20 random states, efforts, finger servos and an object between the fingers, a 10 ms
     motor step with RotorDynamics (ABA, rotor inertia as armature) ends within 1e-9 of the step
-    that forms M(q) + diag(rotor) and solves with it; with a locked joint (the prescribed path
-    either way) the two are identical."""
+    that forms M(q) + diag(rotor) and solves with it — also with braked joints (one or two) and
+    a joint on a quick-stop ramp, where the ABA step takes the brakes' torques through M⁻¹."""
     model = new_robot_model()
     rotor = rotor_inertia(model)
     dynamics = RotorDynamics(model, rotor)
@@ -42,12 +42,19 @@ def test_the_aba_step_is_the_mass_matrix_step() -> None:
         v = rng.normal(scale=0.5, size=model.nv)
         efforts = rng.normal(scale=10.0, size=model.nv)
         locked = np.zeros(model.nv, dtype=bool)
+        ramps: dict[int, float] = {}
+        arm = rng.permutation(7)  # the arm's joints: the fingers are servoed below
+        if trial % 4 >= 2:
+            locked[arm[0]] = True
         if trial % 4 == 3:
-            locked[rng.integers(model.nv)] = True
+            locked[arm[1]] = True
+            ramps[int(arm[2])] = 5.0  # [rad/s²]
         finger = model.v_index(FINGERS[0])
         servos = {finger: (0.01, 4000.0, 60.0, 40.0)}
-        solved = motor_step(model, q, v, rotor, efforts, locked, {}, 0.01, servos, contact)
-        fast = motor_step(model, q, v, rotor, efforts, locked, {}, 0.01, servos, contact, dynamics)
+        solved = motor_step(model, q, v, rotor, efforts, locked, ramps, 0.01, servos, contact)
+        fast = motor_step(
+            model, q, v, rotor, efforts, locked, ramps, 0.01, servos, contact, dynamics
+        )
         assert np.abs(fast[0] - solved[0]).max() < 1e-9, trial
         assert np.abs(fast[1] - solved[1]).max() < 1e-9, trial
     assert np.array_equal(model.model.armature, new_robot_model().model.armature)  # untouched

@@ -111,6 +111,40 @@ class RotorDynamics:
         """q̈ [rad/s² | m/s²] under ``tau`` [N·m | N] (model order)."""
         return np.asarray(pin.aba(self.model, self.data, q, v, tau))
 
+    def constrained_acceleration(
+        self,
+        q: np.ndarray,
+        v: np.ndarray,
+        tau: np.ndarray,
+        prescribed: np.ndarray,
+        prescribed_acceleration: np.ndarray,
+    ) -> np.ndarray:
+        """q̈ when the joints in ``prescribed`` (a mask) move with ``prescribed_acceleration``
+        (held by a brake: 0, or on a drive's ramp) and the others are free under ``tau``.
+
+        The brakes add joint torques λ on the prescribed joints p only: q̈ = M⁻¹ (τ − b + Sₚᵀ λ)
+        with q̈ₚ given, so (M⁻¹)ₚₚ λ = q̈ₚ − q̈₀ₚ where q̈₀ = M⁻¹ (τ − b) is the unconstrained
+        (ABA) acceleration. M⁻¹ comes from Pinocchio's O(n²) recursion; only a |p|×|p| system
+        is solved in Python. The same solution as M_ff q̈_f = τ_f − b_f − M_fp q̈ₚ, without
+        forming and factoring M on every sub-step (7× slower: a braked joint made the
+        simulated drives fall behind the bus, so their torques reached the motors late)."""
+        unconstrained = np.asarray(pin.aba(self.model, self.data, q, v, tau))
+        inverse = pin.computeMinverse(self.model, self.data, q)  # its upper triangle is set
+        held = np.flatnonzero(prescribed)
+        # The columns of the symmetric M⁻¹ for the held joints, from the upper triangle.
+        columns = np.empty((self.model.nv, held.size))
+        for k, j in enumerate(held):
+            columns[: j + 1, k] = inverse[: j + 1, j]
+            columns[j + 1 :, k] = inverse[j, j + 1 :]
+        wanted = prescribed_acceleration[held]
+        gap = wanted - unconstrained[held]
+        if held.size == 1:  # one brake (the common case): no 1×1 solve's overhead
+            acceleration = unconstrained + columns[:, 0] * (gap[0] / columns[held[0], 0])
+        else:
+            acceleration = unconstrained + columns @ np.linalg.solve(columns[held], gap)
+        acceleration[held] = wanted  # exactly, not to rounding
+        return acceleration
+
 
 def motor_step(
     model: RobotModel,
@@ -134,8 +168,8 @@ def motor_step(
     fingers, adds its contact forces on the finger joints at every sub-step (the motors'
     efforts stay what they are: what a drive reports). Semi-implicit Euler in steps of at most
     ``SUBSTEP``; the joint limits are end stops. ``dynamics`` (the same model and ``rotor``):
-    sub-steps where every joint is free take q̈ from it (ABA) rather than from solving with M —
-    the same equation."""
+    sub-steps take q̈ from it (ABA; with braked or ramped joints, its constrained form) rather
+    than from solving with M — the same equation."""
     q, v = q.copy(), v.copy()
     steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
     h = dt / steps if steps else 0.0
@@ -155,11 +189,16 @@ def motor_step(
             for index, (target, kp, kd, limit) in servos.items():
                 tau = kp * (target - q[index]) - kd * v[index] + gravity[index]
                 applied[index] = min(max(tau, -limit), limit)
-        if dynamics is not None and not prescribed.any():
+        if dynamics is not None and free.any():
             force = applied - FRICTION * v
             if contact is not None:
                 contact.add_joint_forces(q, v, force)
-            acceleration = dynamics.acceleration(q, v, force)
+            if prescribed.any():
+                acceleration = dynamics.constrained_acceleration(
+                    q, v, force, prescribed, acceleration
+                )
+            else:
+                acceleration = dynamics.acceleration(q, v, force)
         elif free.any():
             mass = model.mass_matrix(q) + np.diag(rotor)
             force = applied - model.bias(q, v) - FRICTION * v
