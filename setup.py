@@ -54,6 +54,15 @@ setup(
             "ct_controllers.controllers.joint_impedance:JointImpedanceController",
             "ct_controllers/ComputedTorque = "
             "ct_controllers.controllers.computed_torque:ComputedTorqueController",
+            # Standard-interface controllers (ct_controllers/interface_controllers.py): an
+            # action and its topics, their references through the joint-level controller.
+            "ct_controllers/JointTrajectoryController = "
+            "ct_controllers.references.trajectory_controller_parameters:"
+            "JOINT_TRAJECTORY_CONTROLLER",
+            "ct_controllers/GripperActionController = "
+            "ct_controllers.tasks.gripper_command_parameters:GRIPPER_ACTION_CONTROLLER",
+            "ct_controllers/ParallelGripperActionController = "
+            "ct_controllers.tasks.gripper_command_parameters:PARALLEL_GRIPPER_ACTION_CONTROLLER",
         ],
     },
 )

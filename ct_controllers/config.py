@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 
 from ct_controllers.errors import ConfigError
+from ct_controllers.interface_controllers import instance_entries, is_interface_controller
 from ct_controllers.model.description import share_directory
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
-from ct_controllers.plugins import known_plugins
+from ct_controllers.plugins import CONTROLLERS, UnknownPluginError, known_plugins, load_plugin
 from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
 
 
@@ -129,6 +130,9 @@ class StackConfig:
     home_positions: tuple[float, ...]  # [rad | m]
     default_controller: str
     controllers: Mapping[str, Mapping[str, Any]]  # name -> {"type": ..., gains ...}
+    # The standard-interface controllers (trajectory, gripper actions: ct_controllers.
+    # interface_controllers): name -> {"type": ..., entries ...}; they write no command.
+    interface_controllers: Mapping[str, Mapping[str, Any]]
     reference_velocity_fraction: float  # of the URDF velocity limits [-]
     reference_max_acceleration: tuple[float, ...]  # [rad/s² | m/s²]
     reference_max_jerk: tuple[float, ...]  # [rad/s³ | m/s³]
@@ -214,12 +218,21 @@ class StackConfig:
         values = STACK_PARAMETERS.parse(params)
         joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
+        interface_controllers: dict[str, dict[str, Any]] = {}
         for controller in values["controllers"]:
-            prefix = f"{controller}."
-            entries = {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
+            entries = instance_entries(controller, params)
             if "type" not in entries:
                 raise ConfigError(f"controller '{controller}' has no 'type' parameter")
-            controllers[controller] = entries
+            if _serves_an_interface(str(entries["type"])):
+                interface_controllers[controller] = entries
+            else:
+                controllers[controller] = entries
+        if values["default_controller"] in interface_controllers:
+            raise ConfigError(
+                f"default_controller '{values['default_controller']}' is a "
+                f"{interface_controllers[values['default_controller']]['type']}: it must be a "
+                f"joint-level controller (one of {', '.join(controllers) or 'none configured'})"
+            )
         backend = values["backend"]
         # Plugin sections, each checked by its plugin's schema: the selected backend's, sized
         # by the joint lists, and every other one present as it stands (a MuJoCo setup with
@@ -243,6 +256,7 @@ class StackConfig:
             home_positions=values["home_positions"],
             default_controller=values["default_controller"],
             controllers=controllers,
+            interface_controllers=interface_controllers,
             reference_velocity_fraction=values["references.velocity_fraction"],
             reference_max_acceleration=values["references.max_acceleration"],
             reference_max_jerk=values["references.max_jerk"],
@@ -267,6 +281,15 @@ class StackConfig:
             parameters=dict(params),
             sections=sections,
         )
+
+
+def _serves_an_interface(type_name: str) -> bool:
+    """Whether the controller type ``type_name`` is a standard-interface one (an unknown type
+    is not: building the stack names it with the known ones)."""
+    try:
+        return is_interface_controller(load_plugin(CONTROLLERS, type_name))
+    except UnknownPluginError:
+        return False
 
 
 def load_config(

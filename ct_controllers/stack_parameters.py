@@ -161,8 +161,9 @@ PARAMETERS = ParameterSchema(
         ParameterSpec(
             "controllers",
             str,
-            ("joint_impedance", "computed_torque"),
-            "Controllers to load",
+            ("joint_impedance", "computed_torque", "joint_trajectory_controller"),
+            "Controllers to load: joint-level ones (one runs) and standard-interface ones "
+            "(trajectory, gripper actions), each with its 'type'",
             sequence=True,
             validator=_names,
         ),

@@ -16,6 +16,7 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.parameter import Parameter
 
 from ct_controllers.config import ConfigError, load_parameters
+from ct_controllers.interface_controllers import is_interface_controller
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
 from ct_controllers.plugins import CONTROLLERS, known_plugins, load_plugin
 from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
@@ -156,7 +157,8 @@ def declare_all(node: Any) -> dict[str, Any]:
         if not isinstance(type_value, str):
             continue  # no type: the configuration says so, naming the instance
         values[type_name] = type_value
-        schema = load_plugin(CONTROLLERS, type_value).PARAMETERS
+        type_object = load_plugin(CONTROLLERS, type_value)
+        schema = type_object.PARAMETERS
         if schema is None:
             continue
         # Defaults: a bundled instance of the same type, else the type's own.
@@ -167,8 +169,15 @@ def declare_all(node: Any) -> dict[str, Any]:
             name = f"{instance}.{spec.name}"
             if spec.per_joint or spec.required:  # the bundled arm's gains fit no other robot
                 required.append(name)
-            default = bundled.get(f"{template}.{spec.name}", schema.defaults()[spec.name])
+            default = bundled.get(f"{template}.{spec.name}")
+            if default is None:  # a required entry (no default) is declared empty: given or not
+                default = schema.defaults().get(spec.name, [] if spec.sequence else "")
             values[name] = _declare(node, name, default, spec.describe(), spec.live)
+        if is_interface_controller(type_object):  # entries per joint by name (JTC's)
+            joints = tuple(values.get(f"{instance}.joints") or ())
+            for name, spec in type_object.joint_parameter_names(instance, joints).items():
+                default = bundled.get(name, spec.default)
+                values[name] = _declare(node, name, default, spec.describe(), spec.live)
     for name, (default, description) in ROS_ONLY.items():
         node.declare_parameter(
             name,

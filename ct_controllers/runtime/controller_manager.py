@@ -37,6 +37,22 @@ class ControllerManager:
         self._active = active
         self._selected = active
         self._lock = threading.Lock()
+        # The standard-interface controllers (trajectory, gripper actions): name -> type, and
+        # whether each is active (an inactive one's action refuses goals, as in ros2_control).
+        self.interface_types: dict[str, str] = {}
+        self._interface_active: dict[str, bool] = {}
+
+    def add_interface_controller(self, name: str, type_name: str, active: bool = True) -> None:
+        """Register a standard-interface controller (its server asks :meth:`is_active`)."""
+        with self._lock:
+            self.interface_types[name] = type_name
+            self._interface_active[name] = active
+
+    def is_active(self, name: str) -> bool:
+        """Whether ``name`` runs: the active joint-level controller, or an active
+        standard-interface controller."""
+        with self._lock:
+            return name == self._active or self._interface_active.get(name, False)
 
     @property
     def active(self) -> str:

@@ -21,6 +21,9 @@ from ct_controllers.controllers.computed_torque import ComputedTorqueController
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.parameter_schema import ParameterSchema, section_schema
 from ct_controllers.plugins import CONTROLLERS
+from ct_controllers.references.trajectory_controller_parameters import (
+    JOINT_TRAJECTORY_CONTROLLER,
+)
 from ct_controllers.setup_assistant.chain import Chain
 from ct_controllers.setup_assistant.design_model import DesignModel
 from ct_controllers.setup_assistant.gains import COMPUTED_TORQUE, JOINT_IMPEDANCE, GainDesign
@@ -51,18 +54,37 @@ def rounded(values: np.ndarray) -> list[float]:
     return [float(f"{v:.{DIGITS}g}") for v in np.asarray(values, dtype=np.float64).tolist()]
 
 
-def controller_type(cls: type) -> str:
+def controller_type(cls: object) -> str:
     """The plugin name registered for a controller class (as the YAML's ``type`` names it)."""
     for entry_point in entry_points(group=CONTROLLERS):
         if entry_point.load() is cls:
             return entry_point.name
-    raise LookupError(f"{cls.__name__} is not registered in {CONTROLLERS}")
+    raise LookupError(f"{cls!r} is not registered in {CONTROLLERS}")
 
 
 def _schema(cls: type) -> ParameterSchema:
     schema = getattr(cls, "PARAMETERS", None)
     assert isinstance(schema, ParameterSchema)
     return schema
+
+
+TRAJECTORY_CONTROLLER = "joint_trajectory_controller"
+PATH_TOLERANCE = 0.2  # [rad | m] the trajectory controller's per-joint path tolerance
+GOAL_TOLERANCE = 0.01  # [rad | m] and goal tolerance: MoveJoints' success bound
+
+
+def trajectory_controller_entries(arm_joints: tuple[str, ...]) -> list[Entry]:
+    """The trajectory controller's entry (FollowJointTrajectory for the arm's joints, MoveIt's
+    controller): JTC's defaults, with a path and a goal tolerance per joint."""
+    schema = JOINT_TRAJECTORY_CONTROLLER.PARAMETERS
+    name = TRAJECTORY_CONTROLLER
+    plugin = controller_type(JOINT_TRAJECTORY_CONTROLLER)
+    found = [Entry(f"{name}.type", plugin, "controller plugin")]
+    found += schema_entries(schema, {f"{name}.joints": list(arm_joints)}, prefix=name)
+    tolerances = {"trajectory": PATH_TOLERANCE, "goal": GOAL_TOLERANCE}
+    for full, spec in JOINT_TRAJECTORY_CONTROLLER.joint_parameter_names(name, arm_joints).items():
+        found.append(Entry(full, tolerances[spec.name], f"{spec.describe()}; ct-setup"))
+    return found
 
 
 def entries(choices: Choices) -> list[Entry]:
@@ -81,7 +103,7 @@ def entries(choices: Choices) -> list[Entry]:
         "gripper.width_frames": list(choices.width_frames),
         "home_positions": [round(v, 4) for v in choices.home],
         "default_controller": gains.default_controller,
-        "controllers": [JOINT_IMPEDANCE, COMPUTED_TORQUE],
+        "controllers": [JOINT_IMPEDANCE, COMPUTED_TORQUE, TRAJECTORY_CONTROLLER],
         "references.max_acceleration": rounded(per_joint(gains.max_acceleration)),
         "references.max_jerk": rounded(per_joint(gains.max_jerk)),
         "limiter.effort_rate_limit": rounded(per_joint(gains.effort_rate_limit)),
@@ -118,6 +140,7 @@ def entries(choices: Choices) -> list[Entry]:
             prefix=name,
             notes={f"{name}.{key}": "ct-setup: from the model" for key in gain_values},
         )
+    found += trajectory_controller_entries(chain.arm_joints)
     effort = per_joint(design.model.limits.effort)
     sections: dict[str, dict[str, Any]] = {
         "ros2_control_bridge": {"command_joints": list(chain.joint_names)},
