@@ -6,7 +6,8 @@ control loop and publishes snapshots. It never calls the hardware; the loop thre
 Publishes ``/ct/joint_states`` (sensor_msgs/JointState, stamped with the measurement time),
 ``/ct/controller_state``, ``/diagnostics``, ``/robot_description``, ``/tf_static``, ``/tf`` and,
 with the MuJoCo backend, ``/clock`` (sim time).
-Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp`` and the services
+Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``/ct/<gripper controller>/
+gripper_cmd`` (control_msgs GripperCommand / ParallelGripperCommand) and the services
 ``~/list_controllers``, ``~/switch_controller`` and ``~/reset_fault``. Gains are live
 parameters (see ``ros/parameters.py``).
 """
@@ -41,6 +42,7 @@ from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
 from ct_controllers.ros.goals import RESULT_TIMEOUT, GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
+from ct_controllers.ros.gripper_command_action import gripper_servers  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
 from ct_controllers.ros.node_uniqueness import UniquenessCheck  # noqa: E402
@@ -105,6 +107,8 @@ class ControlNode(Node):
         self.grasp = GraspServer(
             self, self.stack, self.manager, self.arbiter, self.move_to_pose.ik, group
         )
+        # control_msgs GripperCommand / ParallelGripperCommand on <entry>/gripper_cmd
+        self.gripper_servers = gripper_servers(self, self.stack, self.manager, self.arbiter, group)
         self.controller_services = ControllerServices(self, self.stack, self.manager, group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # Everything built so far lives for the node's life: move it out of the collector's

@@ -158,9 +158,14 @@ def guarded(
     logger: Any = None,
     topic: str = "",
     clock: Any = None,
+    fault_result: Callable[[str], Any] | None = None,
+    describe: Callable[[Any, Any], tuple[str, str]] | None = None,
 ) -> Callable[[Any], Any]:
     """An execute callback that never ends a goal with a default result (whose error_code 0 is
-    SUCCESS): an exception aborts the goal with FAULT and the exception as the message. Logs the
+    SUCCESS): an exception aborts the goal with FAULT and the exception as the message. A result
+    type without ``error_code`` and ``message`` (control_msgs' gripper actions) gives
+    ``fault_result(message)``, the result of an aborted goal, and ``describe(goal_handle,
+    result)``, the (outcome, message) its end line logs. Logs the
     goal at INFO when it arrives (``action``, the id's first 8 hex digits, ``summary(goal)``)
     and when it ends (code, message, duration); counts it on ``arbiter`` so that shutdown can
     wait for it; and afterwards drops the goal's request from its handle, which rclpy keeps
@@ -169,6 +174,11 @@ def guarded(
     (:class:`GoalRecording`)."""
     codes = result_code_names(result_type)
     log = logger or LOG
+
+    def fault(message: str) -> Any:
+        if fault_result is not None:
+            return fault_result(message)
+        return result_type(error_code=result_type.FAULT, message=message)
 
     def run(goal_handle: Any) -> Any:
         goal_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
@@ -190,16 +200,14 @@ def guarded(
         try:
             if arbiter is not None and arbiter.stopping.is_set():
                 goal_handle.abort()
-                result = result_type(error_code=result_type.FAULT, message=SHUTTING_DOWN)
+                result = fault(SHUTTING_DOWN)
             else:
                 result = execute(goal_handle)
         except Exception as exc:
             traceback.print_exc()
             if goal_handle.is_active:
                 goal_handle.abort()
-            result = result_type(
-                error_code=result_type.FAULT, message=f"internal error: {type(exc).__name__}: {exc}"
-            )
+            result = fault(f"internal error: {type(exc).__name__}: {exc}")
         finally:
             if arbiter is not None:
                 arbiter.left()
@@ -207,10 +215,13 @@ def guarded(
                 goal_handle._goal_request = None
         if recording is not None:
             recording.ended(goal_handle, result)
-        code = codes.get(result.error_code, str(result.error_code))
+        if describe is not None:
+            code, message = describe(goal_handle, result)
+        else:
+            code, message = codes.get(result.error_code, str(result.error_code)), result.message
         log.info(
             f"{action} goal {goal_id} ended {code} after {time.monotonic() - started:.2f} s: "
-            f"{result.message}"
+            f"{message}"
         )
         return result
 
@@ -225,9 +236,14 @@ def motion_action_server(
     callback_group: Any,
     arbiter: GoalArbiter | None = None,
     summary: Callable[[Any], str] | None = None,
+    goal_callback: Callable[[Any], GoalResponse] | None = None,
+    fault_result: Callable[[str], Any] | None = None,
+    describe: Callable[[Any, Any], tuple[str, str]] | None = None,
 ) -> Any:
     """An action server as every motion action here has it: every goal is accepted (a rejected
-    one is aborted at once with its code and reason, which a bare rejection could not carry),
+    one is aborted at once with its code and reason, which a bare rejection could not carry;
+    ``goal_callback`` for a standard action whose result carries no reason, which decides
+    itself; ``fault_result`` and ``describe`` as :func:`guarded` takes them),
     cancels are accepted, the execute callback is :func:`guarded`, the goal, cancel and
     result services keep ``REQUEST_QUEUE_DEPTH`` requests, and results are kept for
     ``arbiter.result_timeout`` (``RESULT_TIMEOUT`` without an arbiter)."""
@@ -244,8 +260,10 @@ def motion_action_server(
             logger=node.get_logger(),
             topic=f"{node.get_namespace().rstrip('/')}/{name}",
             clock=node.get_clock(),
+            fault_result=fault_result,
+            describe=describe,
         ),
-        goal_callback=lambda _goal: GoalResponse.ACCEPT,
+        goal_callback=goal_callback or (lambda _goal: GoalResponse.ACCEPT),
         cancel_callback=lambda _goal: CancelResponse.ACCEPT,
         callback_group=callback_group,
         goal_service_qos_profile=request_qos(),

@@ -1,0 +1,149 @@
+"""A GripperCommand goal on the real stack: a chained controller that runs, each tick,
+
+    loop's joint reference → joint controller → efforts (arm, held where it is)
+                           ↘ gripper servo with the goal's effort bound (fingers)
+
+installed in the control loop like any controller (``loop.switch_controller``, through the
+controller manager), so the limiter stays the last step before the write. The fingers are
+driven as the Grasp drives them (:mod:`ct_controllers.chains.grasp_runner`, the same servo and
+the same limits): on the effort interface with the servo's effort clipped at the bound, on the
+position interface with the servo's reference and the bound as their drives' effort limit
+(``ControlOutput.effort_limit``), so a finger blocked by an object pushes with the bound, not
+with its full effort limit. The goal's position is for one gripper joint; the others follow it
+(:func:`~ct_controllers.tasks.gripper_command.finger_targets`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ct_controllers.chains.grasp_runner import finger_force_limit
+from ct_controllers.controllers.controller import (
+    Controller,
+    ControlOutput,
+    FloatArray,
+    JointReference,
+    JointState,
+)
+from ct_controllers.controllers.gripper import GripperController
+from ct_controllers.model.model_state import ModelState
+from ct_controllers.runtime.stack import Stack
+from ct_controllers.tasks.gripper_command import GripperGoal, GripperLimits, finger_targets
+
+DEFAULT_SPEED = 0.1  # [m/s] of finger surface: the Grasp's servo speed (GripperController)
+
+
+class GripperCommandRunner(Controller):
+    def __init__(
+        self,
+        arm_controller: Controller,
+        gripper: GripperController,
+        targets: list[float],
+        force: float,
+    ) -> None:
+        """``targets`` [m | rad] per gripper joint (the servo's ``joint_names`` order); ``force``
+        [N] of finger surface, the bound every finger grips with (a joint's effort bound is it
+        times the joint's lever)."""
+        super().__init__()
+        self.arm_controller = arm_controller
+        self.gripper = gripper
+        self.model = gripper.model
+        shared = arm_controller.model_state
+        self.model_state: ModelState = (
+            shared
+            if shared is not None and shared.pin_model is gripper.model.model
+            else ModelState(gripper.model)
+        )
+        self.fingers = gripper.indices
+        self._targets = [float(t) for t in targets]
+        self._limits = [float(force)] * len(self._targets)
+        # [N·m | N] the position fingers' drives' bound: the force through each joint's lever.
+        self._effort_limit = np.full(self.model.nv, np.nan)
+        self._effort_limit[self.fingers] = np.minimum(
+            max(float(force), 0.0) * gripper.levers, gripper.max_effort
+        )
+        nv = self.model.nv
+        self._reference = JointReference(np.zeros(nv), np.zeros(nv), np.zeros(nv))
+
+    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
+        return self.arm_controller.validate_gains(gains)
+
+    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
+        self.arm_controller.apply_gains(gains)
+
+    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
+        return self.compute_output(state, reference, dt).effort
+
+    def compute_output(
+        self, state: JointState, reference: JointReference, dt: float
+    ) -> ControlOutput:
+        """The joint controller's efforts on ``reference`` (the loop's: the arm holds), the
+        fingers' replaced by the servo's; the reference tracked is ``reference`` with the
+        fingers' servo reference r, ṙ (a copy: the loop's is not changed)."""
+        tau = self.arm_controller.update(state, reference, dt)  # a new array, ours
+        own = self._reference
+        np.copyto(own.q, reference.q)
+        np.copyto(own.v, reference.v)
+        np.copyto(own.a, reference.a)
+        self.gripper.compute_into(
+            tau,
+            state,
+            self._targets,
+            self._limits,
+            dt,
+            self.model_state.at(state),
+            reference=own,
+        )
+        return ControlOutput(tau, own, self._effort_limit)
+
+
+def gripper_servo(stack: Stack, speed: float = DEFAULT_SPEED) -> GripperController:
+    """The Grasp's finger servo (its gains, levers and margin) at ``speed`` [m/s of finger
+    surface], for the stack's gripper joints."""
+    model = stack.model.with_own_data()
+    grip = stack.grip
+    levers = None if grip is None else grip.levers
+    return GripperController(model, stack.config.gripper_joints, speed=speed, levers=levers)
+
+
+def joint_lever(stack: Stack, joint: str) -> float:
+    """[m/rad | m/m] how far a finger surface moves per unit of gripper ``joint``."""
+    grip = stack.grip
+    if grip is None:
+        return 1.0
+    return float(grip.levers[list(grip.joints).index(joint)])
+
+
+def gripper_limits(stack: Stack, joint: str) -> GripperLimits:
+    """The bounds a goal for ``joint`` is checked against (its URDF range and velocity limit,
+    and the effort every finger's drive gives, in the joint's units)."""
+    index = int(stack.model.indices([joint])[0])
+    limits = stack.model.limits
+    return GripperLimits(
+        joint=joint,
+        lower=float(limits.lower[index]),
+        upper=float(limits.upper[index]),
+        max_velocity=float(limits.velocity[index]),
+        max_effort=finger_force_limit(stack) * joint_lever(stack, joint),
+    )
+
+
+def minimum_effort(stack: Stack, joint: str, velocity: float) -> float:
+    """[N | N·m of ``joint``] the smallest effort bound the servo controls at ``velocity``
+    [m/s | rad/s of ``joint``] (:attr:`GripperController.minimum_effort`, through the lever)."""
+    lever = joint_lever(stack, joint)
+    return gripper_servo(stack, velocity * lever).minimum_effort * lever
+
+
+def build_gripper_runner(
+    stack: Stack, arm_controller: Controller, joint: str, goal: GripperGoal
+) -> GripperCommandRunner:
+    """The runner of a checked ``goal`` for gripper ``joint``, with ``arm_controller`` (one of
+    ``stack.controllers``) for every joint but the fingers."""
+    lever = joint_lever(stack, joint)
+    servo = gripper_servo(stack, goal.velocity * lever)
+    fingers = stack.config.gripper_joints
+    targets = finger_targets(stack.grip, fingers, joint, goal.position)
+    return GripperCommandRunner(arm_controller, servo, targets, goal.effort / lever)
