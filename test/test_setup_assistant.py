@@ -129,6 +129,25 @@ def test_output_loads_with_the_stacks_loaders(written: Written) -> None:
     assert _digest(written.urdf) == written.digest, "ct-setup changed the user's URDF"
 
 
+def test_standard_interface_controllers_are_written_for_the_arm_and_its_gripper(
+    written: Written,
+) -> None:
+    """Beside the joint-level controllers: the trajectory controller for the arm joints, and,
+    for an arm with a gripper (not the UR5), a GripperCommand controller for its first gripper
+    joint with the reference's defaults (allow_stalling false, goal_tolerance 0.01)."""
+    config = load_config(written.out / "controllers.yaml")
+    interface = config.interface_controllers
+    assert list(interface["joint_trajectory_controller"]["joints"]) == list(config.arm_joints)
+    if not config.gripper_joints:
+        assert set(interface) == {"joint_trajectory_controller"}
+        return
+    assert set(interface) == {"joint_trajectory_controller", "gripper_controller"}
+    gripper = interface["gripper_controller"]
+    assert gripper["type"] == "ct_controllers/GripperActionController"
+    assert gripper["joint"] == config.gripper_joints[0]
+    assert gripper["allow_stalling"] is False and gripper["goal_tolerance"] == 0.01
+
+
 def test_every_entry_carries_a_comment(written: Written) -> None:
     """Every parameter line of controllers.yaml has a comment (its description and unit), and
     the file holds every parameter the stack's loader read (nothing left to defaults unseen)."""

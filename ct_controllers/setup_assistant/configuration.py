@@ -29,6 +29,7 @@ from ct_controllers.setup_assistant.design_model import DesignModel
 from ct_controllers.setup_assistant.gains import COMPUTED_TORQUE, JOINT_IMPEDANCE, GainDesign
 from ct_controllers.setup_assistant.yaml_writer import Entry, schema_entries
 from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
+from ct_controllers.tasks.gripper_command_parameters import GRIPPER_ACTION_CONTROLLER
 
 DIGITS = 5  # significant digits of the written gains and limits
 ENCODER_RESOLUTION = 524288  # [counts/motor rev] CANopen placeholder (19-bit encoder)
@@ -87,6 +88,25 @@ def trajectory_controller_entries(arm_joints: tuple[str, ...]) -> list[Entry]:
     return found
 
 
+GRIPPER_CONTROLLER = "gripper_controller"
+
+
+def gripper_controller_entries(gripper_joints: tuple[str, ...]) -> list[Entry]:
+    """The gripper controller's entry (GripperCommand on gripper_controller/gripper_cmd, MoveIt's
+    gripper controller) for the first gripper joint (the others follow it), the reference's
+    defaults; none for an arm without a gripper."""
+    if not gripper_joints:
+        return []
+    name = GRIPPER_CONTROLLER
+    plugin = controller_type(GRIPPER_ACTION_CONTROLLER)
+    found = [Entry(f"{name}.type", plugin, "controller plugin")]
+    given = {f"{name}.joint": gripper_joints[0]}
+    notes = {f"{name}.joint": "ct-setup: the first gripper joint"}
+    return found + schema_entries(
+        GRIPPER_ACTION_CONTROLLER.PARAMETERS, given, prefix=name, notes=notes
+    )
+
+
 def entries(choices: Choices) -> list[Entry]:
     """The file's entries: the stack's own, the two controllers', the backends' sections."""
     chain, design, gains = choices.chain, choices.design, choices.gains
@@ -103,7 +123,8 @@ def entries(choices: Choices) -> list[Entry]:
         "gripper.width_frames": list(choices.width_frames),
         "home_positions": [round(v, 4) for v in choices.home],
         "default_controller": gains.default_controller,
-        "controllers": [JOINT_IMPEDANCE, COMPUTED_TORQUE, TRAJECTORY_CONTROLLER],
+        "controllers": [JOINT_IMPEDANCE, COMPUTED_TORQUE, TRAJECTORY_CONTROLLER]
+        + ([GRIPPER_CONTROLLER] if chain.gripper_joints else []),
         "references.max_acceleration": rounded(per_joint(gains.max_acceleration)),
         "references.max_jerk": rounded(per_joint(gains.max_jerk)),
         "limiter.effort_rate_limit": rounded(per_joint(gains.effort_rate_limit)),
@@ -141,6 +162,7 @@ def entries(choices: Choices) -> list[Entry]:
             notes={f"{name}.{key}": "ct-setup: from the model" for key in gain_values},
         )
     found += trajectory_controller_entries(chain.arm_joints)
+    found += gripper_controller_entries(tuple(chain.gripper_joints))
     effort = per_joint(design.model.limits.effort)
     sections: dict[str, dict[str, Any]] = {
         "ros2_control_bridge": {"command_joints": list(chain.joint_names)},
