@@ -273,3 +273,52 @@ def test_the_runner_drives_the_fingers_with_the_bound_and_holds_the_arm(
     np.testing.assert_allclose(after.position[fingers], 0.005, atol=1.5e-3)
     assert np.all(np.abs(after.commanded_effort[fingers]) <= 6.0 + 1e-9)
     np.testing.assert_allclose(after.position[arm], arm_before, atol=2e-3)
+
+
+def test_the_command_stays_on_the_fingers_around_what_runs_next(lockstep_stack: Any) -> None:
+    """After a gripper goal its command is the controller manager's overlay: a controller the
+    manager installs next (another joint controller, for a MoveJoints goal or a switch) runs
+    wrapped — its arm efforts, the fingers' the servo's, still bounded by the goal's force —
+    until a controller that drives the fingers itself is installed (a new gripper goal's
+    runner): then the overlay is gone and a plain controller runs plain again."""
+    from ct_controllers.chains.gripper_command_runner import (
+        GripperCommandRunner,
+        finger_hold,
+    )
+    from ct_controllers.runtime.controller_manager import ControllerManager
+
+    stack = lockstep_stack
+    loop = stack.loop
+    loop.run_ticks(10)
+    names = {n: str(p["type"]) for n, p in stack.config.controllers.items()}
+    manager = ControllerManager(loop, stack.controllers, names, stack.config.default_controller)
+    inner = stack.controllers["joint_impedance"]
+    runner = build_gripper_runner(
+        stack, inner, "left_finger_joint", GripperGoal(position=0.0, effort=5.0, velocity=0.1)
+    )
+    manager.use_chain("gripper_controller → joint_impedance", runner)
+    loop.run_ticks(1)
+    assert loop.controller is runner and manager.overlay is None  # it drives the fingers
+    manager.release_with(finger_hold(runner))
+    loop.run_ticks(1)
+    wrapped = loop.controller
+    assert isinstance(wrapped, GripperCommandRunner) and wrapped.inner is inner
+    manager.use("computed_torque")
+    loop.run_ticks(round(0.5 / loop.period))
+    wrapped = loop.controller
+    assert isinstance(wrapped, GripperCommandRunner)
+    assert wrapped.inner is stack.controllers["computed_torque"]
+    snapshot = loop.snapshot()
+    assert snapshot is not None
+    fingers = stack.model.indices(FINGERS)
+    assert np.all(np.abs(snapshot.commanded_effort[fingers]) <= 5.0 + 1e-9)
+    np.testing.assert_allclose(snapshot.position[fingers], 0.0005, atol=2e-3)  # closed
+    other = build_gripper_runner(
+        stack, inner, "left_finger_joint", GripperGoal(position=0.04, effort=5.0, velocity=0.1)
+    )
+    manager.use_chain("gripper_controller → joint_impedance", other)
+    loop.run_ticks(1)
+    assert loop.controller is other and manager.overlay is None
+    manager.release()
+    loop.run_ticks(1)
+    assert loop.controller is stack.controllers[stack.config.default_controller]

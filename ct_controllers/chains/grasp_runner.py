@@ -380,13 +380,17 @@ def minimum_grasp_effort(stack: Stack) -> float:
 
 
 def grip_force_refusal(
-    hardware: SystemInterface, fingers: Sequence[str], grasp_effort: float
+    hardware: SystemInterface,
+    fingers: Sequence[str],
+    grasp_effort: float,
+    field: str = "grasp_effort",
 ) -> str | None:
     """Why ``hardware`` cannot enforce a grip force of ``grasp_effort`` [N] per finger, or
     None when it can. Fingers on the effort interface: the gripper servo's effort is clipped at
     it (the URDF limit is checked with the goal). Fingers on the position interface push with
     what their drive's own loop applies: enforceable only where the backend can set the drive's
-    effort limit to it (:meth:`SystemInterface.effort_limit_range`)."""
+    effort limit to it (:meth:`SystemInterface.effort_limit_range`). ``field``: the goal's
+    field named in the message."""
     interfaces = dict(zip(hardware.joint_names, hardware.command_interfaces, strict=True))
     for name in fingers:
         if interfaces.get(name) != POSITION:
@@ -394,14 +398,14 @@ def grip_force_refusal(
         span = hardware.effort_limit_range(name)
         if span is None:
             return (
-                f"grasp_effort {grasp_effort:g} N cannot be enforced: finger joint '{name}' is "
+                f"{field} {grasp_effort:g} N cannot be enforced: finger joint '{name}' is "
                 f"on the position interface and {hardware.backend_name} cannot limit its "
                 "drive's effort (put the fingers on the effort interface, or use drives with a "
                 "settable effort limit)"
             )
         if not span[0] <= grasp_effort <= span[1]:
             return (
-                f"grasp_effort {grasp_effort:g} N cannot be enforced on finger joint '{name}' "
+                f"{field} {grasp_effort:g} N cannot be enforced on finger joint '{name}' "
                 f"(position interface): {hardware.backend_name} limits its drive's effort "
                 f"within [{span[0]:g}, {span[1]:g}] N"
             )

@@ -15,11 +15,11 @@ with its full effort limit. The goal's position is for one gripper joint; the ot
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ct_controllers.chains.grasp_runner import finger_force_limit
+from ct_controllers.chains.grasp_runner import GraspRunner, finger_force_limit
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -38,65 +38,103 @@ DEFAULT_SPEED = 0.1  # [m/s] of finger surface: the Grasp's servo speed (Gripper
 class GripperCommandRunner(Controller):
     def __init__(
         self,
-        arm_controller: Controller,
+        inner: Controller,
         gripper: GripperController,
         targets: list[float],
         force: float,
     ) -> None:
-        """``targets`` [m | rad] per gripper joint (the servo's ``joint_names`` order); ``force``
-        [N] of finger surface, the bound every finger grips with (a joint's effort bound is it
-        times the joint's lever)."""
+        """``inner``: the controller whose output the fingers' servo completes (the selected
+        joint controller during a goal; afterwards whatever runs, :meth:`around`); ``targets``
+        [m | rad] per gripper joint (the servo's ``joint_names`` order); ``force`` [N] of finger
+        surface, the bound every finger grips with (a joint's effort bound is it times the
+        joint's lever)."""
         super().__init__()
-        self.arm_controller = arm_controller
+        self.inner = inner
         self.gripper = gripper
         self.model = gripper.model
-        shared = arm_controller.model_state
+        shared = inner.model_state
         self.model_state: ModelState = (
             shared
             if shared is not None and shared.pin_model is gripper.model.model
             else ModelState(gripper.model)
         )
         self.fingers = gripper.indices
-        self._targets = [float(t) for t in targets]
-        self._limits = [float(force)] * len(self._targets)
-        # [N·m | N] the position fingers' drives' bound: the force through each joint's lever.
-        self._effort_limit = np.full(self.model.nv, np.nan)
-        self._effort_limit[self.fingers] = np.minimum(
-            max(float(force), 0.0) * gripper.levers, gripper.max_effort
-        )
+        self.targets = [float(t) for t in targets]
+        self.force = float(force)
+        self._limits = [self.force] * len(self.targets)
         nv = self.model.nv
+        # [N·m | N] the position fingers' drives' bound: the force through each joint's lever.
+        self._finger_limit = np.minimum(max(self.force, 0.0) * gripper.levers, gripper.max_effort)
+        self._effort_limit = np.full(nv, np.nan)
+        self._effort = np.zeros(nv)
         self._reference = JointReference(np.zeros(nv), np.zeros(nv), np.zeros(nv))
+        self.stage_breakdown = getattr(inner, "stage_breakdown", None)  # a chain's, read live
+
+    def around(self, inner: Controller) -> GripperCommandRunner:
+        """The same command (the same servo, going on from where it is) around ``inner``."""
+        return GripperCommandRunner(inner, self.gripper, self.targets, self.force)
+
+    def holding(self, positions: Sequence[float], force: float) -> GripperCommandRunner:
+        """Hold the fingers at ``positions`` [m | rad] (``joint_names`` order) with ``force`` [N]
+        around the same inner controller; the servo's reference goes there from where it is, at
+        its speed (no jump)."""
+        return GripperCommandRunner(self.inner, self.gripper, list(positions), force)
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        return self.arm_controller.validate_gains(gains)
+        return self.inner.validate_gains(gains)
 
     def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
-        self.arm_controller.apply_gains(gains)
+        self.inner.apply_gains(gains)
+
+    def prepare(self, state: JointState, dt: float) -> None:
+        self.inner.prepare(state, dt)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        return self.compute_output(state, reference, dt).effort
+        return self.compute_output(state, reference, dt).effort.copy()
 
     def compute_output(
         self, state: JointState, reference: JointReference, dt: float
     ) -> ControlOutput:
-        """The joint controller's efforts on ``reference`` (the loop's: the arm holds), the
-        fingers' replaced by the servo's; the reference tracked is ``reference`` with the
-        fingers' servo reference r, ṙ (a copy: the loop's is not changed)."""
-        tau = self.arm_controller.update(state, reference, dt)  # a new array, ours
-        own = self._reference
-        np.copyto(own.q, reference.q)
-        np.copyto(own.v, reference.v)
-        np.copyto(own.a, reference.a)
+        """The inner controller's output (on the loop's ``reference``: a joint controller holds
+        the arm or follows a goal's trajectory; a chain makes its own) with the fingers' efforts,
+        reference r, ṙ and drive effort limits replaced by the servo's (in arrays of this
+        runner's: neither the inner's nor the loop's are changed)."""
+        output = self.inner.step(state, reference, dt)
+        tau, own = self._effort, self._reference
+        np.copyto(tau, output.effort)
+        np.copyto(own.q, output.reference.q)
+        np.copyto(own.v, output.reference.v)
+        np.copyto(own.a, output.reference.a)
         self.gripper.compute_into(
             tau,
             state,
-            self._targets,
+            self.targets,
             self._limits,
             dt,
             self.model_state.at(state),
             reference=own,
         )
-        return ControlOutput(tau, own, self._effort_limit)
+        limit = self._effort_limit
+        if output.effort_limit is None:
+            limit.fill(np.nan)
+        else:
+            np.copyto(limit, output.effort_limit)
+        limit[self.fingers] = self._finger_limit
+        return ControlOutput(tau, own, limit)
+
+
+def finger_hold(runner: GripperCommandRunner) -> Callable[[Controller], Controller | None]:
+    """The controller manager's overlay (:meth:`ControllerManager.set_overlay`) that keeps
+    ``runner``'s command on the fingers around whatever runs next — as a ros2_control gripper
+    controller keeps commanding its last goal beside the arm's — until a controller that drives
+    the fingers itself is installed (a gripper goal, a Grasp): then it removes itself."""
+
+    def overlay(controller: Controller) -> Controller | None:
+        if isinstance(controller, GripperCommandRunner | GraspRunner):
+            return None
+        return runner.around(controller)
+
+    return overlay
 
 
 def gripper_servo(stack: Stack, speed: float = DEFAULT_SPEED) -> GripperController:

@@ -26,8 +26,12 @@ nothing: a non-finite or out-of-range position, an effort above the drives' limi
 the finger servo controls, an effort the backend cannot enforce on position fingers
 (:func:`~ct_controllers.chains.grasp_runner.grip_force_refusal`), in a ParallelGripperCommand a
 wrong number of values or a joint name other than the entry's, a velocity above the URDF limit.
-After the goal the fingers are held by the joint controller where they are (the grip force is
-the goal's only while it runs).
+After a goal, as the reference's controller (which stays active and goes on commanding), the
+fingers keep the goal's command — a grip on an object keeps gripping with the goal's effort —
+around whatever runs next (an arm goal, a controller switch: the controller manager's overlay,
+:func:`~ct_controllers.chains.gripper_command_runner.finger_hold`), until a goal that drives the
+fingers itself (a gripper goal, a Grasp); a canceled goal leaves them holding the measured
+position with the entry's ``max_effort`` (the reference's ``set_hold_position``).
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ from sensor_msgs.msg import JointState
 from ct_controllers.chains.grasp_runner import grip_force_refusal
 from ct_controllers.chains.gripper_command_runner import (
     DEFAULT_SPEED,
+    GripperCommandRunner,
     build_gripper_runner,
+    finger_hold,
     gripper_limits,
     joint_lever,
     minimum_effort,
@@ -65,6 +71,8 @@ from ct_controllers.tasks.gripper_command import (
     parallel_command,
 )
 
+PREEMPTED_HERE = "preempted by a newer goal of this action"
+CANCELED_HERE = "canceled"
 STATUS_NAMES = {
     GoalStatus.STATUS_SUCCEEDED: "SUCCEEDED",
     GoalStatus.STATUS_CANCELED: "CANCELED",
@@ -180,8 +188,12 @@ class GripperCommandServer:
             checked = checked_goal(limits, position, bound, speed, smallest, field)
         except GripperGoalError as exc:
             return str(exc)
-        force = checked.effort / joint_lever(self.stack, self.joint)
-        refusal = grip_force_refusal(self.stack.hardware, self.stack.config.gripper_joints, force)
+        # [N] of finger surface; rounded: a prismatic finger's lever is 1 only to round-off (from
+        # forward kinematics), and 40 N / (1 − 1e-16) is above a 40 N drive limit.
+        force = round(checked.effort / joint_lever(self.stack, self.joint), 9)
+        refusal = grip_force_refusal(
+            self.stack.hardware, self.stack.config.gripper_joints, force, field
+        )
         return refusal if refusal is not None else checked
 
     def _on_goal(self, goal: Any) -> GoalResponse:
@@ -215,10 +227,33 @@ class GripperCommandServer:
         try:
             return self._follow(goal_handle, token, mine, goal)
         finally:
-            if self.arbiter.is_current(token):
-                self.loop.hold()
-                self.manager.release()
+            self._hold_after(goal_handle, token, runner)
             self.arbiter.finish(token)
+
+    def _hold_after(self, goal_handle: Any, token: int, runner: GripperCommandRunner) -> None:
+        """What the fingers do once the goal ended, as the reference's controller, which stays
+        active: canceled, hold the measured position with the entry's effort
+        (``set_hold_position``); otherwise go on commanding the goal (a grip on an object keeps
+        gripping), around whatever runs next (:func:`finger_hold`) — unless a newer goal of
+        this action took over. The arm holds where it is (a goal that ended current)."""
+        ending = getattr(goal_handle, "ct_ending", "")
+        if ending == PREEMPTED_HERE:
+            return
+        hold = runner
+        if ending == CANCELED_HERE:
+            snapshot = self.loop.snapshot()
+            limits = self.limits
+            if snapshot is not None and limits is not None:
+                fingers = self.stack.model.indices(self.stack.config.gripper_joints)
+                entry = float(self.parameters["max_effort"])
+                effort = default_effort(0.0, entry, limits.max_effort)
+                force = effort / joint_lever(self.stack, self.joint)
+                hold = runner.holding(snapshot.position[fingers].tolist(), force)
+        if self.arbiter.is_current(token):
+            self.loop.hold()
+            self.manager.release_with(finger_hold(hold))
+        else:  # another action's goal runs: the grip stays around its controller
+            self.manager.set_overlay(finger_hold(hold))
 
     def _follow(self, goal_handle: Any, token: int, mine: int, goal: GripperGoal) -> Any:
         index = self.stack.model.indices([self.joint])[0]
@@ -247,6 +282,7 @@ class GripperCommandServer:
                 return self._end(goal_handle, aborted, snapshot.fault, snapshot)
             if not self.arbiter.is_current(token):
                 if self._started > mine:  # a newer goal of this action: the reference cancels
+                    goal_handle.ct_ending = PREEMPTED_HERE
                     if not goal_handle.is_cancel_requested:  # EXECUTING → CANCELING → CANCELED
                         goal_handle._update_state(_rclpy.GoalEvent.CANCEL_GOAL)
                     return self._end(
@@ -257,6 +293,7 @@ class GripperCommandServer:
                     )
                 return self._end(goal_handle, aborted, "preempted by a newer goal", snapshot)
             if goal_handle.is_cancel_requested:
+                goal_handle.ct_ending = CANCELED_HERE
                 return self._end(
                     goal_handle,
                     GoalStatus.STATUS_CANCELED,

@@ -2,16 +2,24 @@
 Python. Every joint-level controller claims all joints, so exactly one is active at a time.
 
 ``selected`` is the controller chosen by configuration or ``switch``; a goal may run with another
-one (``use``) and gives it back afterwards (``release``)."""
+one (``use``) and gives it back afterwards (``release``).
+
+An *overlay* (:meth:`set_overlay`) wraps every controller the manager installs until it is
+removed — a gripper controller that keeps commanding its last goal across the goals that follow,
+as a ros2_control gripper controller stays active beside the arm's controllers."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ct_controllers.controllers.controller import Controller
 from ct_controllers.runtime.control_loop import ControlLoop
+
+# What wraps each installed controller: the wrapper, or None to remove the overlay (and install
+# the controller as it is: one that drives what the overlay drove, e.g. the Grasp's fingers).
+Overlay = Callable[[Controller], Controller | None]
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ class ControllerManager:
         # whether each is active (an inactive one's action refuses goals, as in ros2_control).
         self.interface_types: dict[str, str] = {}
         self._interface_active: dict[str, bool] = {}
+        self._overlay: Overlay | None = None
+        self._running: Controller = self.controllers[active]  # installed, before any overlay
 
     def add_interface_controller(self, name: str, type_name: str, active: bool = True) -> None:
         """Register a standard-interface controller (its server asks :meth:`is_active`)."""
@@ -115,18 +125,46 @@ class ControllerManager:
         """Run a chained controller built for one goal (e.g. differential IK → the selected
         joint controller); ``name`` is what ``active`` reports meanwhile."""
         with self._lock:
-            self.loop.switch_controller(controller)
+            self._install(controller)
             self._active = name
+
+    def set_overlay(self, overlay: Overlay | None) -> None:
+        """Wrap the running controller, and every one installed from now on, with ``overlay``
+        (None: remove it; the running controller is re-installed as it is)."""
+        with self._lock:
+            self._overlay = overlay
+            self._install(self._running)
+
+    @property
+    def overlay(self) -> Overlay | None:
+        return self._overlay
 
     def release(self) -> None:
         """A goal ended: run the selected controller again."""
         with self._lock:
             self._activate(self._selected)
 
+    def release_with(self, overlay: Overlay | None) -> None:
+        """A goal ended: run the selected controller again, wrapped by ``overlay`` from the same
+        tick on (:meth:`set_overlay`'s; None: none)."""
+        with self._lock:
+            self._overlay = overlay
+            self._install(self.controllers[self._selected])
+            self._active = self._selected
+
     def _activate(self, name: str) -> None:
         if name != self._active:
-            self.loop.switch_controller(self.controllers[name])
+            self._install(self.controllers[name])
             self._active = name
+
+    def _install(self, controller: Controller) -> None:
+        """Run ``controller`` from the next tick, wrapped by the overlay if one is set (which
+        may decline, removing itself)."""
+        self._running = controller
+        wrapped = None if self._overlay is None else self._overlay(controller)
+        if wrapped is None:
+            self._overlay = None
+        self.loop.switch_controller(controller if wrapped is None else wrapped)
 
     def _result(self, ok: bool, message: str) -> SwitchResult:
         return SwitchResult(ok, message, self._active)
