@@ -38,7 +38,11 @@ from rclpy.signals import SignalHandlerOptions  # noqa: E402
 from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
+from ct_controllers.interface_controllers import TRAJECTORY, of_kind  # noqa: E402
 from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
+from ct_controllers.ros.follow_joint_trajectory import (  # noqa: E402
+    JointTrajectoryControllerServer,
+)
 from ct_controllers.ros.goals import RESULT_TIMEOUT, GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
@@ -105,6 +109,12 @@ class ControlNode(Node):
         self.grasp = GraspServer(
             self, self.stack, self.manager, self.arbiter, self.move_to_pose.ik, group
         )
+        self.trajectory_controllers = [
+            JointTrajectoryControllerServer(
+                self, self.stack, self.manager, self.arbiter, group, name, entries
+            )
+            for name, entries in of_kind(self.config.interface_controllers, TRAJECTORY).items()
+        ]
         self.controller_services = ControllerServices(self, self.stack, self.manager, group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # Everything built so far lives for the node's life: move it out of the collector's

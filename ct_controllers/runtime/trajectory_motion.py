@@ -149,8 +149,9 @@ class TrajectoryMotion:
         start = Waypoint(
             0.0, q, v if moving or first.velocities is not None else None, np.zeros_like(q)
         )
-        self.spline = SplineTrajectory(start, waypoints, plan.interpolation)
+        spline = SplineTrajectory(start, waypoints, plan.interpolation)
         self.start_time = state.stamp  # at or after the planned start: from this state
+        self.spline = spline  # last: a reader that sees the spline sees its start time
 
     def _lone_waypoint(self, state: JointState, point: Waypoint) -> Waypoint:
         goal = self.base.copy()
@@ -181,6 +182,23 @@ class TrajectoryMotion:
         q[indices] = sample.positions
         v[indices] = sample.velocities
         a[indices] = sample.accelerations
+        return JointReference(q, v, a)
+
+    def desired_at(self, time: float) -> JointReference | None:
+        """The full reference [rad | m, /s, /s²] the spline gives at ``time`` [s, hardware
+        clock], without starting anything (any thread); None before the spline starts or
+        before ``time`` reaches it."""
+        spline = self.spline
+        if spline is None or time < self.start_time:
+            return None
+        sample = spline.sample(time - self.start_time)
+        q, v, a = self.base.copy(), np.zeros_like(self.base), np.zeros_like(self.base)
+        indices = self.plan.indices
+        q[indices], v[indices], a[indices] = (
+            sample.positions,
+            sample.velocities,
+            sample.accelerations,
+        )
         return JointReference(q, v, a)
 
     def judge(self, state: JointState, reference: JointReference) -> Judgement:
