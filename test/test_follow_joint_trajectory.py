@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 from action_msgs.msg import GoalStatus
-from builtin_interfaces.msg import Duration, Time
+from builtin_interfaces.msg import Time
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from control_msgs.srv import QueryTrajectoryState
 from rclpy.action import ActionClient
-from ros_helpers import ARM, Client, ros_client
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from ros_helpers import ARM, Client, duration, moveit_trajectory, ros_client
+from trajectory_msgs.msg import JointTrajectory
 
 CONTROLLER = "/ct/joint_trajectory_controller"
 Result = FollowJointTrajectory.Result
@@ -44,35 +44,6 @@ def client(node_process: subprocess.Popen) -> Iterator[Client]:  # type: ignore[
             JointTrajectory, f"{CONTROLLER}/joint_trajectory", 10
         )
         yield client
-
-
-def duration(seconds: float) -> Duration:
-    whole = math.floor(seconds)
-    return Duration(sec=int(whole), nanosec=round((seconds - whole) * 1e9))
-
-
-def moveit_trajectory(
-    start: np.ndarray, goal: np.ndarray, seconds: float, count: int = 20
-) -> JointTrajectory:
-    """What moveit_simple_controller_manager sends: stamp 0, the start state as the first point
-    at t = 0, then time-parameterized points with positions, velocities and accelerations (a
-    quintic in time here), ending at rest."""
-    trajectory = JointTrajectory(joint_names=list(ARM))
-    for t in np.linspace(0.0, seconds, count):
-        s = t / seconds
-        shape = 10 * s**3 - 15 * s**4 + 6 * s**5
-        rate = (30 * s**2 - 60 * s**3 + 30 * s**4) / seconds
-        curvature = (60 * s - 180 * s**2 + 120 * s**3) / seconds**2
-        delta = goal - start
-        trajectory.points.append(
-            JointTrajectoryPoint(
-                positions=(start + delta * shape).tolist(),
-                velocities=(delta * rate).tolist(),
-                accelerations=(delta * curvature).tolist(),
-                time_from_start=duration(float(t)),
-            )
-        )
-    return trajectory
 
 
 def send(client: Client, goal: Any, timeout: float = 20.0) -> tuple[int, Any, list[Any]]:

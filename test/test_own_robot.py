@@ -25,9 +25,18 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import yaml
+from action_msgs.msg import GoalStatus
+from control_msgs.action import FollowJointTrajectory
 from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
 from rclpy.action import ActionClient
-from ros_helpers import Client, pose_message, ros_client, start_node, stop_node
+from ros_helpers import (
+    Client,
+    moveit_trajectory,
+    pose_message,
+    ros_client,
+    start_node,
+    stop_node,
+)
 from ros_helpers import goal as joint_goal
 
 from ct_controllers.bench import reach
@@ -205,6 +214,39 @@ def test_move_joints_reaches_a_goal_derived_from_the_robot(robot: Setup, client:
     client.wait_at_rest()
     error = np.abs(_positions(client, robot.config.arm_joints) - target)
     assert np.max(error) < JOINT_TOLERANCE, error
+
+
+def test_a_moveit_shaped_trajectory_reaches_a_goal_derived_from_the_robot(
+    robot: Setup, client: Client
+) -> None:
+    """FollowJointTrajectory as MoveIt sends it (stamp 0, the measured start at t = 0, quintic
+    points over 2 s, empty tolerances) to the trajectory controller ct-setup wrote for the
+    robot's arm joints, towards the second clear step from home (the first when there is only
+    one): SUCCEEDED, and the published joint states within JOINT_TOLERANCE of its last point."""
+    model = _model(robot.config)
+    clear = _clear_steps(robot.config, model)
+    target = clear[1] if len(clear) > 1 else clear[0]
+    names = robot.config.arm_joints
+    action = ActionClient(
+        client.node,
+        FollowJointTrajectory,
+        "/ct/joint_trajectory_controller/follow_joint_trajectory",
+    )
+    assert action.wait_for_server(timeout_sec=10.0)
+    client.wait_at_rest()
+    start = _positions(client, names)
+    trajectory = moveit_trajectory(start, target, 2.0, names=list(names))
+    future = action.send_goal_async(FollowJointTrajectory.Goal(trajectory=trajectory))
+    assert client.spin_until(future.done, 5.0), "goal not answered"
+    handle = future.result()
+    assert handle.accepted
+    done = handle.get_result_async()
+    assert client.spin_until(done.done, 20.0), "no result"
+    assert done.result().status == GoalStatus.STATUS_SUCCEEDED, done.result().result
+    client.wait_at_rest()
+    error = np.abs(_positions(client, names) - target)
+    assert np.max(error) < JOINT_TOLERANCE, error
+    client.node.destroy_client(action)
 
 
 def _quaternion(rotation: np.ndarray) -> tuple[float, float, float, float]:
