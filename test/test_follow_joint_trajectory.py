@@ -21,6 +21,8 @@ from rclpy.action import ActionClient
 from ros_helpers import ARM, Client, duration, moveit_trajectory, ros_client
 from trajectory_msgs.msg import JointTrajectory
 
+from ct_controllers.ros.goals import request_qos
+
 CONTROLLER = "/ct/joint_trajectory_controller"
 Result = FollowJointTrajectory.Result
 
@@ -319,3 +321,43 @@ def test_a_future_stamp_waits_query_state_samples_and_controller_state_reports(
     states = client.states  # type: ignore[attr-defined]
     assert states and list(states[-1].joint_names) == list(ARM)
     assert max(abs(e) for m in states[-20:] for e in m.error.positions) < 0.2
+
+
+def test_a_burst_of_100_trajectory_goals_is_answered_in_full(client: Client) -> None:
+    """100 FollowJointTrajectory goals sent at once (deep client queues, as the server's): every
+    one accepted and answered; each ends SUCCEEDED or ABORTED as preempted (INVALID_GOAL), at
+    least one (the one started last) SUCCEEDED; a goal after the burst works."""
+    action = ActionClient(
+        client.node,
+        FollowJointTrajectory,
+        f"{CONTROLLER}/follow_joint_trajectory",
+        goal_service_qos_profile=request_qos(),
+        result_service_qos_profile=request_qos(),
+        cancel_service_qos_profile=request_qos(),
+    )
+    assert action.wait_for_server(timeout_sec=10.0)
+    start, goal = target(client, {"joint1": 0.05})
+    trajectory = moveit_trajectory(start, goal, 0.3, count=5)
+    futures = [
+        action.send_goal_async(FollowJointTrajectory.Goal(trajectory=trajectory))
+        for _ in range(100)
+    ]
+    assert client.spin_until(lambda: all(f.done() for f in futures), 60.0)
+    handles = [f.result() for f in futures]
+    assert all(h.accepted for h in handles)
+    results = [h.get_result_async() for h in handles]
+    assert client.spin_until(lambda: all(r.done() for r in results), 120.0), sum(
+        r.done() for r in results
+    )
+    outcomes = {(r.result().status, r.result().result.error_code) for r in results}
+    assert outcomes <= {
+        (GoalStatus.STATUS_SUCCEEDED, Result.SUCCESSFUL),
+        (GoalStatus.STATUS_ABORTED, Result.INVALID_GOAL),
+    }, outcomes
+    statuses = [r.result().status for r in results]
+    assert statuses.count(GoalStatus.STATUS_SUCCEEDED) >= 1  # the one started last
+    client.node.destroy_client(action)
+    status, result, _ = send(
+        client, FollowJointTrajectory.Goal(trajectory=moveit_trajectory(goal, start, 0.5, count=5))
+    )
+    assert status == GoalStatus.STATUS_SUCCEEDED, result.error_string
