@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 from helpers import lockstep_config
 
-from ct_controllers.runtime.controller_claims import controller_interfaces, hardware_interfaces
+from ct_controllers.runtime.controller_claims import (
+    controller_interfaces,
+    hardware_interfaces,
+    interface_controller_joints,
+)
 from ct_controllers.runtime.controller_manager import (
     ACTIVE,
     INACTIVE,
@@ -168,11 +172,13 @@ def test_a_controller_loaded_later_is_built_from_its_parameters_when_configured(
     assert manager.configure("soft", lambda: gains).ok
     soft = manager.controllers["soft"]
     assert list(soft.stiffness) == [50.0] * n
+    assert stack.controllers["soft"] is soft  # where the pose and grasp chains look it up
     assert manager.switch(["soft"], ["joint_impedance"], strict=True).ok
     stack.loop.run_ticks(1)
     assert stack.loop.controller is soft
     assert manager.switch(["joint_impedance"], ["soft"], strict=True).ok
     assert manager.cleanup("soft").ok and "soft" not in manager.controllers
+    assert "soft" not in stack.controllers
     assert manager.unload("soft").ok and manager.was_loaded("soft") is None
     refused = manager.load("jtc2", "ct_controllers/JointTrajectoryController", INTERFACE)
     assert not refused.ok and "startup" in refused.message
@@ -214,3 +220,25 @@ def test_claims_follow_ros2_control_conventions(stack, manager):
     assert {s.name for s in command_status if s.claimed} == set(active.claimed)
     assert all(s.available == (s.name in active.claimed) for s in command_status)
     assert all(s.available and not s.claimed for s in state_status)
+
+
+def test_interface_controllers_claim_their_configured_joints(stack) -> None:
+    """A standard-interface controller registered without joints (as its server does) claims
+    the joints its configuration entry gives (a trajectory controller's ``joints``, a gripper
+    controller's ``joint``)."""
+    types = {name: str(p["type"]) for name, p in CONFIG.controllers.items()}
+    entries = {
+        "jtc": {"type": "ct_controllers/JointTrajectoryController", "joints": ["joint1", "joint2"]},
+        "grip": {"type": "ct_controllers/GripperActionController", "joint": "left_finger_joint"},
+    }
+    manager = ControllerManager(
+        stack.loop,
+        stack.controllers,
+        types,
+        CONFIG.default_controller,
+        interface_joints=interface_controller_joints(entries),
+    )
+    manager.add_interface_controller("jtc", entries["jtc"]["type"])
+    manager.add_interface_controller("grip", entries["grip"]["type"])
+    joints = {s.name: s.joints for s in manager.statuses()}
+    assert joints["jtc"] == ("joint1", "joint2") and joints["grip"] == ("left_finger_joint",)

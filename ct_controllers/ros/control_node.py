@@ -54,6 +54,7 @@ from ct_controllers.ros.parameters import (  # noqa: E402
 )
 from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
+from ct_controllers.runtime.controller_claims import interface_controller_joints  # noqa: E402
 from ct_controllers.runtime.controller_manager import (  # noqa: E402
     ControllerManager,
     joint_controller_factory,
@@ -104,6 +105,7 @@ class ControlNode(Node):
             {name: str(p["type"]) for name, p in self.config.controllers.items()},
             self.config.default_controller,
             factory=joint_controller_factory(self.stack.model, self.config.joint_names),
+            interface_joints=interface_controller_joints(self.config.interface_controllers),
         )
         self.arbiter = GoalArbiter(result_timeout)
         group = ReentrantCallbackGroup()

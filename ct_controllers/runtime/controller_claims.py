@@ -135,5 +135,23 @@ def hardware_interfaces(
     return commands, states
 
 
+def interface_controller_joints(
+    interface_controllers: Mapping[str, Mapping[str, object]],
+) -> dict[str, tuple[str, ...]]:
+    """Each configured standard-interface controller's joints (``config.
+    interface_controllers``): a trajectory controller's ``joints``, a gripper controller's
+    ``joint``."""
+    joints: dict[str, tuple[str, ...]] = {}
+    for name, entries in interface_controllers.items():
+        listed = entries.get("joints", entries.get("joint", ()))
+        if isinstance(listed, str):
+            joints[name] = (listed,)
+        else:
+            joints[name] = (
+                tuple(str(j) for j in listed) if isinstance(listed, (list, tuple)) else ()
+            )
+    return joints
+
+
 def _measured(joints: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"{j}/{m}" for j in joints for m in MEASURED)

@@ -90,14 +90,21 @@ class ControllerManager:
         types: Mapping[str, str],
         active: str,
         factory: ControllerFactory | None = None,
+        interface_joints: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """``controllers``: the joint-level controllers built at startup (all configured:
         inactive, but ``active``), ``types``: their type names. ``factory``: builds a
-        joint-level controller loaded later (None: only startup ones can be loaded again)."""
+        joint-level controller loaded later (None: only startup ones can be loaded again);
+        while configured, such a controller is in ``controllers`` too (when it is a dict: the
+        stack's, where the pose and grasp chains look the selected controller up).
+        ``interface_joints``: the configured standard-interface controllers' joints (what each
+        claims), for those registered without."""
         if active not in controllers:
             raise ValueError(f"unknown controller '{active}'; loaded: {', '.join(controllers)}")
         self.loop = loop
         self.factory = factory
+        self._registry = controllers if isinstance(controllers, dict) else None
+        self._interface_joints = {k: tuple(v) for k, v in (interface_joints or {}).items()}
         self._entries: dict[str, _Entry] = {
             name: _Entry(
                 type=types[name],
@@ -126,7 +133,7 @@ class ControllerManager:
                 type=type_name,
                 kind=INTERFACE,
                 state=ACTIVE if active else INACTIVE,
-                joints=tuple(joints),
+                joints=tuple(joints) or self._interface_joints.get(name, ()),
             )
 
     def is_active(self, name: str) -> bool:
@@ -368,6 +375,8 @@ class ControllerManager:
                     return LifecycleResult(
                         False, f"Configuring '{name}' ({entry.type}) failed: {exc}"
                     )
+                if self._registry is not None:
+                    self._registry[name] = entry.controller
             entry.state = INACTIVE
             return LifecycleResult(True, f"configured '{name}': inactive")
 
@@ -412,6 +421,10 @@ class ControllerManager:
     def _cleanup(self, entry: _Entry) -> None:
         entry.state = UNCONFIGURED
         if not entry.from_startup:
+            if self._registry is not None and entry.controller is not None:
+                for name, controller in list(self._registry.items()):
+                    if controller is entry.controller:
+                        del self._registry[name]
             entry.controller = None
 
     # --- goals -----------------------------------------------------------------------------
