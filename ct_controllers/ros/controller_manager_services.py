@@ -378,7 +378,8 @@ class ControllerManagerServices:
         backend out of 'active' under it would leave the arm uncommanded (the loop faults on
         the refused write, a real drive holds its last command until its own watchdog), so no
         backend leaves 'active' while the node runs; it is deactivated and cleaned up when
-        the node stops."""
+        the node stops. The control thread is also the only caller of a backend: a transition
+        made here, on an executor thread, would race its reads and writes."""
         component = self.stack.description.hardware.name
         if name != component:
             return f"hardware component with name '{name}' does not exist (have: '{component}')"
