@@ -35,6 +35,7 @@ from ros_helpers import CONFIG, HOME, NODE, Client, goal, ros_client, start_node
 from sensor_msgs.msg import JointState
 
 from ct_controllers.plugins import CONTROLLERS, known_plugins
+from ct_controllers.ros.goals import request_qos
 
 STRICT = SwitchController.Request.STRICT
 BEST_EFFORT = SwitchController.Request.BEST_EFFORT
@@ -321,3 +322,45 @@ def test_joint_states_on_slash_joint_states_equal_the_node_s_own(client: Client)
         assert list(message.name) == list(twin.name)
         assert list(message.position) == list(twin.position)
     assert set(matched[-1].name) == set(CONFIG.joint_names)
+
+
+def test_a_burst_of_lifecycle_and_switch_calls_is_all_answered(client: Client) -> None:
+    """300 calls at once (switch, configure and list_controllers, 100 each, on clients with
+    the node's deep request queue): every one answered, the refused ones refused, the
+    controllers as before."""
+    before = {n: c.state for n, c in controllers(client).items()}
+    services = {
+        kind: client.node.create_client(kind, f"{NODE}/{name}", qos_profile=request_qos())
+        for kind, name in (
+            (SwitchController, "switch_controller"),
+            (ConfigureController, "configure_controller"),
+            (ListControllers, "list_controllers"),
+        )
+    }
+    try:
+        assert all(s.wait_for_service(timeout_sec=10.0) for s in services.values())
+        requests = {
+            SwitchController: SwitchController.Request(
+                activate_controllers=["computed_torque"], strictness=STRICT
+            ),
+            ConfigureController: ConfigureController.Request(name="joint_impedance"),
+            ListControllers: ListControllers.Request(),
+        }
+        futures = [
+            (kind, services[kind].call_async(request))
+            for _ in range(100)
+            for kind, request in requests.items()
+        ]
+        assert client.spin_until(lambda: all(f.done() for _, f in futures), 60.0), sum(
+            f.done() for _, f in futures
+        )
+        for kind, future in futures:
+            response = future.result()
+            if kind is ListControllers:
+                assert {c.name for c in response.controller} == set(before)
+            else:
+                assert not response.ok
+    finally:
+        for service in services.values():
+            client.node.destroy_client(service)
+    assert {n: c.state for n, c in controllers(client).items()} == before
