@@ -362,3 +362,35 @@ def test_grasp_on_an_arm_without_a_gripper_is_refused(robot: Setup, client: Clie
     assert "gripper" in result.message, result.message
     client.spin_until(lambda: False, 0.5)
     assert np.max(np.abs(_positions(client, robot.config.arm_joints) - before)) < 1e-3
+
+
+def test_slash_joint_states_carry_every_joint_mimic_ones_too(robot: Setup, client: Client) -> None:
+    """/joint_states (joint_state_broadcaster's topic, for robot_state_publisher and MoveIt)
+    names every movable joint of the robot's URDF — read here from the XML, mimic followers
+    such as the Panda's second finger included — each sample with the stamp and values of the
+    same sample on /ct/joint_states."""
+    from xml.etree import ElementTree
+
+    from sensor_msgs.msg import JointState
+
+    urdf = load_description(robot.config.robot_description, {"backend": "mujoco"}).urdf
+    movable = {
+        j.get("name")
+        for j in ElementTree.fromstring(urdf).iter("joint")
+        if j.get("type") in ("revolute", "prismatic", "continuous")
+    }
+    broadcast: list[JointState] = []
+    subscription = client.node.create_subscription(
+        JointState, "/joint_states", broadcast.append, 10
+    )
+    try:
+        assert client.spin_until(lambda: len(broadcast) > 5, 5.0), "nothing on /joint_states"
+        last = broadcast[-2]
+        assert set(last.name) == movable
+        stamp = (last.header.stamp.sec, last.header.stamp.nanosec)
+        twin = [
+            m for m in client.joint_states if (m.header.stamp.sec, m.header.stamp.nanosec) == stamp
+        ]
+        assert len(twin) == 1 and list(twin[0].position) == list(last.position)
+    finally:
+        client.node.destroy_subscription(subscription)
