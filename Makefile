@@ -41,7 +41,7 @@ typecheck: setup
 	$(BIN)/mypy ct_controllers
 
 unit: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 test: lint typecheck unit
 

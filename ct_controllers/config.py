@@ -64,6 +64,8 @@ TARGETS: dict[str, Target] = {
 }
 
 OPTIONAL_WIDTH_FRAMES = "gripper.width_frames"  # may be left out: [] (from_parameters)
+# Came after the first ct-setup files too: left out, it is "auto" (stack_parameters).
+OPTIONAL_JOINT_STATES_TOPIC = "joint_states_topic"
 
 # The sections a parameters file may give the controller manager in, first found wins;
 # "/**/controller_manager" (the bundled file's) applies in every namespace
@@ -151,6 +153,8 @@ class StackConfig:
     overrun_fraction: float  # [-] of a period: a tick starting later is an overrun
     # Live gain sets may leave a joint with no feedback at all (K = D = 0): it floats freely.
     allow_free_joints: bool
+    # Where the joint states are also published (stack_parameters: auto | "" | a topic).
+    joint_states_topic: str = "auto"
     # Every parameter as given, flattened (a controller instance's entries, tools that show
     # the file).
     parameters: Mapping[str, Any] = field(default_factory=dict)
@@ -214,7 +218,7 @@ class StackConfig:
         schemas. ConfigError names the parameter."""
         # gripper.width_frames came after the first ct-setup files: one written before it (or a
         # hand-written one) that leaves it out means "found from the gripper joints" ([]).
-        params = {OPTIONAL_WIDTH_FRAMES: (), **params}
+        params = {OPTIONAL_WIDTH_FRAMES: (), OPTIONAL_JOINT_STATES_TOPIC: "auto", **params}
         values = STACK_PARAMETERS.parse(params)
         joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
@@ -278,6 +282,7 @@ class StackConfig:
             cartesian_update_rate=values["cartesian.update_rate"],
             overrun_fraction=values["overrun_fraction"],
             allow_free_joints=values["allow_free_joints"],
+            joint_states_topic=values["joint_states_topic"],
             parameters=dict(params),
             sections=sections,
         )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec
+from ct_controllers.plugins import CONTROLLERS, load_plugin
 
 TRAJECTORY = "trajectory"  # FollowJointTrajectory on <name>/follow_joint_trajectory
 GRIPPER = "gripper"  # GripperCommand on <name>/gripper_cmd
@@ -53,6 +54,17 @@ class InterfaceControllerType:
 
 def is_interface_controller(type_object: object) -> bool:
     return isinstance(type_object, InterfaceControllerType)
+
+
+def of_kind(controllers: Mapping[str, Mapping[str, Any]], kind: str) -> dict[str, Any]:
+    """The entries (``config.interface_controllers``) whose type is of ``kind``: name ->
+    entries."""
+    found = {}
+    for name, entries in controllers.items():
+        type_object = load_plugin(CONTROLLERS, str(entries["type"]))
+        if isinstance(type_object, InterfaceControllerType) and type_object.kind == kind:
+            found[name] = entries
+    return found
 
 
 def instance_entries(instance: str, params: Mapping[str, Any]) -> dict[str, Any]:

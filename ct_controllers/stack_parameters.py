@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ct_controllers.hardware.fault_reactions import FAULT_REACTIONS
+from ct_controllers.node_names import topic_name
 from ct_controllers.parameter_schema import (
     REQUIRED,
     ParameterSchema,
@@ -22,6 +23,10 @@ from ct_controllers.parameter_schema import (
     one_of,
     positive,
 )
+
+# joint_states_topic's default: /joint_states for the node in its default namespace (/ct),
+# nothing more in another one (ros/state_publishers.py, docs/ros-interface.md).
+JOINT_STATES_AUTO = "auto"
 
 
 def _names(value: tuple[str, ...]) -> str | None:
@@ -48,6 +53,16 @@ def _in_range(low: float, high: float, low_open: bool, what: str = "") -> Any:
 
 def _seconds(value: float) -> str | None:
     return None if value >= 0 else f"must be finite and >= 0 s, got {value}"
+
+
+def _joint_states_topic(value: str) -> str | None:
+    if value in (JOINT_STATES_AUTO, ""):
+        return None
+    try:
+        topic_name(value)
+    except ValueError as exc:
+        return f"expected '{JOINT_STATES_AUTO}', '' (none) or a topic name: {exc}"
+    return None
 
 
 def _priority(value: int) -> str | None:
@@ -166,6 +181,17 @@ PARAMETERS = ParameterSchema(
             "(trajectory, gripper actions), each with its 'type'",
             sequence=True,
             validator=_names,
+        ),
+        ParameterSpec(
+            "joint_states_topic",
+            str,
+            JOINT_STATES_AUTO,
+            "Topic the joint states are also published on, besides <namespace>/joint_states, "
+            "for robot_state_publisher, MoveIt and Servo (joint_state_broadcaster's topic): "
+            "auto = /joint_states for the node in /ct (the default namespace), none in another "
+            "namespace (two arms never share it); '' = none; else a topic name (relative names "
+            "resolve in the node's namespace)",
+            validator=_joint_states_topic,
         ),
         ParameterSpec(
             "allow_free_joints",

@@ -4,6 +4,7 @@ an action client, subscriptions and service calls, spun by hand (real rclpy, loo
 from __future__ import annotations
 
 import array
+import math
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import rclpy
+from builtin_interfaces.msg import Duration
 from ct_interfaces.action import MoveJoints
 from ct_interfaces.msg import ControllerState
 from diagnostic_msgs.msg import DiagnosticArray
@@ -26,6 +28,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ct_controllers.config import load_config
 
@@ -206,3 +209,36 @@ def pose_message(
     o = message.pose.orientation
     o.x, o.y, o.z, o.w = quaternion
     return message
+
+
+def duration(seconds: float) -> Duration:
+    whole = math.floor(seconds)
+    return Duration(sec=int(whole), nanosec=round((seconds - whole) * 1e9))
+
+
+def moveit_trajectory(
+    start: np.ndarray,
+    goal: np.ndarray,
+    seconds: float,
+    count: int = 20,
+    names: tuple[str, ...] | list[str] | None = None,
+) -> JointTrajectory:
+    """What moveit_simple_controller_manager sends: stamp 0, the start state as the first point
+    at t = 0, then time-parameterized points with positions, velocities and accelerations (a
+    quintic in time here), ending at rest."""
+    trajectory = JointTrajectory(joint_names=list(ARM if names is None else names))
+    for t in np.linspace(0.0, seconds, count):
+        s = t / seconds
+        shape = 10 * s**3 - 15 * s**4 + 6 * s**5
+        rate = (30 * s**2 - 60 * s**3 + 30 * s**4) / seconds
+        curvature = (60 * s - 180 * s**2 + 120 * s**3) / seconds**2
+        delta = goal - start
+        trajectory.points.append(
+            JointTrajectoryPoint(
+                positions=(start + delta * shape).tolist(),
+                velocities=(delta * rate).tolist(),
+                accelerations=(delta * curvature).tolist(),
+                time_from_start=duration(float(t)),
+            )
+        )
+    return trajectory

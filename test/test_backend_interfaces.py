@@ -36,6 +36,8 @@ from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
+from ct_controllers.references.spline_trajectory import Waypoint
+from ct_controllers.runtime.trajectory_motion import ToleranceArrays, TrajectoryPlan
 
 # (backend, mode, configuration overrides): every backend and interface of the rigs.
 MODES: list[tuple[str, str, dict[str, Any]]] = [(b, m, o) for (b, m), o in RIG_MODES.items()]
@@ -212,6 +214,63 @@ def test_measured_effort_reaches_the_joint_state(rig: Rig) -> None:
     assert measured["joint2"] < -30.0 and measured["joint4"] > 15.0
     rig.extra["effort"] = {n: (measured[n], own[n]) for n in ("joint2", "joint4")}
     print(f"{rig.backend}/{rig.extra['mode']}: effort (JointState, plant) {rig.extra['effort']}")
+
+
+def moveit_shaped_plan(
+    model: RobotModel, start: np.ndarray, offsets: dict[str, float], duration: float
+) -> TrajectoryPlan:
+    """What MoveIt's time parameterization sends, as a plan: the arm's joints from ``start``
+    (the first point, at t = 0) to ``start + offsets`` along a quintic in time sampled at 25
+    points with positions, velocities and accelerations; JTC's default tolerances of the
+    bundled entry (path 0.2 rad, goal 0.01 rad and 0.01 rad/s) and 2 s of goal time."""
+    joints = tuple(f"joint{i}" for i in range(1, 8))
+    indices = np.array(model.indices(list(joints)))
+    delta = np.array([offsets.get(j, 0.0) for j in joints])
+    q0 = start[indices]
+    waypoints = []
+    for t in np.linspace(0.0, duration, 25):
+        s = t / duration
+        shape = 10 * s**3 - 15 * s**4 + 6 * s**5
+        rate = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration
+        curvature = (60 * s - 180 * s**2 + 120 * s**3) / duration**2
+        waypoints.append(Waypoint(float(t), q0 + delta * shape, delta * rate, delta * curvature))
+    n = len(joints)
+    return TrajectoryPlan(
+        joints,
+        indices,
+        tuple(waypoints),
+        0.0,
+        "splines",
+        ToleranceArrays(np.full(n, 0.2), np.zeros(n)),
+        ToleranceArrays(np.full(n, 0.01), np.full(n, 0.01)),
+        2.0,
+    )
+
+
+def test_a_moveit_shaped_trajectory_ends_at_its_goal(rig: Rig) -> None:
+    """A FollowJointTrajectory goal as MoveIt sends it (the start state at t = 0, quintic
+    points, 1.5 s), as the loop follows it: it succeeds — every joint within 0.01 rad of the
+    last point and slower than 0.01 rad/s, judged on the measured state — within the 2 s of
+    goal time on every backend and interface, and the plant's own positions are there too."""
+    loop = rig.stack.loop
+    run(rig, 0.1)
+    snapshot = loop.snapshot()
+    assert snapshot is not None
+    offsets = {"joint1": 0.25, "joint2": -0.1, "joint4": 0.2, "joint6": -0.15}
+    plan = moveit_shaped_plan(loop.model, snapshot.position, offsets, 1.5)
+    motion = loop.request_trajectory(plan)
+    status = None
+    for _ in range(40):
+        run(rig, 0.1)
+        status = loop.motion_status(motion)
+        assert loop.fault is None, loop.fault
+        if status is not None and status.state != "running":
+            break
+    assert status is not None and status.state == "succeeded", status
+    true = rig.true_positions()
+    goal = plan.waypoints[-1].positions
+    for name, value in zip(plan.joint_names, goal, strict=True):
+        assert abs(true[name] - value) < 0.012, (name, true[name], value)
 
 
 def test_the_grasp_task_judges_the_stall_by_the_measured_finger_effort() -> None:

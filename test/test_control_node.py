@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from controller_manager_msgs.srv import ListControllers, SwitchController
 from ct_interfaces.action import MoveJoints
-from ct_interfaces.srv import ListControllers, ResetFault, SwitchController
+from ct_interfaces.srv import ResetFault
 from rclpy.parameter import Parameter
 from ros_helpers import (
     ARM,
@@ -212,16 +213,21 @@ def test_gains_unstable_where_the_arm_is_are_refused(client: Client) -> None:
 
 
 def test_list_and_switch_controllers_with_ros2_control_semantics(client: Client) -> None:
-    """ListControllers names both loaded controllers with their plugin types, joint_impedance
-    active; a strict switch naming an unknown controller fails and changes nothing; deactivating
-    the running controller alone is refused; a proper strict switch activates computed_torque,
-    which ControllerState then reports; switching back restores joint_impedance."""
+    """ListControllers (controller_manager_msgs) names both joint-level controllers with their
+    plugin types, joint_impedance active; a strict switch naming an unknown controller fails
+    and changes nothing; deactivating the running controller alone is refused; a proper strict
+    switch activates computed_torque, which ControllerState then reports; switching back (best
+    effort, skipping an unknown name) restores joint_impedance."""
+
+    def states() -> dict[str, str]:
+        listed = client.call(ListControllers, f"{NODE}/list_controllers", ListControllers.Request())
+        return {c.name: c.state for c in listed.controller}
+
     listed = client.call(ListControllers, f"{NODE}/list_controllers", ListControllers.Request())
-    assert dict(zip(listed.names, listed.types, strict=True)) == {
-        "joint_impedance": "ct_controllers/JointImpedance",
-        "computed_torque": "ct_controllers/ComputedTorque",
-    }
-    assert dict(zip(listed.names, listed.states, strict=True))["joint_impedance"] == "active"
+    types = {c.name: c.type for c in listed.controller}
+    assert types["joint_impedance"] == "ct_controllers/JointImpedance"
+    assert types["computed_torque"] == "ct_controllers/ComputedTorque"
+    assert states()["joint_impedance"] == "active"
 
     def switch(activate: list[str], deactivate: list[str], strict: bool = True) -> Any:
         request = SwitchController.Request(
@@ -237,8 +243,7 @@ def test_list_and_switch_controllers_with_ros2_control_semantics(client: Client)
     assert not refused.ok and "nope" in refused.message
     alone = switch([], ["joint_impedance"])
     assert not alone.ok and "uncommanded" in alone.message
-    listed = client.call(ListControllers, f"{NODE}/list_controllers", ListControllers.Request())
-    assert dict(zip(listed.names, listed.states, strict=True))["joint_impedance"] == "active"
+    assert states()["joint_impedance"] == "active"
 
     done = switch(["computed_torque"], ["joint_impedance"])
     assert done.ok, done.message

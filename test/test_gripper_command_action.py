@@ -170,7 +170,10 @@ def test_closing_on_the_cube_stalls_aborted_or_succeeded_as_allow_stalling_says(
     """With the fingers open around the grasp scene's cube (MoveToPose, tool down at it), a
     close with max_effort 15 N stalls on it: ABORTED with allow_stalling false, SUCCEEDED with
     it true — both stalled, not reached_goal, after the 1 s stall_timeout, the finger at the
-    cube's face (2.5 cm from the centre) pushing with the 15 N asked, not the 40 N it could."""
+    cube's face (2.5 cm from the centre) pushing with the 15 N asked, not the 40 N it could.
+    After the SUCCEEDED one the grip stays (the controller goes on commanding its goal, as the
+    reference's): the arm lifts the cube 8 cm (MoveToPose) and the fingers are still at its
+    faces — a dropped cube would have let them close to 0."""
     assert run(client, "gripper", command(0.04))[0] == GoalStatus.STATUS_SUCCEEDED
     for z in (0.105, 0.025):
         status, result = run(client, "pose", MoveToPose.Goal(target=pose_message((0.5, 0.0, z))))
@@ -188,6 +191,11 @@ def test_closing_on_the_cube_stalls_aborted_or_succeeded_as_allow_stalling_says(
             assert took > 1.0
             assert abs(result.position - CUBE_HALF) < 0.004, result.position
             assert abs(abs(result.effort) - 15.0) < 1.5, result.effort
+            if action == "stalling":
+                for z in (0.105, 0.025):  # lift it, put it back
+                    goal = MoveToPose.Goal(target=pose_message((0.5, 0.0, z)))
+                    assert run(client, "pose", goal)[0] == GoalStatus.STATUS_SUCCEEDED
+                    np.testing.assert_allclose(fingers(client), CUBE_HALF, atol=0.004)
             assert run(client, "gripper", command(0.04))[0] == GoalStatus.STATUS_SUCCEEDED
     finally:
         run(client, "pose", MoveToPose.Goal(target=pose_message((0.5, 0.0, 0.105))))
@@ -196,7 +204,9 @@ def test_closing_on_the_cube_stalls_aborted_or_succeeded_as_allow_stalling_says(
 def test_a_newer_goal_cancels_the_running_one_another_actions_aborts_it(client: Client) -> None:
     """A close preempted by an open on the same action ends CANCELED (as the reference's
     preempt_active_goal does) and the open SUCCEEDS; a close preempted by a MoveJoints goal
-    (one motion goal at a time across every action) ends ABORTED."""
+    (one motion goal at a time across every action) ends ABORTED, and its command stays on the
+    fingers through the arm's motion (a ros2_control gripper controller runs beside the arm's):
+    they end closed."""
     assert run(client, "gripper", command(0.04))[0] == GoalStatus.STATUS_SUCCEEDED
     first = send(client, "gripper", command(0.0))
     client.spin_until(lambda: False, 0.1)
@@ -208,6 +218,7 @@ def test_a_newer_goal_cancels_the_running_one_another_actions_aborts_it(client: 
     arm = client.send(joint_goal(ARM, HOME.tolist(), 0.5))
     assert outcome(client, closing)[0] == GoalStatus.STATUS_ABORTED
     assert client.result(arm).error_code == MoveJoints.Result.SUCCESS
+    np.testing.assert_allclose(fingers(client), 0.0, atol=TOLERANCE)
 
 
 def test_cancel_stops_the_fingers_where_they_are(client: Client) -> None:

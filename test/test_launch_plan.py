@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ct_interfaces.srv import ListControllers, SwitchController
+from controller_manager_msgs.srv import ListControllers, SwitchController
 from rcl_interfaces.srv import GetParameters, ListParameters
 from ros_helpers import Client, ros_client
 
@@ -205,7 +205,10 @@ def test_switch_with_strictness_zero_is_best_effort_with_a_warning(
     its message, and the node logs a warning; strictness 5 is still refused."""
     client, log = venv_node
     name = "/ct/controller_manager/switch_controller"
-    request = SwitchController.Request(activate_controllers=["computed_torque", "no_such"])
+    request = SwitchController.Request(
+        activate_controllers=["computed_torque", "no_such"],
+        deactivate_controllers=["joint_impedance"],
+    )
     assert request.strictness == 0
     response = client.call(SwitchController, name, request)
     assert response.ok, response.message
@@ -213,7 +216,7 @@ def test_switch_with_strictness_zero_is_best_effort_with_a_warning(
     listed = client.call(
         ListControllers, "/ct/controller_manager/list_controllers", ListControllers.Request()
     )
-    assert dict(zip(listed.names, listed.states, strict=True))["computed_torque"] == "active"
+    assert {c.name: c.state for c in listed.controller}["computed_torque"] == "active"
     assert client.spin_until(lambda: "strictness 0" in log.read_text(), 5.0)
     warning = [line for line in log.read_text().splitlines() if "strictness 0" in line]
     assert warning and "WARN" in warning[0], warning

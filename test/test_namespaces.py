@@ -398,6 +398,22 @@ def test_each_simulation_has_one_clock_and_each_arm_its_own_diagnostics(
     assert watcher.spin_until(lambda: expected <= statuses(), 10.0), statuses()
 
 
+def test_arms_outside_the_default_namespace_leave_slash_joint_states_alone(
+    two_arms: tuple[Watcher, dict[str, NodeProcess]],
+) -> None:
+    """joint_states_topic auto: /joint_states is the default namespace's (/ct) alone, so two
+    arms in namespaces of their own never both publish there; each publishes
+    <namespace>/joint_states (where joint_state_broadcaster under a controller manager in that
+    namespace would)."""
+    watcher, _ = two_arms
+    info = watcher.node.get_publishers_info_by_topic
+    assert info("/joint_states") == []
+    for arm in ("arm1", "arm2"):
+        assert [(i.node_namespace, i.node_name) for i in info(f"/{arm}/joint_states")] == [
+            (f"/{arm}", "controller_manager")
+        ]
+
+
 def test_a_second_simulation_on_a_taken_clock_is_refused(
     two_arms: tuple[Watcher, dict[str, NodeProcess]],
 ) -> None:

@@ -25,9 +25,18 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import yaml
+from action_msgs.msg import GoalStatus
+from control_msgs.action import FollowJointTrajectory
 from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
 from rclpy.action import ActionClient
-from ros_helpers import Client, pose_message, ros_client, start_node, stop_node
+from ros_helpers import (
+    Client,
+    moveit_trajectory,
+    pose_message,
+    ros_client,
+    start_node,
+    stop_node,
+)
 from ros_helpers import goal as joint_goal
 
 from ct_controllers.bench import reach
@@ -207,6 +216,39 @@ def test_move_joints_reaches_a_goal_derived_from_the_robot(robot: Setup, client:
     assert np.max(error) < JOINT_TOLERANCE, error
 
 
+def test_a_moveit_shaped_trajectory_reaches_a_goal_derived_from_the_robot(
+    robot: Setup, client: Client
+) -> None:
+    """FollowJointTrajectory as MoveIt sends it (stamp 0, the measured start at t = 0, quintic
+    points over 2 s, empty tolerances) to the trajectory controller ct-setup wrote for the
+    robot's arm joints, towards the second clear step from home (the first when there is only
+    one): SUCCEEDED, and the published joint states within JOINT_TOLERANCE of its last point."""
+    model = _model(robot.config)
+    clear = _clear_steps(robot.config, model)
+    target = clear[1] if len(clear) > 1 else clear[0]
+    names = robot.config.arm_joints
+    action = ActionClient(
+        client.node,
+        FollowJointTrajectory,
+        "/ct/joint_trajectory_controller/follow_joint_trajectory",
+    )
+    assert action.wait_for_server(timeout_sec=10.0)
+    client.wait_at_rest()
+    start = _positions(client, names)
+    trajectory = moveit_trajectory(start, target, 2.0, names=list(names))
+    future = action.send_goal_async(FollowJointTrajectory.Goal(trajectory=trajectory))
+    assert client.spin_until(future.done, 5.0), "goal not answered"
+    handle = future.result()
+    assert handle.accepted
+    done = handle.get_result_async()
+    assert client.spin_until(done.done, 20.0), "no result"
+    assert done.result().status == GoalStatus.STATUS_SUCCEEDED, done.result().result
+    client.wait_at_rest()
+    error = np.abs(_positions(client, names) - target)
+    assert np.max(error) < JOINT_TOLERANCE, error
+    client.node.destroy_client(action)
+
+
 def _quaternion(rotation: np.ndarray) -> tuple[float, float, float, float]:
     x, y, z, w = pin.Quaternion(rotation).coeffs()
     return float(x), float(y), float(z), float(w)
@@ -320,3 +362,35 @@ def test_grasp_on_an_arm_without_a_gripper_is_refused(robot: Setup, client: Clie
     assert "gripper" in result.message, result.message
     client.spin_until(lambda: False, 0.5)
     assert np.max(np.abs(_positions(client, robot.config.arm_joints) - before)) < 1e-3
+
+
+def test_slash_joint_states_carry_every_joint_mimic_ones_too(robot: Setup, client: Client) -> None:
+    """/joint_states (joint_state_broadcaster's topic, for robot_state_publisher and MoveIt)
+    names every movable joint of the robot's URDF — read here from the XML, mimic followers
+    such as the Panda's second finger included — each sample with the stamp and values of the
+    same sample on /ct/joint_states."""
+    from xml.etree import ElementTree
+
+    from sensor_msgs.msg import JointState
+
+    urdf = load_description(robot.config.robot_description, {"backend": "mujoco"}).urdf
+    movable = {
+        j.get("name")
+        for j in ElementTree.fromstring(urdf).iter("joint")
+        if j.get("type") in ("revolute", "prismatic", "continuous")
+    }
+    broadcast: list[JointState] = []
+    subscription = client.node.create_subscription(
+        JointState, "/joint_states", broadcast.append, 10
+    )
+    try:
+        assert client.spin_until(lambda: len(broadcast) > 5, 5.0), "nothing on /joint_states"
+        last = broadcast[-2]
+        assert set(last.name) == movable
+        stamp = (last.header.stamp.sec, last.header.stamp.nanosec)
+        twin = [
+            m for m in client.joint_states if (m.header.stamp.sec, m.header.stamp.nanosec) == stamp
+        ]
+        assert len(twin) == 1 and list(twin[0].position) == list(last.position)
+    finally:
+        client.node.destroy_subscription(subscription)

@@ -19,16 +19,21 @@ effort; the measured state is the loop's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from ct_controllers.errors import ConfigError
 from ct_controllers.interface_controllers import TRAJECTORY, InterfaceControllerType
 from ct_controllers.parameter_schema import (
     REQUIRED,
+    ParameterProblem,
     ParameterSchema,
     ParameterSpec,
     non_negative,
     one_of,
 )
+from ct_controllers.references.trajectory_goal import StateTolerance, Tolerances
 
 
 def _unique_names(value: Any) -> str | None:
@@ -128,3 +133,68 @@ JOINT_TRAJECTORY_CONTROLLER = InterfaceControllerType(
     joint_parameters=JOINT_TOLERANCES,
     joint_parameter_prefix="constraints",
 )
+
+
+@dataclass(frozen=True)
+class TrajectoryControllerSettings:
+    """One trajectory controller entry, checked: its joints (names), JTC's options, and the
+    default tolerances a goal's own replace (``goal`` velocity = stopped_velocity_tolerance, as
+    JTC sets it)."""
+
+    name: str
+    joints: tuple[str, ...]
+    allow_partial_joints_goal: bool
+    allow_nonzero_velocity_at_trajectory_end: bool
+    interpolation_method: str
+    action_monitor_rate: float  # [Hz]
+    tolerances: Tolerances
+
+
+def trajectory_controller_settings(
+    name: str,
+    entries: Mapping[str, Any],
+    robot_joints: Sequence[str],
+    followers: Mapping[str, str],
+) -> TrajectoryControllerSettings:
+    """``name``'s entries (``config.interface_controllers[name]``) checked against the schema
+    and the robot: every joint one of ``robot_joints`` and not a mimic follower (``followers``:
+    follower -> its master, which a trajectory moves instead). ConfigError names the entry."""
+    try:
+        values = PARAMETERS.parse(entries)
+    except ConfigError as exc:
+        raise ConfigError(f"controller '{name}': {exc}") from None
+    joints = tuple(values["joints"])
+    unknown = [j for j in joints if j not in set(robot_joints)]
+    if unknown:
+        raise ConfigError(
+            f"controller '{name}': joints {unknown} are not joints of the robot "
+            f"({', '.join(robot_joints)})"
+        )
+    mimic = [f"{j} (follows {followers[j]})" for j in joints if j in followers]
+    if mimic:
+        raise ConfigError(
+            f"controller '{name}': mimic joints cannot be commanded: {', '.join(mimic)}"
+        )
+    path: dict[str, StateTolerance] = {}
+    goal: dict[str, StateTolerance] = {}
+    stopped = values["constraints.stopped_velocity_tolerance"]
+    for joint in joints:
+        for spec in JOINT_TOLERANCES:
+            key = f"constraints.{joint}.{spec.name}"
+            try:
+                value = spec.check(entries.get(key, spec.default))
+            except ParameterProblem as wrong:
+                raise ConfigError(f"parameter '{name}.{key}': {wrong}") from None
+            if spec.name == "trajectory":
+                path[joint] = StateTolerance(position=value)
+            else:
+                goal[joint] = StateTolerance(position=value, velocity=stopped)
+    return TrajectoryControllerSettings(
+        name,
+        joints,
+        values["allow_partial_joints_goal"],
+        values["allow_nonzero_velocity_at_trajectory_end"],
+        values["interpolation_method"],
+        values["action_monitor_rate"],
+        Tolerances(path, goal, values["constraints.goal_time"]),
+    )

@@ -33,8 +33,18 @@ from ct_controllers.references.spline_trajectory import Waypoint
 ERASE = -1.0  # control_msgs/JointTolerance: "the tolerance is erased"
 
 
+INVALID = "invalid"  # FollowJointTrajectory INVALID_GOAL
+JOINTS = "joints"  # INVALID_JOINTS: unknown, repeated or (not allowed) missing joints
+OLD_HEADER = "old_header"  # OLD_HEADER_TIMESTAMP: the trajectory ended in the past
+
+
 class TrajectoryRejected(CtError, ValueError):
-    """The goal is invalid (the message names what); nothing was started."""
+    """The goal is invalid (the message names what); nothing was started. ``kind``: which of
+    the action's error codes it is (:data:`INVALID`, :data:`JOINTS`, :data:`OLD_HEADER`)."""
+
+    def __init__(self, message: str, kind: str = INVALID) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -90,16 +100,18 @@ def check_trajectory(
     if unknown:
         raise TrajectoryRejected(
             f"unknown joint(s) {', '.join(unknown)}; this controller has: "
-            f"{', '.join(controller_joints)}"
+            f"{', '.join(controller_joints)}",
+            JOINTS,
         )
     repeated = sorted({name for name in joint_names if list(joint_names).count(name) > 1})
     if repeated:
-        raise TrajectoryRejected(f"joint(s) named twice: {', '.join(repeated)}")
+        raise TrajectoryRejected(f"joint(s) named twice: {', '.join(repeated)}", JOINTS)
     missing = [name for name in controller_joints if name not in set(joint_names)]
     if missing and not allow_partial_joints_goal:
         raise TrajectoryRejected(
             f"the trajectory leaves out joint(s) {', '.join(missing)} and "
-            "allow_partial_joints_goal is false"
+            "allow_partial_joints_goal is false",
+            JOINTS,
         )
     start_time = now if stamp == 0.0 else stamp
     if not math.isfinite(stamp):
@@ -163,7 +175,8 @@ def check_trajectory(
     if start_time + last.time_from_start < now:
         raise TrajectoryRejected(
             f"the trajectory ended {now - start_time - last.time_from_start:.3f} s ago "
-            "(header.stamp + the last time_from_start is in the past)"
+            "(header.stamp + the last time_from_start is in the past)",
+            OLD_HEADER,
         )
 
     def array(values: Sequence[float]) -> np.ndarray | None:
@@ -245,7 +258,8 @@ def resolve_tolerances(
             if tolerance.name not in controller_joints:
                 raise TrajectoryRejected(
                     f"{kind}_tolerance names unknown joint '{tolerance.name}'; this "
-                    f"controller has: {', '.join(controller_joints)}"
+                    f"controller has: {', '.join(controller_joints)}",
+                    JOINTS,
                 )
             base = resolved[kind].get(tolerance.name, StateTolerance())
             label = f"{kind}_tolerance of {tolerance.name}:"

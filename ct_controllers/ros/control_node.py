@@ -7,9 +7,10 @@ Publishes ``/ct/joint_states`` (sensor_msgs/JointState, stamped with the measure
 ``/ct/controller_state``, ``/diagnostics``, ``/robot_description``, ``/tf_static``, ``/tf`` and,
 with the MuJoCo backend, ``/clock`` (sim time).
 Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``/ct/<gripper controller>/
-gripper_cmd`` (control_msgs GripperCommand / ParallelGripperCommand) and the services
-``~/list_controllers``, ``~/switch_controller`` and ``~/reset_fault``. Gains are live
-parameters (see ``ros/parameters.py``).
+gripper_cmd`` (control_msgs GripperCommand / ParallelGripperCommand), ros2_control's controller
+manager services (``~/list_controllers``, ``~/switch_controller``, ``~/load_controller``, ...:
+``ros/controller_manager_services.py``) and ``~/reset_fault``. Gains are live parameters (see
+``ros/parameters.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ from rclpy.signals import SignalHandlerOptions  # noqa: E402
 from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
-from ct_controllers.ros.controller_services import ControllerServices  # noqa: E402
+from ct_controllers.interface_controllers import TRAJECTORY, of_kind  # noqa: E402
+from ct_controllers.ros.controller_manager_services import (  # noqa: E402
+    ControllerManagerServices,
+)
+from ct_controllers.ros.follow_joint_trajectory import (  # noqa: E402
+    JointTrajectoryControllerServer,
+)
 from ct_controllers.ros.goals import RESULT_TIMEOUT, GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.gripper_command_action import gripper_servers  # noqa: E402
@@ -53,7 +60,11 @@ from ct_controllers.ros.parameters import (  # noqa: E402
 )
 from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
-from ct_controllers.runtime.controller_manager import ControllerManager  # noqa: E402
+from ct_controllers.runtime.controller_claims import interface_controller_joints  # noqa: E402
+from ct_controllers.runtime.controller_manager import (  # noqa: E402
+    ControllerManager,
+    joint_controller_factory,
+)
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL  # noqa: E402
 from ct_controllers.runtime.stack import Stack, build_stack, to_model_order  # noqa: E402
 from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
@@ -99,6 +110,8 @@ class ControlNode(Node):
             self.stack.controllers,
             {name: str(p["type"]) for name, p in self.config.controllers.items()},
             self.config.default_controller,
+            factory=joint_controller_factory(self.stack.model, self.config.joint_names),
+            interface_joints=interface_controller_joints(self.config.interface_controllers),
         )
         self.arbiter = GoalArbiter(result_timeout)
         group = ReentrantCallbackGroup()
@@ -107,9 +120,15 @@ class ControlNode(Node):
         self.grasp = GraspServer(
             self, self.stack, self.manager, self.arbiter, self.move_to_pose.ik, group
         )
+        self.trajectory_controllers = [
+            JointTrajectoryControllerServer(
+                self, self.stack, self.manager, self.arbiter, group, name, entries
+            )
+            for name, entries in of_kind(self.config.interface_controllers, TRAJECTORY).items()
+        ]
         # control_msgs GripperCommand / ParallelGripperCommand on <entry>/gripper_cmd
         self.gripper_servers = gripper_servers(self, self.stack, self.manager, self.arbiter, group)
-        self.controller_services = ControllerServices(self, self.stack, self.manager, group)
+        self.controller_services = ControllerManagerServices(self, self.stack, self.manager, group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # Everything built so far lives for the node's life: move it out of the collector's
         # generations so that collections (which stop every thread, the control thread too)
@@ -158,6 +177,8 @@ class ControlNode(Node):
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
         """Validate a set as a whole; stage each controller's gains for the next tick boundary,
         all together. Nothing is staged unless every parameter in the set is valid."""
+        # <controller>.type / .params_file (the spawner's) are the services' to check.
+        parameters = [p for p in parameters if not self.controller_services.owns(p.name)]
         try:
             grouped = live_gains(parameters, self.config.joint_names, self.live_parameters)
             staged = {}

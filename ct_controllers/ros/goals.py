@@ -158,13 +158,12 @@ def guarded(
     logger: Any = None,
     topic: str = "",
     clock: Any = None,
-    fault_result: Callable[[str], Any] | None = None,
+    failure: Callable[[str], Any] | None = None,
     describe: Callable[[Any, Any], tuple[str, str]] | None = None,
 ) -> Callable[[Any], Any]:
     """An execute callback that never ends a goal with a default result (whose error_code 0 is
     SUCCESS): an exception aborts the goal with FAULT and the exception as the message. A result
-    type without ``error_code`` and ``message`` (control_msgs' gripper actions) gives
-    ``fault_result(message)``, the result of an aborted goal, and ``describe(goal_handle,
+    type without ``error_code`` (control_msgs' gripper actions) gives ``describe(goal_handle,
     result)``, the (outcome, message) its end line logs. Logs the
     goal at INFO when it arrives (``action``, the id's first 8 hex digits, ``summary(goal)``)
     and when it ends (code, message, duration); counts it on ``arbiter`` so that shutdown can
@@ -174,11 +173,9 @@ def guarded(
     (:class:`GoalRecording`)."""
     codes = result_code_names(result_type)
     log = logger or LOG
-
-    def fault(message: str) -> Any:
-        if fault_result is not None:
-            return fault_result(message)
-        return result_type(error_code=result_type.FAULT, message=message)
+    # The result of a goal that could not run (shutdown, an exception): our actions' FAULT
+    # with the message, or what ``failure`` makes of it (a standard action's own code).
+    failed = failure or (lambda message: result_type(error_code=result_type.FAULT, message=message))
 
     def run(goal_handle: Any) -> Any:
         goal_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
@@ -200,14 +197,14 @@ def guarded(
         try:
             if arbiter is not None and arbiter.stopping.is_set():
                 goal_handle.abort()
-                result = fault(SHUTTING_DOWN)
+                result = failed(SHUTTING_DOWN)
             else:
                 result = execute(goal_handle)
         except Exception as exc:
             traceback.print_exc()
             if goal_handle.is_active:
                 goal_handle.abort()
-            result = fault(f"internal error: {type(exc).__name__}: {exc}")
+            result = failed(f"internal error: {type(exc).__name__}: {exc}")
         finally:
             if arbiter is not None:
                 arbiter.left()
@@ -215,10 +212,14 @@ def guarded(
                 goal_handle._goal_request = None
         if recording is not None:
             recording.ended(goal_handle, result)
+        message: Any
         if describe is not None:
             code, message = describe(goal_handle, result)
         else:
-            code, message = codes.get(result.error_code, str(result.error_code)), result.message
+            code = codes.get(result.error_code, str(result.error_code))
+            message = getattr(result, "message", None)
+            if message is None:
+                message = getattr(result, "error_string", "")
         log.info(
             f"{action} goal {goal_id} ended {code} after {time.monotonic() - started:.2f} s: "
             f"{message}"
@@ -236,17 +237,22 @@ def motion_action_server(
     callback_group: Any,
     arbiter: GoalArbiter | None = None,
     summary: Callable[[Any], str] | None = None,
+    failure: Callable[[str], Any] | None = None,
+    accepting: Callable[[], bool] | None = None,
     goal_callback: Callable[[Any], GoalResponse] | None = None,
-    fault_result: Callable[[str], Any] | None = None,
     describe: Callable[[Any, Any], tuple[str, str]] | None = None,
 ) -> Any:
     """An action server as every motion action here has it: every goal is accepted (a rejected
-    one is aborted at once with its code and reason, which a bare rejection could not carry;
-    ``goal_callback`` for a standard action whose result carries no reason, which decides
-    itself; ``fault_result`` and ``describe`` as :func:`guarded` takes them),
+    one is aborted at once with its code and reason, which a bare rejection could not carry),
     cancels are accepted, the execute callback is :func:`guarded`, the goal, cancel and
     result services keep ``REQUEST_QUEUE_DEPTH`` requests, and results are kept for
-    ``arbiter.result_timeout`` (``RESULT_TIMEOUT`` without an arbiter)."""
+    ``arbiter.result_timeout`` (``RESULT_TIMEOUT`` without an arbiter). ``failure``: the
+    result of a goal that could not run, for an action without our FAULT code (see
+    :func:`guarded`); ``accepting``: whether goals are taken now — a goal arriving while it is
+    false is rejected (a standard controller that is not active rejects, as in ros2_control);
+    ``goal_callback``: decides instead (a standard action whose result carries no reason
+    rejects bad goals itself); ``describe`` as :func:`guarded` takes it. ``name`` may be
+    relative to the node's namespace (``gripper_controller/gripper_cmd``)."""
     return ActionServer(
         node,
         action_type,
@@ -258,12 +264,17 @@ def motion_action_server(
             summary=summary,
             arbiter=arbiter,
             logger=node.get_logger(),
-            topic=f"{node.get_namespace().rstrip('/')}/{name}",
+            topic=_action_topic(node, name),
             clock=node.get_clock(),
-            fault_result=fault_result,
+            failure=failure,
             describe=describe,
         ),
-        goal_callback=goal_callback or (lambda _goal: GoalResponse.ACCEPT),
+        goal_callback=goal_callback
+        or (
+            lambda _goal: (
+                GoalResponse.ACCEPT if accepting is None or accepting() else GoalResponse.REJECT
+            )
+        ),
         cancel_callback=lambda _goal: CancelResponse.ACCEPT,
         callback_group=callback_group,
         goal_service_qos_profile=request_qos(),
@@ -271,6 +282,11 @@ def motion_action_server(
         cancel_service_qos_profile=request_qos(),
         result_timeout=arbiter.result_timeout if arbiter is not None else RESULT_TIMEOUT,
     )
+
+
+def _action_topic(node: Any, name: str) -> str:
+    """The action's full name: ``name`` if absolute, else under the node's namespace."""
+    return name if name.startswith("/") else f"{node.get_namespace().rstrip('/')}/{name}"
 
 
 def parameter_value(node: Any, name: str) -> float:

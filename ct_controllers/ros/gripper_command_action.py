@@ -57,7 +57,7 @@ from ct_controllers.chains.gripper_command_runner import (
     joint_lever,
     minimum_effort,
 )
-from ct_controllers.interface_controllers import PARALLEL_GRIPPER
+from ct_controllers.interface_controllers import GRIPPER, PARALLEL_GRIPPER, of_kind
 from ct_controllers.plugins import CONTROLLERS, load_plugin
 from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server
 from ct_controllers.runtime.control_loop import LoopSnapshot
@@ -131,7 +131,7 @@ class GripperCommandServer:
             arbiter=arbiter,
             summary=self._summary,
             goal_callback=self._on_goal,
-            fault_result=lambda _message: self._result(self.loop.snapshot(), None),
+            failure=lambda _message: self._result(self.loop.snapshot(), None),
             describe=self._describe,
         )
 
@@ -251,9 +251,9 @@ class GripperCommandServer:
                 hold = runner.holding(snapshot.position[fingers].tolist(), force)
         if self.arbiter.is_current(token):
             self.loop.hold()
-            self.manager.release_with(finger_hold(hold))
+            self.manager.release_with(finger_hold(hold), owner=self.name)
         else:  # another action's goal runs: the grip stays around its controller
-            self.manager.set_overlay(finger_hold(hold))
+            self.manager.set_overlay(finger_hold(hold), owner=self.name)
 
     def _follow(self, goal_handle: Any, token: int, mine: int, goal: GripperGoal) -> Any:
         index = self.stack.model.indices([self.joint])[0]
@@ -395,13 +395,9 @@ def gripper_servers(
 ) -> dict[str, GripperCommandServer]:
     """A server for every gripper controller entry of the configuration (GRIPPER and
     PARALLEL_GRIPPER kinds), by entry name."""
-    from ct_controllers.interface_controllers import GRIPPER
-
-    servers = {}
-    for name, entry in stack.config.interface_controllers.items():
-        kind = load_plugin(CONTROLLERS, str(entry["type"])).kind
-        if kind in (GRIPPER, PARALLEL_GRIPPER):
-            servers[name] = GripperCommandServer(
-                node, stack, manager, arbiter, name, entry, callback_group
-            )
-    return servers
+    entries = stack.config.interface_controllers
+    return {
+        name: GripperCommandServer(node, stack, manager, arbiter, name, entry, callback_group)
+        for kind in (GRIPPER, PARALLEL_GRIPPER)
+        for name, entry in of_kind(entries, kind).items()
+    }

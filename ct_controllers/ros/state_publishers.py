@@ -1,5 +1,6 @@
 """Publishers fed from loop snapshots, on a steady schedule in a thread of their own (never from
-the control thread, never through the executor): ``/ct/joint_states``, ``/clock`` (sim),
+the control thread, never through the executor): ``/ct/joint_states`` (and the same message on
+``/joint_states``, parameter ``joint_states_topic``), ``/clock`` (sim),
 ``/ct/controller_state``, ``/diagnostics``, and what a visualizer draws the robot from
 (``/robot_description`` and ``/tf_static`` once, ``/tf`` with each joint state: see
 ``ros/tf_publisher.py``).
@@ -44,8 +45,10 @@ from sensor_msgs.msg import JointState
 
 from ct_controllers.ros.conversions import to_time_msg
 from ct_controllers.ros.tf_publisher import TfFrames, TfPublisher
+from ct_controllers.stack_parameters import JOINT_STATES_AUTO
 
 LOG = logging.getLogger("ct_controllers")
+DEFAULT_NAMESPACE = "/ct"  # the control node's (ros/control_node.py)
 SUMMARY_PERIOD = 1.0  # [s] how often the timing percentiles are recomputed
 
 
@@ -214,6 +217,15 @@ class StatePublishers:
             node=node.get_fully_qualified_name(),
         )
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
+        # The same message on joint_state_broadcaster's topic for robot_state_publisher, MoveIt
+        # and Servo (parameter joint_states_topic; None: no second topic).
+        extra = joint_states_topic(self.config.joint_states_topic, node.get_namespace())
+        resolved = None if extra is None else node.resolve_topic_name(extra)
+        self.broadcast_joint_states = (
+            node.create_publisher(JointState, extra, 10)
+            if resolved is not None and resolved != self.joint_states.topic_name
+            else None
+        )
         # A simulated backend is the clock source: /clock is published from its stamps.
         self.clock = (
             node.create_publisher(Clock, "/clock", 10) if stack.hardware.publishes_clock else None
@@ -299,7 +311,13 @@ class StatePublishers:
             node_clock = self.node.get_clock()
             if self.drives_node_clock and node_clock.ros_time_is_active:
                 node_clock.set_ros_time_override(RosTime.from_msg(stamp))
-        self._send(self.joint_states, self.messages.joint_state(snapshot, stamp))
+        joint_state = self.messages.joint_state(snapshot, stamp)  # built once, sent to both
+        if self.broadcast_joint_states is None:
+            self._send(self.joint_states, joint_state)
+        else:
+            data = serialize_message(joint_state)
+            self._send(self.joint_states, data)
+            self._send(self.broadcast_joint_states, data)
         tf = self.tf.frames.serialized(snapshot.position, snapshot.stamp)  # CDR bytes
         if tf is not None:
             self._send(self.tf.dynamic, tf)
@@ -308,6 +326,16 @@ class StatePublishers:
     def publish_diagnostics(self) -> None:
         message = self.messages.diagnostics(self.node.get_clock().now().to_msg())
         self._send(self.diagnostics, message)
+
+
+def joint_states_topic(setting: str, namespace: str) -> str | None:
+    """The second joint states topic for parameter ``joint_states_topic`` = ``setting`` in a
+    node in ``namespace``: ``auto`` is ``/joint_states`` in the default namespace (where one arm
+    runs), none elsewhere (several arms: each one's ``<namespace>/joint_states`` is where
+    joint_state_broadcaster under a controller manager there publishes); ``""`` none."""
+    if setting == JOINT_STATES_AUTO:
+        return "/joint_states" if namespace == DEFAULT_NAMESPACE else None
+    return setting or None
 
 
 def _finite(value: float) -> float:

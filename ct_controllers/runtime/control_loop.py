@@ -93,6 +93,7 @@ from ct_controllers.runtime.motion_requests import (
     JointMotion,
     Motions,
     MotionStatus,
+    TrajectoryRequest,
     checked_motion,
 )
 from ct_controllers.runtime.position_targets import PositionTargets
@@ -109,6 +110,7 @@ from ct_controllers.runtime.timing import (
     next_start,
     sleep_until,
 )
+from ct_controllers.runtime.trajectory_motion import TrajectoryMotion, TrajectoryPlan
 
 __all__ = [  # the loop, and what its callers import from here
     "CANCELED",
@@ -296,6 +298,18 @@ class ControlLoop:
         """Queue a checked motion (:func:`checked_motion`: the ROS layer checks a goal once and
         hands it here); otherwise as :meth:`request_motion`. Returns the motion id."""
         return self._requests.post_motion(motion.indices, motion.positions, motion.duration)
+
+    def request_trajectory(self, plan: TrajectoryPlan) -> int:
+        """Queue a checked trajectory (a FollowJointTrajectory goal, :class:`TrajectoryPlan`):
+        it starts at the next tick from the measured state and preempts any running motion.
+        Returns the motion id (its status: :meth:`motion_status`)."""
+        return self._requests.post_trajectory(plan)
+
+    @property
+    def following(self) -> TrajectoryMotion | None:
+        """The latest trajectory started (running or ended): its spline and start time on the
+        hardware clock, for feedback and state queries. Any thread."""
+        return self._motions.following
 
     def hold(self) -> None:
         """Stop any motion and hold the measured position from the next tick on."""
@@ -519,7 +533,9 @@ class ControlLoop:
             return
         if hold:
             self._motions.stop(state)
-        if motion is not None:
+        if isinstance(motion, TrajectoryRequest):
+            self._motions.start_trajectory(motion, state)
+        elif motion is not None:
             self._motions.start(motion, state)
 
     def _try_reset(self, state: JointState, now: float) -> None:

@@ -17,7 +17,8 @@ import threading
 import numpy as np
 
 from ct_controllers.controllers.controller import Controller, FloatArray
-from ct_controllers.runtime.motion_requests import MotionRequest
+from ct_controllers.runtime.motion_requests import MotionRequest, TrajectoryRequest
+from ct_controllers.runtime.trajectory_motion import TrajectoryPlan
 
 
 class LoopRequests:
@@ -26,7 +27,7 @@ class LoopRequests:
     def __init__(self) -> None:
         self.waiting = False  # something was posted since the last take
         self._lock = threading.Lock()
-        self._motion: MotionRequest | None = None
+        self._motion: MotionRequest | TrajectoryRequest | None = None
         self._hold = False
         self._reset = False
         self._controller: Controller | None = None
@@ -40,6 +41,15 @@ class LoopRequests:
             motion_id = self._next_motion_id
             self._next_motion_id += 1
             self._motion = MotionRequest(motion_id, indices, positions, duration)
+            self.waiting = True
+        return motion_id
+
+    def post_trajectory(self, plan: TrajectoryPlan) -> int:
+        """Queue a checked trajectory, as :meth:`post_motion` a motion; returns its id."""
+        with self._lock:
+            motion_id = self._next_motion_id
+            self._next_motion_id += 1
+            self._motion = TrajectoryRequest(motion_id, plan)
             self.waiting = True
         return motion_id
 
@@ -60,7 +70,9 @@ class LoopRequests:
             self._reset = True
             self.waiting = True
 
-    def take(self) -> tuple[MotionRequest | None, bool, bool, Controller | None]:
+    def take(
+        self,
+    ) -> tuple[MotionRequest | TrajectoryRequest | None, bool, bool, Controller | None]:
         """(motion, hold, reset, controller) posted since the last take, and the inbox empty."""
         with self._lock:
             taken = (self._motion, self._hold, self._reset, self._controller)

@@ -29,6 +29,12 @@ from ct_controllers.references.joint_trajectory import (
     JointLimits,
     TrajectoryError,
 )
+from ct_controllers.runtime.trajectory_motion import (
+    GOAL_TOLERANCE_VIOLATED,
+    PATH_TOLERANCE_VIOLATED,
+    TrajectoryMotion,
+    TrajectoryPlan,
+)
 from ct_controllers.text import name_few
 
 RUNNING = "running"
@@ -36,6 +42,8 @@ SUCCEEDED = "succeeded"
 PREEMPTED = "preempted"
 CANCELED = "canceled"
 FAILED = "failed"  # no trajectory within the reference limits; the arm holds
+# A trajectory (FollowJointTrajectory) ended by its tolerances: the measured position is held.
+TOLERANCE_VIOLATIONS = (PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED)
 MOTION_HISTORY = 64  # motions whose latest status stays queryable by id (motion_status)
 
 
@@ -44,7 +52,7 @@ class MotionStatus:
     """A joint motion's progress as the loop sees it; times [s] on the hardware clock."""
 
     motion_id: int
-    state: str  # running | succeeded | preempted | canceled | failed
+    state: str  # running | succeeded | preempted | canceled | failed | *_tolerance_violated
     start_time: float
     duration: float
     progress: float  # 0..1
@@ -67,6 +75,15 @@ class MotionRequest:
     indices: np.ndarray  # model indices of the named joints
     positions: FloatArray  # [rad | m]
     duration: float  # [s], 0 = from limits
+
+
+@dataclass(frozen=True)
+class TrajectoryRequest:
+    """A checked trajectory (:class:`~ct_controllers.runtime.trajectory_motion.TrajectoryPlan`)
+    with its motion id."""
+
+    motion_id: int
+    plan: TrajectoryPlan
 
 
 class JointMotion(NamedTuple):
@@ -148,6 +165,8 @@ class Motions:
         self.limits = limits  # reference limits: velocity, acceleration, jerk per joint
         self.history = MotionHistory()
         self._trajectory: JerkLimitedTrajectory | None = None
+        self._following: TrajectoryMotion | None = None  # a FollowJointTrajectory's
+        self._last_following: TrajectoryMotion | None = None  # the latest one (queries)
         self._reference: JointReference | None = None  # held when no trajectory runs
         self._motion: MotionStatus | None = None
 
@@ -155,6 +174,13 @@ class Motions:
     def trajectory(self) -> JerkLimitedTrajectory | None:
         """The trajectory being followed (a motion's or a stop's), None while holding."""
         return self._trajectory
+
+    @property
+    def following(self) -> TrajectoryMotion | None:
+        """The latest trajectory (FollowJointTrajectory) started, running or ended — its spline
+        and start time, for feedback and state queries (any thread: they do not change once
+        set)."""
+        return self._last_following
 
     @property
     def current(self) -> MotionStatus | None:
@@ -169,6 +195,9 @@ class Motions:
     def reference(self, state: JointState) -> JointReference:
         """The reference at ``state.stamp``: the trajectory's sample (the motion's status
         advanced: running, or succeeded at its end, whose goal is then held), else the hold."""
+        following = self._following
+        if following is not None:
+            return self._follow(following, state)
         trajectory = self._trajectory
         if trajectory is None:
             if self._reference is None:  # the first measured state: hold it (inside the range)
@@ -183,10 +212,57 @@ class Motions:
             self._trajectory = None
         return reference
 
+    def _follow(self, following: TrajectoryMotion, state: JointState) -> JointReference:
+        """The trajectory's reference this tick and its judgement: running on, succeeded (its
+        last waypoint held), or a tolerance violated (the measured position held)."""
+        reference = following.sample(state)
+        judgement = following.judge(state, reference)
+        motion = self._motion
+        assert motion is not None
+        if judgement.state is None:
+            if following.spline is not None and motion.duration != following.duration:
+                motion = MotionStatus(
+                    motion.motion_id, RUNNING, following.start_time, following.duration, 0.0
+                )
+            self._set(motion.moved_to(RUNNING, state.stamp))
+            return reference
+        self._following = None
+        if judgement.state == SUCCEEDED:
+            self._set(motion.moved_to(SUCCEEDED, state.stamp))
+            self._reference = JointReference.hold(following.goal())
+            return reference
+        ended = motion.moved_to(judgement.state, state.stamp)
+        self._set(
+            MotionStatus(
+                ended.motion_id,
+                judgement.state,
+                ended.start_time,
+                ended.duration,
+                ended.progress,
+                judgement.message,
+            )
+        )
+        self.hold(following.measured_hold(state))
+        assert self._reference is not None
+        return self._reference
+
+    def start_trajectory(self, request: TrajectoryRequest, state: JointState) -> None:
+        """Preempt a running motion and follow ``request``'s trajectory from the measured
+        state; the joints it does not move keep their held reference."""
+        self._end_running(PREEMPTED, state.stamp)
+        base = self._reference.q if self._reference is not None else state.q
+        following = TrajectoryMotion(request.plan, state, self.limits.inside(base), self.limits)
+        self._trajectory = None
+        self._following = self._last_following = following
+        self._set(
+            MotionStatus(request.motion_id, RUNNING, following.start_time, following.duration, 0.0)
+        )
+
     def stop(self, state: JointState) -> None:
         """Cancel a running motion; come to rest from the measured state with bounded
         deceleration and hold where the stop ends (at once, if no stop fits the limits)."""
         self._end_running(CANCELED, state.stamp)
+        self._following = None
         try:
             self._trajectory = JerkLimitedTrajectory.stop(
                 state.stamp, state.q, state.v, self.limits
@@ -201,6 +277,7 @@ class Motions:
         FAILED with the planner's message, and the measured position is held. Another exception
         from the planner propagates (the loop latches a fault)."""
         self._end_running(PREEMPTED, state.stamp)
+        self._following = None
         goal = (self._reference.q if self._reference is not None else state.q).copy()
         goal[request.indices] = request.positions
         try:
@@ -215,7 +292,7 @@ class Motions:
             MotionStatus(request.motion_id, RUNNING, state.stamp, self._trajectory.duration, 0.0)
         )
 
-    def refuse(self, request: MotionRequest, now: float) -> None:
+    def refuse(self, request: MotionRequest | TrajectoryRequest, now: float) -> None:
         """``request`` does not start (a fault is latched): FAILED at ``now`` [s]."""
         self._set(MotionStatus(request.motion_id, FAILED, now, 0.0, 0.0))
 
@@ -229,6 +306,7 @@ class Motions:
         """Follow no trajectory; hold ``q`` [rad | m] clipped into the joint range (of the
         reference limits' approach)."""
         self._trajectory = None
+        self._following = None
         self._reference = JointReference.hold(self.limits.inside(q))
 
     def _end_running(self, state: str, now: float) -> None:
