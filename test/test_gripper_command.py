@@ -322,3 +322,35 @@ def test_the_command_stays_on_the_fingers_around_what_runs_next(lockstep_stack: 
     manager.release()
     loop.run_ticks(1)
     assert loop.controller is stack.controllers[stack.config.default_controller]
+
+
+def test_deactivating_the_gripper_controller_ends_its_command(lockstep_stack: Any) -> None:
+    """switch_controller deactivating the gripper controller whose command is the overlay
+    removes it: the joint controller runs plain again; deactivating another leaves it."""
+    from ct_controllers.chains.gripper_command_runner import (
+        GripperCommandRunner,
+        finger_hold,
+    )
+    from ct_controllers.runtime.controller_manager import ControllerManager
+
+    stack = lockstep_stack
+    loop = stack.loop
+    loop.run_ticks(10)
+    names = {n: str(p["type"]) for n, p in stack.config.controllers.items()}
+    manager = ControllerManager(loop, stack.controllers, names, stack.config.default_controller)
+    for name in ("gripper_controller", "other_gripper"):
+        manager.add_interface_controller(name, "ct_controllers/GripperActionController")
+    inner = stack.controllers[stack.config.default_controller]
+    runner = build_gripper_runner(
+        stack, inner, "left_finger_joint", GripperGoal(position=0.0, effort=5.0, velocity=0.1)
+    )
+    manager.set_overlay(finger_hold(runner), owner="gripper_controller")
+    loop.run_ticks(1)
+    assert isinstance(loop.controller, GripperCommandRunner)
+    assert manager.switch([], ["other_gripper"], strict=True).ok
+    loop.run_ticks(1)
+    assert isinstance(loop.controller, GripperCommandRunner)
+    assert manager.switch([], ["gripper_controller"], strict=True).ok
+    loop.run_ticks(1)
+    assert loop.controller is inner and manager.overlay is None
+    assert not manager.is_active("gripper_controller")
