@@ -354,3 +354,32 @@ def test_deactivating_the_gripper_controller_ends_its_command(lockstep_stack: An
     loop.run_ticks(1)
     assert loop.controller is inner and manager.overlay is None
     assert not manager.is_active("gripper_controller")
+
+
+def test_a_mimic_finger_follows_through_the_model() -> None:
+    """The Panda as ct-setup configures it (gripper_joints [panda_finger_joint1], its
+    panda_finger_joint2 a <mimic> follower): a goal position p is the one target (the follower is
+    never commanded), and the follower's finger goes with it — the distance between the two
+    finger links (Pinocchio's forward kinematics of the model's configuration, in which the
+    follower is placed from its master) opens by 2 p."""
+    from ct_controllers.bench.robots import example_robot_path
+    from ct_controllers.model.robot import RobotModel
+
+    urdf = example_robot_path("panda_description/urdf/panda.urdf").read_text()
+    model = RobotModel(urdf, "panda_hand_tcp", "panda_link0")
+    fingers = ("panda_finger_joint1",)
+    grip = gripper_geometry(model, fingers)
+    assert grip is not None and "panda_finger_joint2" in model.mimic
+    data = model.model.createData()
+    index = int(model.indices(fingers)[0])
+
+    def distance(p: float) -> float:
+        q = np.zeros(model.nv)
+        q[index] = p
+        pin.framesForwardKinematics(model.model, data, model.pinocchio_configuration(q))
+        a, b = (data.oMf[model.model.getFrameId(f)].translation for f in grip.frames)
+        return float(np.linalg.norm(a - b))
+
+    for p in (0.0, 0.01, 0.04):
+        assert finger_targets(grip, fingers, "panda_finger_joint1", p) == [p]
+        assert distance(p) - distance(0.0) == pytest.approx(2 * p, abs=1e-9)
