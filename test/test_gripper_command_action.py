@@ -298,3 +298,24 @@ def test_bad_goals_are_rejected_naming_the_problem_and_move_nothing(
     line = said()[0]
     assert "goal rejected" in line
     np.testing.assert_allclose(fingers(client), before, atol=1e-3)
+
+
+def test_a_burst_of_goals_is_answered_in_full(client: Client, node: NodeProcess) -> None:
+    """50 goals sent at once, alternately bad (rejected) and good: every one is answered; each
+    good one but the last ends CANCELED (a newer goal of the action took over) and the last
+    SUCCEEDED, at its position."""
+    futures = []
+    targets = [0.05 if k % 2 == 0 else (0.04 if k % 4 == 1 else 0.0) for k in range(50)]
+    for target in targets:
+        goal = command(target)
+        futures.append(client.actions["gripper"].send_goal_async(goal))  # type: ignore[attr-defined]
+    assert client.spin_until(lambda: all(f.done() for f in futures), 20.0)
+    handles = [f.result() for f in futures]
+    assert [h.accepted for h in handles] == [k % 2 == 1 for k in range(50)]
+    accepted = [h for h in handles if h.accepted]
+    results = [h.get_result_async() for h in accepted]
+    assert client.spin_until(lambda: all(r.done() for r in results), 30.0)
+    statuses = [r.result().status for r in results]
+    assert statuses[-1] == GoalStatus.STATUS_SUCCEEDED
+    assert all(s == GoalStatus.STATUS_CANCELED for s in statuses[:-1]), statuses
+    np.testing.assert_allclose(fingers(client), targets[-1], atol=TOLERANCE)

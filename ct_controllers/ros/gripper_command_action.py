@@ -159,12 +159,8 @@ class GripperCommandServer:
         try:
             if self.parallel:
                 command = goal.command
-                position, velocity, effort = parallel_command(
-                    self.joint,
-                    list(command.name),
-                    list(command.position),
-                    list(command.velocity),
-                    list(command.effort),
+                position, velocity, effort = parallel_command(  # sizes checked first
+                    self.joint, command.name, command.position, command.velocity, command.effort
                 )
                 field = "command.effort"
             else:
@@ -371,8 +367,8 @@ class GripperCommandServer:
         if self.parallel:
             return (
                 f"{self.name}: {len(command.position)} position(s) "
-                f"{[round(p, 4) for p in list(command.position)[:2]]}, "
-                f"velocity {list(command.velocity)[:2]}, effort {list(command.effort)[:2]}"
+                f"{[round(p, 4) for p in command.position[:2]]}, "
+                f"velocity {list(command.velocity[:2])}, effort {list(command.effort[:2])}"
             )
         return f"{self.name}: position {command.position:g}, max_effort {command.max_effort:g}"
 
