@@ -19,7 +19,13 @@ from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from control_msgs.srv import QueryTrajectoryState
 from controller_manager_msgs.srv import ListControllers, SwitchController
 from rclpy.action import ActionClient
-from ros_helpers import ARM, Client, duration, moveit_trajectory, ros_client
+from ros_helpers import (
+    ARM,
+    Client,
+    duration,
+    moveit_trajectory,
+    ros_client,
+)
 from trajectory_msgs.msg import JointTrajectory
 
 from ct_controllers.ros.goals import request_qos
