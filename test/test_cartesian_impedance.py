@@ -41,9 +41,7 @@ def _controller(model, **changes) -> CartesianImpedanceController:
 def _arm_model(model, q):
     """Pinocchio's model of the arm with the other joints (fingers) locked at ``q``'s values:
     the system the law's Λ and N describe (the fingers held by their own servo)."""
-    locked = [
-        model.model.getJointId(name) for name in ("left_finger_joint", "right_finger_joint")
-    ]
+    locked = [model.model.getJointId(name) for name in ("left_finger_joint", "right_finger_joint")]
     reduced = pin.buildReducedModel(model.model, locked, model.pinocchio_configuration(q))
     return reduced, reduced.createData()
 
@@ -270,9 +268,9 @@ def test_without_a_target_it_follows_the_joint_reference(model) -> None:
 def test_cartesian_capability_is_declared(model) -> None:
     """The controller says it takes a Cartesian target; the joint laws say they take a joint
     reference (what the chain factory dispatches on)."""
-    assert CartesianImpedanceController.ACCEPTS == frozenset({CARTESIAN})
-    assert JointImpedanceController.ACCEPTS == frozenset({JOINT})
-    assert CartesianImpedanceController.GAIN_NAMES == PARAMETERS.live
+    assert frozenset({CARTESIAN}) == CartesianImpedanceController.ACCEPTS
+    assert frozenset({JOINT}) == JointImpedanceController.ACCEPTS
+    assert PARAMETERS.live == CartesianImpedanceController.GAIN_NAMES
 
 
 def test_a_bad_target_is_refused_and_changes_nothing(model) -> None:
@@ -287,8 +285,10 @@ def test_a_bad_target_is_refused_and_changes_nothing(model) -> None:
     for bad, words in (
         (CartesianTarget(model.frame_pose(q), "world"), "frame 'world'"),
         (CartesianTarget(bent, "base_link"), "not a rotation"),
-        (CartesianTarget(model.frame_pose(q), "base_link", wrench=[0, 0, math.nan, 0, 0, 0]),
-         "wrench"),
+        (
+            CartesianTarget(model.frame_pose(q), "base_link", wrench=[0, 0, math.nan, 0, 0, 0]),
+            "wrench",
+        ),
     ):
         with pytest.raises(TargetError, match=words):
             controller.set_target(bad)
@@ -319,7 +319,9 @@ def test_bad_parameters_are_refused_naming_them(model, entry, value, words) -> N
     live set (the gains), nothing is staged."""
     joint_names = model.joint_names
     with pytest.raises(GainError, match=words):
-        CartesianImpedanceController.from_parameters(model.with_own_data(), joint_names, {entry: value})
+        CartesianImpedanceController.from_parameters(
+            model.with_own_data(), joint_names, {entry: value}
+        )
     if entry in PARAMETERS.live:
         controller = _controller(model)
         before = {name: getattr(controller, name).copy() for name in PARAMETERS.live}

@@ -235,8 +235,7 @@ PARAMETERS = ParameterSchema(
             "singularity_measure",
             str,
             MANIPULABILITY,
-            "manipulability (∏σᵢ of J) | condition_number (σ_max/σ_min), as the "
-            "differential IK's",
+            "manipulability (∏σᵢ of J) | condition_number (σ_max/σ_min), as the differential IK's",
             validator=one_of(*SINGULARITY_MEASURES),
         ),
         ParameterSpec(
@@ -382,6 +381,15 @@ class CartesianImpedanceController(Controller):
 
     PARAMETERS = PARAMETERS
     ACCEPTS = frozenset({CARTESIAN})
+    # The live gains as validated (validate_gains): a 6 x 6 matrix row by row (36,) in
+    # stiffness_frame axes, the scalars as (1,) arrays.
+    stiffness: FloatArray
+    damping: FloatArray
+    damping_ratio: FloatArray
+    nullspace_stiffness: FloatArray
+    nullspace_damping: FloatArray
+    finger_stiffness: FloatArray
+    finger_damping: FloatArray
 
     def __init__(
         self,
@@ -613,9 +621,7 @@ class CartesianImpedanceController(Controller):
         x, y, z = turn.tolist()
         angle = math.sqrt(x * x + y * y + z * z)
         if angle > self.max_rotation_step:
-            out[:3, :3] = pin.exp3(turn * (self.max_rotation_step / angle)).dot(
-                commanded[:3, :3]
-            )
+            out[:3, :3] = pin.exp3(turn * (self.max_rotation_step / angle)).dot(commanded[:3, :3])
         return out
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:

@@ -159,6 +159,7 @@ class Controller(ABC):
                 f"{schema.live}"
             )
         cls.GAIN_NAMES = schema.live
+
     # The controller's per-tick evaluation of its own model at the measured state, for
     # controllers that use the model; a chain running this controller on the same model reads
     # the same one (one evaluation per tick; see ct_controllers.model.model_state).

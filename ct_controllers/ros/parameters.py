@@ -1,10 +1,11 @@
 """Parameter declarations for the controller manager node: every entry of controllers.yaml is
 declared with a descriptor (description with units, read-only for structural ones, the range of
-a number whose validator has simple bounds), defaults taken from the bundled file, so a ``--params-file`` overrides them as ROS users expect. Every
-declaration comes from a schema (:mod:`ct_controllers.parameter_schema`): the stack's own entries
-from the stack's (:mod:`ct_controllers.stack_parameters`), a plugin's (a backend's section, a
-controller instance's entries) from the plugin's; a controller's gains are live by its *type*,
-whatever the instance is called."""
+a number whose validator has simple bounds), defaults taken from the bundled file, so a
+``--params-file`` overrides them as ROS users expect. Every declaration comes from a schema
+(:mod:`ct_controllers.parameter_schema`): the stack's own entries from the stack's
+(:mod:`ct_controllers.stack_parameters`), a plugin's (a backend's section, a controller
+instance's entries) from the plugin's; a controller's gains are live by its *type*, whatever
+the instance is called."""
 
 from __future__ import annotations
 
@@ -204,9 +205,7 @@ def declare_all(node: Any) -> dict[str, Any]:
             default = bundled.get(f"{template}.{spec.name}")
             if default is None:  # a required entry (no default) is declared empty: given or not
                 default = schema.defaults().get(spec.name, [] if spec.sequence else "")
-            values[name] = _declare(
-                node, name, default, spec.describe(), spec.live, spec.bounds
-            )
+            values[name] = _declare(node, name, default, spec.describe(), spec.live, spec.bounds)
         if is_interface_controller(type_object):  # entries per joint by name (JTC's)
             joints = tuple(values.get(f"{instance}.joints") or ())
             for name, spec in type_object.joint_parameter_names(instance, joints).items():

@@ -44,9 +44,10 @@ configured gains, the measured configuration) and logs or refuses as told.
 
 3. **Gains far above the configured ones.** A set with a gain above :data:`LARGE_FACTOR` × its
    configured value on some joint is applied when rules 1 and 2 pass, with a warning naming
-   the joints (the axes of a Cartesian gain) and the factors. The linear model can call such gains stable, yet they saturate
-   the drive at tiny errors (5143 N·m/rad on a wrist configured for 50 reaches its 40 N·m limit
-   at 0.45°), and a factor of ten is more often a typo (an extra digit, a unit) than intent.
+   the joints (the axes of a Cartesian gain) and the factors. The linear model can call such
+   gains stable, yet they saturate the drive at tiny errors (5143 N·m/rad on a wrist
+   configured for 50 reaches its 40 N·m limit at 0.45°), and a factor of ten is more often a
+   typo (an extra digit, a unit) than intent.
 
 "Configured" gains are the controller's gains at start-up: ``config/controllers.yaml`` (the
 bundled file unless the launch overrides it). Per-joint vectors are in model order; a
