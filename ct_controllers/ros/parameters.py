@@ -87,7 +87,7 @@ def _range(bounds: tuple[float, float] | None) -> list[FloatingPointRange]:
     return [FloatingPointRange(from_value=low, to_value=high, step=0.0)]
 
 
-def _declare(
+def declare_entry(
     node: Any,
     name: str,
     default: Any,
@@ -95,6 +95,10 @@ def _declare(
     live: bool = False,
     bounds: tuple[float, float] | None = None,
 ) -> Any:
+    """Declare one entry on ``node`` with its description, read-only unless ``live``, and the
+    range ``bounds`` (a spec's :attr:`~ct_controllers.parameter_schema.ParameterSpec.bounds`);
+    its value (the override's, else ``default``). A value outside the range: ConfigError
+    naming the entry."""
     # A read-only number takes an integer or a double as the file writes it (`1000` or
     # `1000.0`; rclpy would refuse the one the default is not): its schema checks the value.
     # An empty list says nothing of its elements' type (rclpy takes it as bytes, and rcl reads
@@ -165,7 +169,7 @@ def declare_all(node: Any) -> dict[str, Any]:
     for spec in STACK_PARAMETERS.parameters:
         name = STACK_PARAMETERS.full_name(spec)
         default = bundled[name] if name in bundled else stack_defaults[name]  # (REQUIRED: none)
-        values[name] = _declare(node, name, default, spec.describe(), spec.live, spec.bounds)
+        values[name] = declare_entry(node, name, default, spec.describe(), spec.live, spec.bounds)
     required = list(STACK_PARAMETERS.required)  # the robot's: from the user's file
     documented = {name.split(".", 1)[0] for name in bundled if "." in name}
     for section in sorted(({values["backend"]} | documented) & sections):
@@ -177,11 +181,15 @@ def declare_all(node: Any) -> dict[str, Any]:
         for spec in schema.parameters:
             name = schema.full_name(spec)
             default = bundled[name] if name in bundled else defaults[name]
-            values[name] = _declare(node, name, default, spec.describe(), spec.live, spec.bounds)
+            values[name] = declare_entry(
+                node, name, default, spec.describe(), spec.live, spec.bounds
+            )
     for instance in values["controllers"]:
         type_name = f"{instance}.type"
         if type_name in bundled:
-            type_value = _declare(node, type_name, bundled[type_name], "Controller plugin type")
+            type_value = declare_entry(
+                node, type_name, bundled[type_name], "Controller plugin type"
+            )
         else:  # an instance of the user's: its type must come with the parameters file
             descriptor = ParameterDescriptor(
                 name=type_name, description="Controller plugin type", read_only=True
@@ -205,12 +213,14 @@ def declare_all(node: Any) -> dict[str, Any]:
             default = bundled.get(f"{template}.{spec.name}")
             if default is None:  # a required entry (no default) is declared empty: given or not
                 default = schema.defaults().get(spec.name, [] if spec.sequence else "")
-            values[name] = _declare(node, name, default, spec.describe(), spec.live, spec.bounds)
+            values[name] = declare_entry(
+                node, name, default, spec.describe(), spec.live, spec.bounds
+            )
         if is_interface_controller(type_object):  # entries per joint by name (JTC's)
             joints = tuple(values.get(f"{instance}.joints") or ())
             for name, spec in type_object.joint_parameter_names(instance, joints).items():
                 default = bundled.get(name, spec.default)
-                values[name] = _declare(
+                values[name] = declare_entry(
                     node, name, default, spec.describe(), spec.live, spec.bounds
                 )
     for name, (default, description) in ROS_ONLY.items():
