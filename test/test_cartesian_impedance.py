@@ -6,6 +6,7 @@ law for the linear feedback the gain judgement uses — and its parameters refus
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pinocchio as pin
@@ -219,8 +220,8 @@ def test_a_static_push_is_held_at_the_compliance(model, frame) -> None:
 def test_the_commanded_pose_moves_in_bounded_steps(model) -> None:
     """A far target (0.1 m and 0.5 rad away) is not jumped to: the commanded pose starts at the
     measured TCP pose and moves at most max_position_step [m] and max_rotation_step [rad] a
-    tick, along the way, until it is the target. After prepare (an activation) it starts again
-    from the measured pose."""
+    tick, along the way, until it is the target. After prepare (an activation), and after a gap
+    in the state's stamps, it starts again from the measured pose."""
     controller = _controller(model, max_position_step=0.001, max_rotation_step=0.004)
     q = home_configuration(model)
     start = model.frame_pose(q)
@@ -242,6 +243,12 @@ def test_the_commanded_pose_moves_in_bounded_steps(model) -> None:
     controller.compute(state._replace(stamp=0.2), JointReference.hold(q), DT)
     first = controller.commanded_pose
     assert np.linalg.norm(first[:3, 3] - start[:3, 3]) <= 0.001 + 1e-12
+    for k in range(200):  # back on the target ...
+        controller.compute(state._replace(stamp=0.2 + k * DT), JointReference.hold(q), DT)
+    assert np.allclose(controller.commanded_pose, goal, atol=1e-12)
+    # ... then a tick 0.1 s of state time later (the controller was not run): from the measured
+    controller.compute(state._replace(stamp=0.5), JointReference.hold(q), DT)
+    assert np.linalg.norm(controller.commanded_pose[:3, 3] - start[:3, 3]) <= 0.001 + 1e-12
 
 
 def test_without_a_target_it_follows_the_joint_reference(model) -> None:
@@ -263,6 +270,41 @@ def test_without_a_target_it_follows_the_joint_reference(model) -> None:
     controller.clear_target()
     controller.compute(state._replace(stamp=2 * DT), JointReference.hold(q), DT)
     assert controller.target is None
+
+
+def test_targets_set_from_another_thread_arrive_whole(model) -> None:
+    """set_target from another thread while the control thread ticks: every tick tracks one of
+    the targets set, whole (its pose and its wrench from the same call), never a mix; the last
+    one set is the one tracked after the next tick."""
+    controller = _controller(model)
+    q = home_configuration(model)
+    base = model.frame_pose(q)
+    targets = []
+    for k in range(50):
+        pose = base.copy()
+        pose[2, 3] += 0.001 * k
+        targets.append(CartesianTarget(pose, "base_link", wrench=[0.0, 0.0, float(k), 0, 0, 0]))
+    done = threading.Event()
+
+    def setter() -> None:
+        for target in targets:
+            controller.set_target(target)
+        done.set()
+
+    state = JointState(0.0, q, np.zeros(model.nv))
+    thread = threading.Thread(target=setter)
+    thread.start()
+    k = 0
+    while not done.is_set() or k < 2:
+        controller.compute(state._replace(stamp=k * DT), JointReference.hold(q), DT)
+        tracked = controller.target
+        if tracked is not None:
+            index = int(tracked.wrench[2])
+            assert np.array_equal(tracked.pose, targets[index].pose)
+        k += 1
+    thread.join()
+    controller.compute(state._replace(stamp=k * DT), JointReference.hold(q), DT)
+    assert np.array_equal(controller.target.pose, targets[-1].pose)
 
 
 def test_cartesian_capability_is_declared(model) -> None:
