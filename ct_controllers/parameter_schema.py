@@ -252,6 +252,7 @@ class Range:
     low: float
     high: float = math.inf
     open_low: bool = False
+    unit: str = ""  # written after the interval in the message (" Hz")
 
     def __call__(self, value: Any) -> str | None:
         values = value if isinstance(value, tuple) else (value,)
@@ -260,13 +261,13 @@ class Range:
         if above and all(v <= high for v in values):
             return None
         if self.open_low and high == math.inf:
-            return f"must be > {low:g}, got {_shown(value)}"
-        if isinstance(value, tuple):
-            return f"values must be in [{low:g}, {high:g}], got {list(value)}"
-        if high == math.inf:
-            return f"must be >= {low:g}, got {value}"
+            return f"must be > {low:g}{self.unit}, got {_shown(value)}"
         opening = "(" if self.open_low else "["
-        return f"must be in {opening}{low:g}, {high:g}], got {value}"
+        if isinstance(value, tuple):
+            return f"values must be in {opening}{low:g}, {high:g}]{self.unit}, got {list(value)}"
+        if high == math.inf and not self.open_low:
+            return f"must be >= {low:g}{self.unit}, got {value}"
+        return f"must be in {opening}{low:g}, {high:g}]{self.unit}, got {value}"
 
 
 positive = Range(0.0, open_low=True)

@@ -339,3 +339,24 @@ def test_shaped_gains_through_rclpy_parameters(parameter_node):
         assert moved[model.q_index(name)] == float(i)
     with pytest.raises(GainError, match="stiffness: expected 9 values, got 2"):
         joint.gain_values({"stiffness": [1.0, 2.0]}, model.joint_names)
+
+
+def test_a_value_outside_the_descriptors_range_is_refused_naming_it():
+    """The stack's own bounded entries have their range on the descriptor too (update_rate:
+    [1, 10000] Hz); a file's value outside a declared range is refused by rclpy at declaration,
+    reported as a ConfigError naming the entry (the node's exit 2, not a traceback)."""
+    assert STACK_PARAMETERS.spec("update_rate").bounds == (1.0, 10000.0)
+    context = rclpy.context.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(
+        "ct_parameter_ranges",
+        context=context,
+        parameter_overrides=[Parameter("cart.damping_ratio", value=-0.5)],
+    )
+    try:
+        with pytest.raises(ConfigError, match=re.escape("parameter 'cart.damping_ratio'")):
+            declare_entry(node, "cart.damping_ratio", 1.0, "ζ", True, (0.0, math.inf))
+        assert not node.has_parameter("cart.damping_ratio")
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
