@@ -262,6 +262,11 @@ PARAMETERS = ParameterSchema(
 )
 
 
+def _default(name: str) -> Any:
+    """The schema's default of ``name`` (the constructor's defaults are the schema's)."""
+    return PARAMETERS.spec(name).default
+
+
 class OperationalSpace(NamedTuple):
     """The operational-space terms at one configuration (arm joints, n of them):
 
@@ -394,23 +399,23 @@ class CartesianImpedanceController(Controller):
     def __init__(
         self,
         model: RobotModel,
-        stiffness: object = PARAMETERS.spec("stiffness").default,
-        damping_ratio: float = 1.0,
-        damping: object = PARAMETERS.spec("damping").default,
-        nullspace_stiffness: float = 10.0,
-        nullspace_damping: float = 2.0,
-        finger_stiffness: float = 100.0,
-        finger_damping: float = 4.0,
+        stiffness: object = _default("stiffness"),
+        damping_ratio: float = _default("damping_ratio"),
+        damping: object = _default("damping"),
+        nullspace_stiffness: float = _default("nullspace_stiffness"),
+        nullspace_damping: float = _default("nullspace_damping"),
+        finger_stiffness: float = _default("finger_stiffness"),
+        finger_damping: float = _default("finger_damping"),
         *,
-        stiffness_frame: str = BASE,
-        damping_mode: str = RATIO,
-        max_position_step: float = 0.0005,
-        max_rotation_step: float = 0.002,
-        singularity_measure: str = MANIPULABILITY,
-        singularity_threshold: float = 0.01,
-        max_inertia_damping: float = 0.05,
-        gravity_compensation: bool = True,
-        coriolis_compensation: bool = False,
+        stiffness_frame: str = _default("stiffness_frame"),
+        damping_mode: str = _default("damping_mode"),
+        max_position_step: float = _default("max_position_step"),
+        max_rotation_step: float = _default("max_rotation_step"),
+        singularity_measure: str = _default("singularity_measure"),
+        singularity_threshold: float = _default("singularity_threshold"),
+        max_inertia_damping: float = _default("max_inertia_damping"),
+        gravity_compensation: bool = _default("gravity_compensation"),
+        coriolis_compensation: bool = _default("coriolis_compensation"),
     ) -> None:
         """Gains as their specs in :data:`PARAMETERS` say (a stiffness or damping may also be a
         6 × 6 array); :class:`GainError` names a bad one."""
