@@ -20,9 +20,9 @@ redundancy by a posture spring in the dynamically consistent nullspace.
   generalized eigenvectors Φ of (K, Λ) (Φᵀ Λ Φ = I, Φᵀ K Φ = diag(ω²)) diagonalize both, and
   D = Λ Φ diag(2 ζ ωᵢ) Φᵀ Λ gives every mode of Λ ẍ + D ẋ + K x = 0 exactly the damping ratio ζ.
   Chosen over the factorization D = ζ (Λ^½ K^½ + K^½ Λ^½), which is exact only when Λ and K
-  commute (an anisotropic K on an arm whose Λ is far from diagonal is off by tens of per cent),
-  at the same cost: one 6 × 6 symmetric eigenproblem per tick (the factorization needs two
-  matrix square roots). Or D given explicitly (``damping_mode: explicit``, in ``stiffness_frame``
+  commute (on the bundled arm, K = (900, 300, 600 N/m; 40, 20, 30 N·m/rad) and ζ = 0.7, its
+  modes get 0.62-0.70 over ten checked configurations, up to 11 % short), at no more cost: one
+  6 × 6 symmetric eigenproblem per tick (the factorization needs two matrix square roots). Or D given explicitly (``damping_mode: explicit``, in ``stiffness_frame``
   like K);
 - J̄ = M_a⁻¹ Jᵀ Λ the dynamically consistent inverse and N = I − Jᵀ J̄ᵀ the nullspace projector:
   a torque N τ₀ produces no TCP acceleration (J M_a⁻¹ N τ₀ = 0 at λ = 0); q_n is the joint
