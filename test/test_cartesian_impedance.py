@@ -135,6 +135,31 @@ def test_damping_ratio_holds_in_every_cartesian_mode(model, ratio) -> None:
         assert np.allclose(-eigenvalues.real / abs(eigenvalues), ratio, atol=1e-9)
 
 
+def test_near_a_singularity_the_inertia_stays_bounded(model) -> None:
+    """With the differential IK's measure: below the manipulability threshold s₀ (the arm
+    straight up, and bending out of it) λ² = λ_max² (1 − s/s₀)² with s = sqrt(det(J Jᵀ))
+    (numpy's determinant), Λ's largest eigenvalue stays ≤ 1/λ² (20 kg at the singularity
+    itself, where J M⁻¹ Jᵀ is singular), and the law's torques there are finite."""
+    controller = _controller(model)
+    for bend in (0.0, 0.05, 0.2):
+        q = model.neutral()
+        q[3] = bend  # [rad] joint4: 0 is the straight, singular arm
+        jacobian = model.frame_jacobian(q)
+        space = controller._operational_space(jacobian, model.mass_matrix(q))
+        measure = math.sqrt(max(np.linalg.det(jacobian[:, :7] @ jacobian[:, :7].T), 0.0))
+        assert measure < 0.01
+        expected = 0.05 * (1.0 - measure / 0.01) ** 2
+        assert space.damping_squared == pytest.approx(expected, rel=1e-6, abs=1e-12)
+        assert np.linalg.eigvalsh(space.inertia).max() <= 1.0 / expected * (1 + 1e-9)
+        target = model.frame_pose(q)
+        target[:3, 3] += [0.0, 0.0, 0.01]  # along the singular direction
+        controller.set_target(CartesianTarget(target, "base_link"))
+        tau = controller.compute(
+            JointState(bend, q, np.zeros(model.nv)), JointReference.hold(q), DT
+        )
+        assert np.isfinite(tau).all()
+
+
 def _equilibrium(controller, model, q):
     """The controller holding the TCP pose at ``q`` with the posture ``q``: its first tick
     there (the commanded pose starts on the target)."""
