@@ -315,14 +315,12 @@ def test_shaped_gains_through_rclpy_parameters(parameter_node):
         Parameter("cart.nullspace_stiffness", value=20.0),
     ]
     assert all(r.successful for r in node.set_parameters(new))
-    grouped = live_gains(
-        node.get_parameters(["cart.stiffness", "cart.nullspace_stiffness"]), model.joint_names, live
-    )
+    grouped = live_gains(node.get_parameters(["cart.stiffness", "cart.nullspace_stiffness"]), live)
     gains = controller.validate_gains(controller.gain_values(grouped["cart"], model.joint_names))
     assert np.array_equal(gains["stiffness"], np.diag(stiffness).ravel())
     assert np.array_equal(gains["nullspace_stiffness"], [20.0])
     with pytest.raises(ValueError, match="cannot be changed at run time"):
-        live_gains([Parameter("cart.stiffness_frame", value="tcp")], model.joint_names, live)
+        live_gains([Parameter("cart.stiffness_frame", value="tcp")], live)
     with pytest.raises(GainError, match="stiffness: expected 6 or 36 values, got 9"):
         controller.validate_gains(
             controller.gain_values({"stiffness": [1.0] * 9}, model.joint_names)

@@ -165,7 +165,7 @@ class ControlNode(Node):
         """Validate a set as a whole; stage each controller's gains for the next tick boundary,
         all together. Nothing is staged unless every parameter in the set is valid."""
         try:
-            grouped = live_gains(parameters, self.config.joint_names, self.live_parameters)
+            grouped = live_gains(parameters, self.live_parameters)
             staged = {}
             warnings: list[str] = []
             for controller, gains in grouped.items():

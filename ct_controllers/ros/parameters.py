@@ -43,14 +43,12 @@ def live_parameters(controllers: Mapping[str, Mapping[str, Any]]) -> frozenset[s
     return frozenset(live)
 
 
-def live_gains(
-    parameters: Any, joint_names: tuple[str, ...], live: frozenset[str]
-) -> dict[str, dict[str, Any]]:
+def live_gains(parameters: Any, live: frozenset[str]) -> dict[str, dict[str, Any]]:
     """Group a parameter set by controller instance: {"joint_impedance": {"stiffness": [...]}},
-    a list's values as floats, a scalar as a float (``joint_names``, the configuration's
-    order, is the per-joint gains'; their sizes are checked by the controller). ``live``:
-    :func:`live_parameters`. Raises ValueError naming a parameter that cannot change at run
-    time or is not numbers."""
+    a list's values as floats, a scalar as a float, as given (the controller re-orders its
+    per-joint gains and checks every gain's shape: ``gain_values``, ``validate_gains``).
+    ``live``: :func:`live_parameters`. Raises ValueError naming a parameter that cannot change
+    at run time or is not numbers."""
     grouped: dict[str, dict[str, Any]] = {}
     for parameter in parameters:
         if parameter.name in ROS_ONLY:
