@@ -22,8 +22,8 @@ redundancy by a posture spring in the dynamically consistent nullspace.
   Chosen over the factorization D = ζ (Λ^½ K^½ + K^½ Λ^½), which is exact only when Λ and K
   commute (on the bundled arm, K = (900, 300, 600 N/m; 40, 20, 30 N·m/rad) and ζ = 0.7, its
   modes get 0.62-0.70 over ten checked configurations, up to 11 % short), at no more cost: one
-  6 × 6 symmetric eigenproblem per tick (the factorization needs two matrix square roots). Or D given explicitly (``damping_mode: explicit``, in ``stiffness_frame``
-  like K);
+  6 × 6 symmetric eigenproblem per tick (the factorization needs two matrix square roots).
+  Or D given explicitly (``damping_mode: explicit``, in ``stiffness_frame`` like K);
 - J̄ = M_a⁻¹ Jᵀ Λ the dynamically consistent inverse and N = I − Jᵀ J̄ᵀ the nullspace projector:
   a torque N τ₀ produces no TCP acceleration (J M_a⁻¹ N τ₀ = 0 at λ = 0); q_n is the joint
   reference's position (the posture the loop holds, or the joint motion it runs);
