@@ -343,7 +343,8 @@ def test_cartesian_capability_is_declared(model) -> None:
 
 def test_a_bad_target_is_refused_and_changes_nothing(model) -> None:
     """A target in another frame, a non-rigid pose, or a NaN wrench is refused naming it; the
-    target tracked stays the last good one."""
+    target tracked stays the last good one (a read-only copy: the caller's arrays are not
+    kept)."""
     controller = _controller(model)
     q = home_configuration(model)
     good = CartesianTarget(model.frame_pose(q), "base_link")
@@ -363,6 +364,8 @@ def test_a_bad_target_is_refused_and_changes_nothing(model) -> None:
     controller.compute(JointState(0.0, q, np.zeros(model.nv)), JointReference.hold(q), DT)
     assert controller.target is not None
     assert np.array_equal(controller.target.pose, good.pose)
+    assert not controller.target.pose.flags.writeable  # its own copy, handed out read-only
+    assert good.pose.flags.writeable  # the caller's untouched
 
 
 @pytest.mark.parametrize(

@@ -550,7 +550,10 @@ class CartesianImpedanceController(Controller):
         and wrench [N; N·m] feed-forward in base axes) from the next tick, through the step
         bounds. Checked here (:class:`~ct_controllers.references.reference_generator.
         TargetError` naming what is wrong; nothing changes then); any thread."""
-        checked = target.validated(self.base_frame)
+        checked = target.validated(self.base_frame)  # arrays of its own ...
+        for array in (checked.pose, checked.twist, checked.wrench):
+            if array is not None:
+                array.setflags(write=False)  # ... read-only: `target` hands them out
         with self._target_lock:
             self._pending = checked
 

@@ -235,8 +235,10 @@ class Controller(ABC):
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         """Check a (partial) gain set; return validated copies or raise :class:`GainError`.
-        Default: names from ``GAIN_NAMES``, each a vector of ``self.model.nv`` values checked
-        by its spec (:meth:`gain_specs`: ≥ 0 unless the schema says otherwise)."""
+        Default: names from ``GAIN_NAMES``, each of its spec's shape (:meth:`gain_specs`; ≥ 0
+        unless the schema says otherwise): per joint a vector of ``self.model.nv`` values
+        (model order), a fixed-size one as an array of its values, a scalar as a 1-element
+        array (:func:`shaped_gain`)."""
         unknown = sorted(set(gains) - set(self.GAIN_NAMES))
         if unknown:
             raise GainError(f"unknown gain(s) {unknown}; known: {list(self.GAIN_NAMES)}")
