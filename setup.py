@@ -54,6 +54,8 @@ setup(
             "ct_controllers.controllers.joint_impedance:JointImpedanceController",
             "ct_controllers/ComputedTorque = "
             "ct_controllers.controllers.computed_torque:ComputedTorqueController",
+            "ct_controllers/CartesianImpedance = "
+            "ct_controllers.controllers.cartesian_impedance:CartesianImpedanceController",
             # Standard-interface controllers (ct_controllers/interface_controllers.py): an
             # action and its topics, their references through the joint-level controller.
             "ct_controllers/JointTrajectoryController = "

@@ -45,14 +45,25 @@ class ParameterProblem(CtError, ValueError):
     section's ``parameter 'canopen.bitrate': ...``, a controller's ``stiffness: ...``)."""
 
 
+# The shapes a parameter's value has (:attr:`ParameterSpec.shape`).
+SCALAR = "scalar"  # one value
+PER_JOINT = "per_joint"  # one value per joint, arm_joints + gripper_joints order
+FIXED = "fixed"  # a sequence of a fixed size (or one of a few): a 6-vector, a 6x6 matrix
+LIST = "list"  # a sequence of any length (names, ...)
+
+
 @dataclass(frozen=True)
 class ParameterSpec:
     """One parameter. ``kind``: bool | int | float | str, of the value or of each element when
     ``sequence``; ``per_joint``: a sequence of one value per joint (``arm_joints +
-    gripper_joints`` order); ``live``: may change at run time (``ros2 param set``), else
-    read-only once the stack runs; ``unit`` as written in descriptions (``N·m | N``);
-    ``default`` :data:`REQUIRED`: none — what the robot is (joint names, frames, per-joint
-    values) comes from the configuration file, never from a default."""
+    gripper_joints`` order); ``size``: a sequence of exactly this many values, or of one of
+    the counts of a tuple (6 or 36: a 6-vector or a 6x6 matrix row by row), whatever the
+    robot; ``live``: may change at run time (``ros2 param set``), else read-only once the
+    stack runs; ``unit`` as written in descriptions (``N·m | N``); ``default``
+    :data:`REQUIRED`: none — what the robot is (joint names, frames, per-joint values) comes
+    from the configuration file, never from a default. What is live is judged by its
+    :attr:`shape` (``controllers/controller.py``, ``runtime/gain_checks.py``,
+    ``ros/parameters.py``)."""
 
     name: str
     kind: type
@@ -63,9 +74,39 @@ class ParameterSpec:
     per_joint: bool = False
     live: bool = False
     validator: Validator | None = None
+    size: int | tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.size is not None and self.per_joint:
+            raise ValueError(f"{self.name}: a per-joint parameter takes no fixed size")
 
     def describe(self) -> str:
         return f"{self.description} [{self.unit}]" if self.unit else self.description
+
+    @property
+    def shape(self) -> str:
+        """:data:`SCALAR`, :data:`PER_JOINT`, :data:`FIXED` (``size``) or :data:`LIST`."""
+        if self.per_joint:
+            return PER_JOINT
+        if self.size is not None:
+            return FIXED
+        return LIST if self.sequence else SCALAR
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The counts a :data:`FIXED` sequence may have (empty for the other shapes)."""
+        if self.size is None:
+            return ()
+        return self.size if isinstance(self.size, tuple) else (self.size,)
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """(low, high) of a number (or of each element) whose validator is a :class:`Range`:
+        what the ROS descriptor's ``floating_point_range`` says; None otherwise. An open
+        bound (> 0) is given closed: the descriptor describes, the validator decides."""
+        if self.kind is not float or not isinstance(self.validator, Range):
+            return None
+        return self.validator.low, self.validator.high
 
     @property
     def required(self) -> bool:
@@ -78,7 +119,7 @@ class ParameterSpec:
         validator. Raises :class:`ParameterProblem` saying what is wrong. The one check every
         plugin's parameters go through: a section's (:meth:`ParameterSchema.parse`), a
         controller's entries and its live gains (``controllers/controller.py``)."""
-        if self.sequence or self.per_joint:
+        if self.sequence or self.per_joint or self.size is not None:
             if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
                 raise ParameterProblem(f"expected a list, got {value!r}")
             items = list(value)
@@ -88,6 +129,10 @@ class ParameterSpec:
             checked: Any = tuple(self._element(v) for v in items)
             if self.per_joint and joint_count is not None and len(checked) != joint_count:
                 raise ParameterProblem(f"expected {joint_count} values, got {len(checked)}")
+            sizes = self.sizes
+            if sizes and len(checked) not in sizes:
+                expected = " or ".join(str(n) for n in sizes)
+                raise ParameterProblem(f"expected {expected} values, got {len(checked)}")
         else:
             checked = self._element(value)
         if self.validator is not None:
@@ -198,16 +243,35 @@ def section_schema(section: str) -> ParameterSchema | None:
 
 
 # Validators shared by schemas: what is wrong with a checked value (a tuple for a sequence).
-def positive(value: Any) -> str | None:
-    values = value if isinstance(value, tuple) else (value,)
-    return None if all(v > 0 for v in values) else f"must be > 0, got {_shown(value)}"
+@dataclass(frozen=True)
+class Range:
+    """A validator of numbers (each element of a sequence) within [low, high], or
+    (low, high] with ``open_low``; its bounds are the ROS descriptor's range
+    (:attr:`ParameterSpec.bounds`)."""
+
+    low: float
+    high: float = math.inf
+    open_low: bool = False
+    unit: str = ""  # written after the interval in the message (" Hz")
+
+    def __call__(self, value: Any) -> str | None:
+        values = value if isinstance(value, tuple) else (value,)
+        low, high = self.low, self.high
+        above = all(v > low for v in values) if self.open_low else all(v >= low for v in values)
+        if above and all(v <= high for v in values):
+            return None
+        if self.open_low and high == math.inf:
+            return f"must be > {low:g}{self.unit}, got {_shown(value)}"
+        opening = "(" if self.open_low else "["
+        if isinstance(value, tuple):
+            return f"values must be in {opening}{low:g}, {high:g}]{self.unit}, got {list(value)}"
+        if high == math.inf and not self.open_low:
+            return f"must be >= {low:g}{self.unit}, got {value}"
+        return f"must be in {opening}{low:g}, {high:g}]{self.unit}, got {value}"
 
 
-def non_negative(value: Any) -> str | None:
-    if isinstance(value, tuple):
-        fine = all(v >= 0 for v in value)
-        return None if fine else f"values must be in [0, inf], got {list(value)}"
-    return None if value >= 0 else f"must be >= 0, got {value}"
+positive = Range(0.0, open_low=True)
+non_negative = Range(0.0)
 
 
 def one_of(*choices: str) -> Validator:

@@ -20,6 +20,7 @@ from ct_controllers.parameter_schema import (
     REQUIRED,
     ParameterSchema,
     ParameterSpec,
+    Range,
     one_of,
     positive,
 )
@@ -40,15 +41,10 @@ def _two_frames(value: tuple[str, ...]) -> str | None:
     return f"expected two frame names, or [] to find them from the gripper joints, got {found}"
 
 
-def _in_range(low: float, high: float, low_open: bool, what: str = "") -> Any:
-    """``value`` in [low, high] (``low_open``: (low, high]); ``what`` follows the interval."""
-
-    def check(value: float) -> str | None:
-        inside = (low < value if low_open else low <= value) and value <= high
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}]{what}"
-        return None if inside else f"must be in {interval}, got {value}"
-
-    return check
+def _in_range(low: float, high: float, low_open: bool, what: str = "") -> Range:
+    """``value`` in [low, high] (``low_open``: (low, high]); ``what`` follows the interval. A
+    :class:`Range`: its bounds are the ROS descriptor's range too."""
+    return Range(low, high, open_low=low_open, unit=what)
 
 
 def _seconds(value: float) -> str | None:

@@ -17,8 +17,15 @@ from builtin_interfaces.msg import Time
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from control_msgs.srv import QueryTrajectoryState
+from controller_manager_msgs.srv import ListControllers, SwitchController
 from rclpy.action import ActionClient
-from ros_helpers import ARM, Client, duration, moveit_trajectory, ros_client
+from ros_helpers import (
+    ARM,
+    Client,
+    duration,
+    moveit_trajectory,
+    ros_client,
+)
 from trajectory_msgs.msg import JointTrajectory
 
 from ct_controllers.ros.goals import request_qos
@@ -359,5 +366,43 @@ def test_a_burst_of_100_trajectory_goals_is_answered_in_full(client: Client) -> 
     client.node.destroy_client(action)
     status, result, _ = send(
         client, FollowJointTrajectory.Goal(trajectory=moveit_trajectory(goal, start, 0.5, count=5))
+    )
+    assert status == GoalStatus.STATUS_SUCCEEDED, result.error_string
+
+
+def test_an_inactive_trajectory_controller_rejects_goals_and_ignores_the_stream(
+    client: Client,
+) -> None:
+    """switch_controller (STRICT) deactivates joint_trajectory_controller: list_controllers says
+    inactive, a goal is rejected (as JTC's precondition) and a stream message moves nothing;
+    activated again, a goal succeeds."""
+    node = "/ct/controller_manager"
+
+    def switch(**lists: list[str]) -> Any:
+        request = SwitchController.Request(strictness=SwitchController.Request.STRICT, **lists)
+        return client.call(SwitchController, f"{node}/switch_controller", request)
+
+    def state() -> str:
+        listed = client.call(ListControllers, f"{node}/list_controllers", ListControllers.Request())
+        return {c.name: c.state for c in listed.controller}["joint_trajectory_controller"]
+
+    assert state() == "active"
+    assert switch(deactivate_controllers=["joint_trajectory_controller"]).ok
+    try:
+        assert state() == "inactive"
+        start, goal = target(client, {"joint1": 0.2})
+        future = client.trajectory.send_goal_async(  # type: ignore[attr-defined]
+            FollowJointTrajectory.Goal(trajectory=moveit_trajectory(start, goal, 0.5))
+        )
+        assert client.spin_until(future.done, 5.0)
+        assert not future.result().accepted
+        client.stream.publish(moveit_trajectory(start, goal, 0.5))  # type: ignore[attr-defined]
+        client.spin_until(lambda: False, 0.8)
+        assert np.abs(client.latest_arm_positions() - start).max() < 1e-3
+    finally:
+        assert switch(activate_controllers=["joint_trajectory_controller"]).ok
+    assert state() == "active"
+    status, result, _ = send(
+        client, FollowJointTrajectory.Goal(trajectory=moveit_trajectory(start, goal, 0.5))
     )
     assert status == GoalStatus.STATUS_SUCCEEDED, result.error_string

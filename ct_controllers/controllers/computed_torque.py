@@ -88,7 +88,6 @@ PARAMETERS = ParameterSchema(
 
 class ComputedTorqueController(Controller):
     PARAMETERS = PARAMETERS
-    GAIN_NAMES = PARAMETERS.live  # kp, kd
 
     def __init__(
         self, model: RobotModel, kp: FloatArray, kd: FloatArray, mode: str = COMPUTED_TORQUE

@@ -19,6 +19,8 @@ from ct_controllers.errors import GainError
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import (
+    PER_JOINT,
+    SCALAR,
     ParameterProblem,
     ParameterSchema,
     ParameterSpec,
@@ -27,6 +29,8 @@ from ct_controllers.parameter_schema import (
 from ct_controllers.types import ControlOutput, FloatArray, JointReference, JointState
 
 __all__ = [
+    "CARTESIAN",
+    "JOINT",
     "ControlOutput",
     "Controller",
     "FloatArray",
@@ -34,6 +38,12 @@ __all__ = [
     "JointReference",
     "JointState",
 ]
+
+# What a controller takes as its input (:attr:`Controller.ACCEPTS`): the loop's joint reference
+# (q*, v*, a*), or a Cartesian target (:class:`~ct_controllers.references.reference_generator.
+# CartesianTarget`, through the controller's ``set_target``).
+JOINT = "joint"
+CARTESIAN = "cartesian"
 
 
 def gain_spec(name: str) -> ParameterSpec:
@@ -49,6 +59,17 @@ def per_joint_gain(spec: ParameterSpec, value: object, size: int) -> FloatArray:
         return np.array(spec.check(value, size), dtype=np.float64)
     except ParameterProblem as problem:
         raise GainError(f"{spec.name}: {problem}") from None
+
+
+def shaped_gain(spec: ParameterSpec, value: object) -> FloatArray:
+    """A gain that is not per joint checked by its ``spec``: a scalar as a 1-element array, a
+    fixed-size sequence (:attr:`ParameterSpec.sizes`) as an array of its values;
+    :class:`GainError` naming it otherwise."""
+    try:
+        checked = spec.check(value)
+    except ParameterProblem as problem:
+        raise GainError(f"{spec.name}: {problem}") from None
+    return np.array([checked] if spec.shape == SCALAR else checked, dtype=np.float64)
 
 
 def checked_parameters(
@@ -111,14 +132,34 @@ def gains_by_name(
 
 
 class Controller(ABC):
-    """Subclasses implement :meth:`compute`; controllers with per-joint gains list them in
-    ``GAIN_NAMES`` (the default :meth:`validate_gains` checks those, against ``self.model``)."""
+    """Subclasses implement :meth:`compute`. A controller's live gains are its schema's live
+    entries (``GAIN_NAMES``, set from :attr:`PARAMETERS` for every subclass that has one; a
+    type without a schema lists per-joint gains there itself); the default
+    :meth:`validate_gains` checks them by their specs' shapes, against ``self.model``."""
 
     # The type's parameters (``<instance>.<name>`` in controllers.yaml, for any instance name):
     # descriptions, defaults, validation (checked_parameters), which are live (the gains:
     # GAIN_NAMES is its live names).
     PARAMETERS: ClassVar[ParameterSchema | None] = None
     GAIN_NAMES: tuple[str, ...] = ()
+    # What the controller takes (JOINT: the loop's joint reference; CARTESIAN: a Cartesian
+    # target through its ``set_target``): the chain factory puts the differential IK in front of
+    # a joint-space law and hands Cartesian targets straight to a Cartesian one.
+    ACCEPTS: ClassVar[frozenset[str]] = frozenset({JOINT})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        schema = cls.__dict__.get("PARAMETERS")
+        if schema is None:
+            return
+        given = cls.__dict__.get("GAIN_NAMES")
+        if given is not None and tuple(given) != schema.live:
+            raise TypeError(
+                f"{cls.__name__}: GAIN_NAMES {tuple(given)} are not its schema's live entries "
+                f"{schema.live}"
+            )
+        cls.GAIN_NAMES = schema.live
+
     # The controller's per-tick evaluation of its own model at the measured state, for
     # controllers that use the model; a chain running this controller on the same model reads
     # the same one (one evaluation per tick; see ct_controllers.model.model_state).
@@ -194,13 +235,54 @@ class Controller(ABC):
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         """Check a (partial) gain set; return validated copies or raise :class:`GainError`.
-        Default: names from ``GAIN_NAMES``, each a vector of ``self.model.nv`` values checked
-        by its spec (:meth:`gain_specs`: ≥ 0 unless the schema says otherwise)."""
+        Default: names from ``GAIN_NAMES``, each of its spec's shape (:meth:`gain_specs`; ≥ 0
+        unless the schema says otherwise): per joint a vector of ``self.model.nv`` values
+        (model order), a fixed-size one as an array of its values, a scalar as a 1-element
+        array (:func:`shaped_gain`)."""
         unknown = sorted(set(gains) - set(self.GAIN_NAMES))
         if unknown:
             raise GainError(f"unknown gain(s) {unknown}; known: {list(self.GAIN_NAMES)}")
         specs, size = self.gain_specs(), self.model.nv
-        return {name: per_joint_gain(specs[name], value, size) for name, value in gains.items()}
+        return {
+            name: per_joint_gain(specs[name], value, size)
+            if specs[name].shape == PER_JOINT
+            else shaped_gain(specs[name], value)
+            for name, value in gains.items()
+        }
+
+    def gain_values(
+        self, values: Mapping[str, object], joint_names: tuple[str, ...]
+    ) -> dict[str, object]:
+        """Live gain parameters' values as ``ros2 param`` carries them → what
+        :meth:`validate_gains` takes: per-joint ones (given in ``joint_names`` order, the
+        configuration's) re-ordered to model order by name, the others (scalars, fixed-size
+        vectors) as given. :class:`GainError` names a per-joint one of the wrong size."""
+        specs = self.gain_specs()
+        out: dict[str, object] = {}
+        for name, value in values.items():
+            spec = specs.get(name)
+            if spec is None or spec.shape != PER_JOINT:
+                out[name] = value  # validate_gains names an unknown gain
+                continue
+            array = np.array(value, dtype=np.float64).reshape(-1)
+            if array.size != len(joint_names):
+                raise GainError(f"{name}: expected {len(joint_names)} values, got {array.size}")
+            in_model_order = np.empty(self.model.nv)
+            in_model_order[self.model.indices(joint_names)] = array
+            out[name] = in_model_order
+        return out
+
+    def gain_labels(self, name: str, size: int) -> tuple[str, ...]:
+        """What each of the ``size`` values of the validated gain ``name`` is, for messages:
+        per-joint gains the model's joint names (model order); others ``name[i]``. Controllers
+        with fixed-size gains name their elements (axes) here."""
+        spec = self.gain_specs().get(name)
+        if spec is not None and spec.shape == PER_JOINT and size == self.model.nv:
+            names = [""] * self.model.nv
+            for joint in self.model.joint_names:
+                names[self.model.v_index(joint)] = joint
+            return tuple(names)
+        return tuple(f"{name}[{i}]" for i in range(size))
 
     def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
         """Install validated gains (called on the control thread at a tick boundary)."""

@@ -65,7 +65,6 @@ PARAMETERS = ParameterSchema(
 
 class JointImpedanceController(Controller):
     PARAMETERS = PARAMETERS
-    GAIN_NAMES = PARAMETERS.live  # stiffness, damping
 
     def __init__(
         self,

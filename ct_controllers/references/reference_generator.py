@@ -37,11 +37,14 @@ class CartesianTarget:
            model's base frame (a goal in a frame they cannot resolve is rejected)
     twist  optional feedforward TCP velocity (6,) = (linear [m/s]; angular [rad/s]) of the TCP
            origin, in ``frame`` axes; None means a fixed target
+    wrench optional feedforward wrench (6,) = (force [N]; torque [N·m]) at the TCP origin, in
+           ``frame`` axes, that a Cartesian law adds (Cartesian impedance); None: none
     """
 
     pose: FloatArray
     frame: str
     twist: FloatArray | None = None
+    wrench: FloatArray | None = None
 
     def validated(self, base_frame: str) -> CartesianTarget:
         """A checked copy (pose a rigid transform, twist finite), or :class:`TargetError`."""
@@ -54,12 +57,22 @@ class CartesianTarget:
             pose = check_pose(self.pose, "target pose")
         except ValueError as exc:
             raise TargetError(str(exc)) from None
-        twist = None
-        if self.twist is not None:
-            twist = np.array(self.twist, dtype=np.float64).reshape(-1)
-            if twist.size != 6 or not np.isfinite(twist).all():
-                raise TargetError(f"target twist: expected 6 finite values, got {self.twist!r}")
-        return CartesianTarget(pose=pose, frame=self.frame, twist=twist)
+        twist = _six_values("twist", self.twist)
+        wrench = _six_values("wrench", self.wrench)
+        return CartesianTarget(pose=pose, frame=self.frame, twist=twist, wrench=wrench)
+
+
+def _six_values(name: str, value: object) -> FloatArray | None:
+    """A target's twist or wrench as 6 finite values (None stays None), or :class:`TargetError`."""
+    if value is None:
+        return None
+    try:
+        array = np.array(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise TargetError(f"target {name}: expected 6 finite values, got {value!r}") from None
+    if array.size != 6 or not np.isfinite(array).all():
+        raise TargetError(f"target {name}: expected 6 finite values, got {value!r}")
+    return array
 
 
 ParametersT = TypeVar("ParametersT")

@@ -66,7 +66,7 @@ from ct_controllers.runtime.controller_manager import (  # noqa: E402
     joint_controller_factory,
 )
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL  # noqa: E402
-from ct_controllers.runtime.stack import Stack, build_stack, to_model_order  # noqa: E402
+from ct_controllers.runtime.stack import Stack, build_stack  # noqa: E402
 from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
 
 GOAL_SHUTDOWN_TIMEOUT = 2.0  # [s] for running goals to end at shutdown (they check every 50 ms)
@@ -180,17 +180,13 @@ class ControlNode(Node):
         # <controller>.type / .params_file (the spawner's) are the services' to check.
         parameters = [p for p in parameters if not self.controller_services.owns(p.name)]
         try:
-            grouped = live_gains(parameters, self.config.joint_names, self.live_parameters)
+            grouped = live_gains(parameters, self.live_parameters)
             staged = {}
             warnings: list[str] = []
             for controller, gains in grouped.items():
-                model_order = {
-                    gain: to_model_order(
-                        self.stack.model, self.config.joint_names, values, f"{controller}.{gain}"
-                    )
-                    for gain, values in gains.items()
-                }
                 target = self.stack.controllers[controller]
+                # By each gain's shape: per joint re-ordered by name, the others as given.
+                model_order = target.gain_values(gains, self.config.joint_names)
                 staged[controller] = target.validate_gains(model_order)
                 warnings += self._check_stability(controller, staged[controller])
         except (ValueError, TypeError, ConfigError, GainError) as exc:
@@ -219,13 +215,12 @@ class ControlNode(Node):
         for gain in target.GAIN_NAMES:
             parameter = f"{controller}.{gain}"
             if self.has_parameter(parameter):
-                value = self.get_parameter(parameter).value
-                current[gain] = to_model_order(self.stack.model, names, value, parameter)
+                value = _plain(self.get_parameter(parameter).value)
+                current.update(target.validate_gains(target.gain_values({gain: value}, names)))
             else:  # not a parameter: the controller's own (model order)
                 current[gain] = getattr(target, gain)
-            configured[gain] = to_model_order(
-                self.stack.model, names, self.config.controllers[controller][gain], parameter
-            )
+            given = {gain: self.config.controllers[controller][gain]}
+            configured.update(target.validate_gains(target.gain_values(given, names)))
         snapshot = self.loop.snapshot()
         verdict = judge_gains(
             controller,

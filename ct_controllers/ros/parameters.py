@@ -1,18 +1,21 @@
 """Parameter declarations for the controller manager node: every entry of controllers.yaml is
-declared with a descriptor (description with units, read-only for structural ones), defaults taken
-from the bundled file, so a ``--params-file`` overrides them as ROS users expect. Every
-declaration comes from a schema (:mod:`ct_controllers.parameter_schema`): the stack's own entries
-from the stack's (:mod:`ct_controllers.stack_parameters`), a plugin's (a backend's section, a
-controller instance's entries) from the plugin's; a controller's gains are live by its *type*,
-whatever the instance is called."""
+declared with a descriptor (description with units, read-only for structural ones, the range of
+a number whose validator has simple bounds), defaults taken from the bundled file, so a
+``--params-file`` overrides them as ROS users expect. Every declaration comes from a schema
+(:mod:`ct_controllers.parameter_schema`): the stack's own entries from the stack's
+(:mod:`ct_controllers.stack_parameters`), a plugin's (a backend's section, a controller
+instance's entries) from the plugin's; a controller's gains are live by its *type*, whatever
+the instance is called."""
 
 from __future__ import annotations
 
 import array
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
+from rclpy.exceptions import InvalidParameterValueException
 from rclpy.parameter import Parameter
 
 from ct_controllers.config import ConfigError, load_parameters
@@ -40,12 +43,12 @@ def live_parameters(controllers: Mapping[str, Mapping[str, Any]]) -> frozenset[s
     return frozenset(live)
 
 
-def live_gains(
-    parameters: Any, joint_names: tuple[str, ...], live: frozenset[str]
-) -> dict[str, dict[str, Any]]:
-    """Group a parameter set by controller instance: {"joint_impedance": {"stiffness": [...]}}.
+def live_gains(parameters: Any, live: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """Group a parameter set by controller instance: {"joint_impedance": {"stiffness": [...]}},
+    a list's values as floats, a scalar as a float, as given (the controller re-orders its
+    per-joint gains and checks every gain's shape: ``gain_values``, ``validate_gains``).
     ``live``: :func:`live_parameters`. Raises ValueError naming a parameter that cannot change
-    at run time or is malformed."""
+    at run time or is not numbers."""
     grouped: dict[str, dict[str, Any]] = {}
     for parameter in parameters:
         if parameter.name in ROS_ONLY:
@@ -54,9 +57,14 @@ def live_gains(
             raise ValueError(f"'{parameter.name}' cannot be changed at run time")
         controller, gain = parameter.name.split(".", 1)
         value = parameter.value
-        if not isinstance(value, (list, tuple, array.array)):
-            raise ValueError(f"'{parameter.name}': expected a list of {len(joint_names)} numbers")
-        grouped.setdefault(controller, {})[gain] = [float(v) for v in value]
+        # Of the shape the gain's spec gives it (one per joint, a fixed size, a scalar): the
+        # controller's validate_gains checks that, naming it.
+        if isinstance(value, (list, tuple, array.array)):
+            grouped.setdefault(controller, {})[gain] = [float(v) for v in value]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            grouped.setdefault(controller, {})[gain] = float(value)
+        else:
+            raise ValueError(f"'{parameter.name}': expected numbers, got {value!r}")
     return grouped
 
 
@@ -67,7 +75,28 @@ def _numeric(value: Any) -> bool:
     )
 
 
-def _declare(node: Any, name: str, default: Any, description: str, live: bool = False) -> Any:
+def _range(bounds: tuple[float, float] | None) -> list[FloatingPointRange]:
+    """A spec's bounds (:attr:`ParameterSpec.bounds`) as the descriptor's range; rclpy enforces
+    it on a double (not on arrays: there it documents, the schema checks). An unbounded side is
+    the largest double (a range of inf is not every tool's)."""
+    if bounds is None:
+        return []
+    low, high = (max(min(b, sys.float_info.max), -sys.float_info.max) for b in bounds)
+    return [FloatingPointRange(from_value=low, to_value=high, step=0.0)]
+
+
+def declare_entry(
+    node: Any,
+    name: str,
+    default: Any,
+    description: str,
+    live: bool = False,
+    bounds: tuple[float, float] | None = None,
+) -> Any:
+    """Declare one entry on ``node`` with its description, read-only unless ``live``, and the
+    range ``bounds`` (a spec's :attr:`~ct_controllers.parameter_schema.ParameterSpec.bounds`);
+    its value (the override's, else ``default``). A value outside the range: ConfigError
+    naming the entry."""
     # A read-only number takes an integer or a double as the file writes it (`1000` or
     # `1000.0`; rclpy would refuse the one the default is not): its schema checks the value.
     # An empty list says nothing of its elements' type (rclpy takes it as bytes, and rcl reads
@@ -82,12 +111,16 @@ def _declare(node: Any, name: str, default: Any, description: str, live: bool = 
         description=description,
         read_only=not live,
         dynamic_typing=not live and (_numeric(default) or empty),
+        floating_point_range=_range(bounds),
     )
     given = getattr(node, "_parameter_overrides", {}).get(name)  # rclpy keeps them here
     untyped = given is not None and given.type_ == Parameter.Type.NOT_SET
-    value = node.declare_parameter(
-        name, default, descriptor, ignore_override=empty and untyped
-    ).value
+    try:
+        value = node.declare_parameter(
+            name, default, descriptor, ignore_override=empty and untyped
+        ).value
+    except InvalidParameterValueException as exc:  # outside the descriptor's range
+        raise ConfigError(f"parameter '{name}': {exc}") from None
     # rcl reads an empty YAML list (`gripper_joints: []`: an arm with no gripper) as a value of
     # no type; no default is None, so None here is that empty list.
     return [] if value is None and isinstance(default, (list, tuple)) else value
@@ -131,9 +164,10 @@ def declare_all(node: Any) -> dict[str, Any]:
     bundled_instances = set(bundled.get("controllers", ()))
     values: dict[str, Any] = {}
     stack_defaults = STACK_PARAMETERS.defaults()
-    for name, (description, live) in STACK_PARAMETERS.describe().items():
+    for spec in STACK_PARAMETERS.parameters:
+        name = STACK_PARAMETERS.full_name(spec)
         default = bundled[name] if name in bundled else stack_defaults[name]  # (REQUIRED: none)
-        values[name] = _declare(node, name, default, description, live)
+        values[name] = declare_entry(node, name, default, spec.describe(), spec.live, spec.bounds)
     required = list(STACK_PARAMETERS.required)  # the robot's: from the user's file
     documented = {name.split(".", 1)[0] for name in bundled if "." in name}
     for section in sorted(({values["backend"]} | documented) & sections):
@@ -142,13 +176,18 @@ def declare_all(node: Any) -> dict[str, Any]:
         if section == values["backend"]:
             required += schema.required
         defaults = schema.defaults()
-        for name, (description, live) in schema.describe().items():
+        for spec in schema.parameters:
+            name = schema.full_name(spec)
             default = bundled[name] if name in bundled else defaults[name]
-            values[name] = _declare(node, name, default, description, live)
+            values[name] = declare_entry(
+                node, name, default, spec.describe(), spec.live, spec.bounds
+            )
     for instance in values["controllers"]:
         type_name = f"{instance}.type"
         if type_name in bundled:
-            type_value = _declare(node, type_name, bundled[type_name], "Controller plugin type")
+            type_value = declare_entry(
+                node, type_name, bundled[type_name], "Controller plugin type"
+            )
         else:  # an instance of the user's: its type must come with the parameters file
             descriptor = ParameterDescriptor(
                 name=type_name, description="Controller plugin type", read_only=True
@@ -172,12 +211,16 @@ def declare_all(node: Any) -> dict[str, Any]:
             default = bundled.get(f"{template}.{spec.name}")
             if default is None:  # a required entry (no default) is declared empty: given or not
                 default = schema.defaults().get(spec.name, [] if spec.sequence else "")
-            values[name] = _declare(node, name, default, spec.describe(), spec.live)
+            values[name] = declare_entry(
+                node, name, default, spec.describe(), spec.live, spec.bounds
+            )
         if is_interface_controller(type_object):  # entries per joint by name (JTC's)
             joints = tuple(values.get(f"{instance}.joints") or ())
             for name, spec in type_object.joint_parameter_names(instance, joints).items():
                 default = bundled.get(name, spec.default)
-                values[name] = _declare(node, name, default, spec.describe(), spec.live)
+                values[name] = declare_entry(
+                    node, name, default, spec.describe(), spec.live, spec.bounds
+                )
     for name, (default, description) in ROS_ONLY.items():
         node.declare_parameter(
             name,

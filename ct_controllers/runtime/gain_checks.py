@@ -44,23 +44,27 @@ configured gains, the measured configuration) and logs or refuses as told.
 
 3. **Gains far above the configured ones.** A set with a gain above :data:`LARGE_FACTOR` × its
    configured value on some joint is applied when rules 1 and 2 pass, with a warning naming
-   the joints and the factors. The linear model can call such gains stable, yet they saturate
-   the drive at tiny errors (5143 N·m/rad on a wrist configured for 50 reaches its 40 N·m limit
-   at 0.45°), and a factor of ten is more often a typo (an extra digit, a unit) than intent.
+   the joints (the axes of a Cartesian gain) and the factors. The linear model can call such
+   gains stable, yet they saturate the drive at tiny errors (5143 N·m/rad on a wrist
+   configured for 50 reaches its 40 N·m limit at 0.45°), and a factor of ten is more often a
+   typo (an extra digit, a unit) than intent.
 
 "Configured" gains are the controller's gains at start-up: ``config/controllers.yaml`` (the
-bundled file unless the launch overrides it). All vectors are in model order.
+bundled file unless the launch overrides it). Per-joint vectors are in model order; a
+controller's other gains (a Cartesian stiffness, a scalar) have the shapes their schema gives
+them (:meth:`Controller.validate_gains`), and its linear feedback
+(:meth:`Controller.linear_feedback`) maps them to the joints.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ct_controllers.controllers.controller import FloatArray
+from ct_controllers.controllers.controller import Controller, FloatArray
 from ct_controllers.runtime.gain_stability import GainStability, Stability
 
 LARGE_FACTOR = 10.0  # a gain above this × its configured value is reported (rule 3)
@@ -122,6 +126,8 @@ def moves_toward(
     for name, new in change.items():
         if name not in current or name not in configured:
             return False
+        if np.shape(current[name]) != np.shape(new) or np.shape(configured[name]) != np.shape(new):
+            return False  # not comparable element by element
         low = np.minimum(current[name], configured[name])
         high = np.maximum(current[name], configured[name])
         slack = 1e-9 * np.maximum(1.0, np.abs(configured[name]))  # values that went through text
@@ -149,26 +155,44 @@ def recovery_radius(check: GainStability, configured: Mapping[str, FloatArray]) 
     return worst
 
 
+Labels = Sequence[str] | Callable[[str, int], Sequence[str]]
+
+
 def large_gains(
     change: Mapping[str, FloatArray],
     configured: Mapping[str, FloatArray],
-    joint_names: Sequence[str],
+    labels: Labels,
     factor: float = LARGE_FACTOR,
 ) -> dict[str, list[tuple[str, float]]]:
-    """Per gain of ``change``: (joint, new / configured) for each joint whose new value exceeds
-    ``factor`` × its configured value (an infinite ratio where that is 0)."""
+    """Per gain of ``change``: (element, new / configured) for each element (a joint of a
+    per-joint gain, an axis of a Cartesian one, the value of a scalar) whose new value exceeds
+    ``factor`` × its configured value (an infinite ratio where that is 0). ``labels``: the
+    elements' names, one list for every gain (joint names), or per gain and size
+    (:meth:`Controller.gain_labels`). A gain whose size differs from its configured value's is
+    not compared."""
     found: dict[str, list[tuple[str, float]]] = {}
     for name, new in change.items():
         if name not in configured:
             continue
         reference = np.asarray(configured[name], dtype=np.float64)
+        if reference.shape != np.shape(new):
+            continue
         above = np.flatnonzero(new > factor * reference)
         if above.size:
+            names = labels(name, reference.size) if callable(labels) else labels
             found[name] = [
-                (joint_names[j], float(new[j] / reference[j]) if reference[j] > 0 else np.inf)
+                (names[j], float(new[j] / reference[j]) if reference[j] > 0 else np.inf)
                 for j in above.tolist()
             ]
     return found
+
+
+def _labels(check: GainStability) -> Labels:
+    """The names of a gain's elements: the controller's (:meth:`Controller.gain_labels`), or the
+    joint names for a fixed feedback."""
+    if isinstance(check.feedback, Controller):
+        return check.feedback.gain_labels
+    return _joint_names(check)
 
 
 def _listing(joints: Sequence[str]) -> str:
@@ -246,7 +270,7 @@ def judge_gains(
                 f"{name}: the new gains are stable here but not everywhere at {rate}: "
                 f"{worst.describe()}"
             )
-    for gain, joints in large_gains(change, configured, _joint_names(check)).items():
+    for gain, joints in large_gains(change, configured, _labels(check)).items():
         listed = ", ".join(
             f"{joint} ({ratio:.3g}×)" if np.isfinite(ratio) else f"{joint} (configured 0)"
             for joint, ratio in joints
