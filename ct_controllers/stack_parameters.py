@@ -172,7 +172,12 @@ PARAMETERS = ParameterSchema(
         ParameterSpec(
             "controllers",
             str,
-            ("joint_impedance", "computed_torque", "joint_trajectory_controller"),
+            (
+                "joint_impedance",
+                "computed_torque",
+                "joint_trajectory_controller",
+                "gripper_controller",
+            ),
             "Controllers to load: joint-level ones (one runs) and standard-interface ones "
             "(trajectory, gripper actions), each with its 'type'",
             sequence=True,

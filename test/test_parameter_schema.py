@@ -93,7 +93,8 @@ def test_the_bundled_sections_are_the_schemas_defaults():
         if is_interface_controller(controller_type):
             # Its entries per joint by name (the trajectory controller's tolerances) are the
             # robot's, as per-joint gains are: present for each of its joints, no others.
-            names = controller_type.joint_parameter_names(instance, tuple(in_file["joints"]))
+            joints = tuple(in_file.get("joints", ()))  # a gripper controller has one `joint`
+            names = controller_type.joint_parameter_names(instance, joints)
             joint_entries = {k.split(".", 1)[1] for k in names}
             assert joint_entries <= set(in_file), instance
             in_file = {k: v for k, v in in_file.items() if k not in joint_entries}
