@@ -302,8 +302,8 @@ def test_bad_goals_are_rejected_naming_the_problem_and_move_nothing(
 
 def test_a_burst_of_goals_is_answered_in_full(client: Client, node: NodeProcess) -> None:
     """50 goals sent at once, alternately bad (rejected) and good: every one is answered; each
-    good one but the last ends CANCELED (a newer goal of the action took over) and the last
-    SUCCEEDED, at its position."""
+    good one but the last ends CANCELED (a newer goal of the action took over) or, where it was
+    already there, SUCCEEDED — none ABORTED — and the last SUCCEEDED, at its position."""
     futures = []
     targets = [0.05 if k % 2 == 0 else (0.04 if k % 4 == 1 else 0.0) for k in range(50)]
     for target in targets:
@@ -317,5 +317,9 @@ def test_a_burst_of_goals_is_answered_in_full(client: Client, node: NodeProcess)
     assert client.spin_until(lambda: all(r.done() for r in results), 30.0)
     statuses = [r.result().status for r in results]
     assert statuses[-1] == GoalStatus.STATUS_SUCCEEDED
-    assert all(s == GoalStatus.STATUS_CANCELED for s in statuses[:-1]), statuses
+    # Each earlier one is canceled by the next, unless it reached its goal first (already
+    # there: the reference's check succeeds on the first sample).
+    earlier = set(statuses[:-1])
+    assert earlier <= {GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_SUCCEEDED}, statuses
+    assert GoalStatus.STATUS_CANCELED in earlier, statuses
     np.testing.assert_allclose(fingers(client), targets[-1], atol=TOLERANCE)
