@@ -323,3 +323,18 @@ def test_a_burst_of_goals_is_answered_in_full(client: Client, node: NodeProcess)
     assert earlier <= {GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_SUCCEEDED}, statuses
     assert GoalStatus.STATUS_CANCELED in earlier, statuses
     np.testing.assert_allclose(fingers(client), targets[-1], atol=TOLERANCE)
+
+
+def test_zz_a_running_goal_gets_its_result_at_shutdown(client: Client, node: NodeProcess) -> None:
+    """(Last: it stops the module's node.) A ParallelGripperCommand closing at 1 mm/s (40 s) is
+    running when the node gets SIGINT: its result arrives, ABORTED, and the node exits 0."""
+    import signal
+
+    assert run(client, "gripper", command(0.04))[0] == GoalStatus.STATUS_SUCCEEDED
+    handle = send(client, "parallel", parallel([], [0.0], [0.001], []))
+    assert handle.accepted
+    client.spin_until(lambda: False, 0.5)
+    node.send_signal(signal.SIGINT)
+    status, _ = outcome(client, handle, timeout=10.0)
+    assert status == GoalStatus.STATUS_ABORTED
+    assert node.wait(15) == 0
