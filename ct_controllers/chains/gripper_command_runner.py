@@ -1,10 +1,14 @@
 """A GripperCommand goal on the real stack: a chained controller that runs, each tick,
 
-    loop's joint reference → joint controller → efforts (arm, held where it is)
-                           ↘ gripper servo with the goal's effort bound (fingers)
+    inner controller → its efforts and reference (the arm: held, or a later goal's)
+                     ↘ fingers' replaced by the gripper servo's, with the goal's effort bound
 
 installed in the control loop like any controller (``loop.switch_controller``, through the
-controller manager), so the limiter stays the last step before the write. The fingers are
+controller manager), so the limiter stays the last step before the write. During the goal the
+inner controller is the selected joint controller on the loop's reference (the arm holds where
+it is); after it, :func:`finger_hold` wraps whatever runs next with the same command (the
+controller manager's overlay), as a ros2_control gripper controller goes on commanding its last
+goal beside the arm's controllers. The fingers are
 driven as the Grasp drives them (:mod:`ct_controllers.chains.grasp_runner`, the same servo and
 the same limits): on the effort interface with the servo's effort clipped at the bound, on the
 position interface with the servo's reference and the bound as their drives' effort limit
