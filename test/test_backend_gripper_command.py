@@ -27,6 +27,7 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
+from ct_controllers.chains.gripper_command_runner import GripperCommandRunner
 from ct_controllers.config import load_parameters
 from ct_controllers.interface_controllers import instance_entries
 from ct_controllers.ros.goals import GoalArbiter
@@ -160,7 +161,8 @@ def test_close_stalls_on_the_object_with_the_effort_asked_and_reaches_without_it
     within 1 N, once the impact has settled) — not the 40 N the drives could — and still so
     0.5 s after the goal ended (the reference's controller goes on commanding its goal). The
     object taken away, a close reaches 0 and an open 0.04 m, where both fingers settle (as the
-    plant has them). While the controller is not active, goals are refused."""
+    plant has them). While the controller is not active, goals are refused; deactivated while a
+    goal runs, the goal ends ABORTED and the fingers are the joint controller's again."""
     rig = served.rig
     status, result = served.outcome(served.send(0.04))
     assert status == GoalStatus.STATUS_SUCCEEDED and result.reached_goal
@@ -196,6 +198,14 @@ def test_close_stalls_on_the_object_with_the_effort_asked_and_reaches_without_it
     assert not served.send(0.0).accepted
     served.manager.add_interface_controller(NAME, str(ENTRY["type"]), active=True)
     assert served.outcome(served.send(0.03))[0] == GoalStatus.STATUS_SUCCEEDED
+    # Deactivated (switch_controller) while a goal runs: the goal ends ABORTED and its command
+    # with it (the joint controller runs plain).
+    handle = served.send(0.0)
+    assert served.manager.switch([], [NAME], strict=True).ok
+    assert served.outcome(handle)[0] == GoalStatus.STATUS_ABORTED
+    served.spin_until(lambda: False, 0.1)
+    assert served.manager.overlay is None
+    assert not isinstance(rig.stack.loop.controller, GripperCommandRunner)
 
 
 def test_the_bridge_with_position_fingers_refuses_every_grip() -> None:

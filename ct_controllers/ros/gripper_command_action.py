@@ -231,9 +231,15 @@ class GripperCommandServer:
         active: canceled, hold the measured position with the entry's effort
         (``set_hold_position``); otherwise go on commanding the goal (a grip on an object keeps
         gripping), around whatever runs next (:func:`finger_hold`) — unless a newer goal of
-        this action took over. The arm holds where it is (a goal that ended current)."""
+        this action took over, or the controller was deactivated (then the joint controller
+        holds the fingers). The arm holds where it is (a goal that ended current)."""
         ending = getattr(goal_handle, "ct_ending", "")
         if ending == PREEMPTED_HERE:
+            return
+        if not self.manager.is_active(self.name):  # deactivated: its command ends with it
+            if self.arbiter.is_current(token):
+                self.loop.hold()
+                self.manager.release()
             return
         hold = runner
         if ending == CANCELED_HERE:
@@ -288,6 +294,8 @@ class GripperCommandServer:
                         snapshot,
                     )
                 return self._end(goal_handle, aborted, "preempted by a newer goal", snapshot)
+            if not self.manager.is_active(self.name):  # switch_controller deactivated it
+                return self._end(goal_handle, aborted, f"'{self.name}' deactivated", snapshot)
             if goal_handle.is_cancel_requested:
                 goal_handle.ct_ending = CANCELED_HERE
                 return self._end(
