@@ -65,6 +65,8 @@ def shaped_gain(spec: ParameterSpec, value: object) -> FloatArray:
     """A gain that is not per joint checked by its ``spec``: a scalar as a 1-element array, a
     fixed-size sequence (:attr:`ParameterSpec.sizes`) as an array of its values;
     :class:`GainError` naming it otherwise."""
+    if spec.shape == SCALAR and isinstance(value, np.ndarray) and value.size == 1:
+        value = float(value.reshape(-1)[0])  # already shaped (a validated set, staged)
     try:
         checked = spec.check(value)
     except ParameterProblem as problem:

@@ -191,6 +191,11 @@ class ControlNode(Node):
                 warnings += self._check_stability(controller, staged[controller])
         except (ValueError, TypeError, ConfigError, GainError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
+        except Exception as exc:  # a bug must not leave the caller without an answer
+            self.get_logger().error(f"set_parameters: {type(exc).__name__}: {exc}")
+            return SetParametersResult(
+                successful=False, reason=f"internal error: {type(exc).__name__}: {exc}"
+            )
         for warning in warnings:  # the set is applied: say what is remarkable about it
             self.get_logger().warning(warning)
         for controller, gains in staged.items():
