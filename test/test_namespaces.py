@@ -34,6 +34,7 @@ from ros_helpers import ARM, NodeProcess, spin_until
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
+from ct_controllers.config import load_config
 from ct_controllers.launch_plan import launch_plan
 from ct_controllers.node_names import (
     absolute_namespace,
@@ -49,6 +50,7 @@ from ct_controllers.ros.node_uniqueness import (
     MOTION_ACTIONS,
     PROBE_TIMEOUT,
     discovery_window,
+    standard_actions,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -505,7 +507,12 @@ def test_the_checked_actions_are_the_ones_the_node_serves(
             watcher.node, "controller_manager", "/arm2"
         )
     }
-    assert served == {f"/arm2/{name}" for name, _ in MOTION_ACTIONS}
+    standard = standard_actions(load_config(CONFIG).interface_controllers)
+    assert {n for n, _ in standard} == {
+        "joint_trajectory_controller/follow_joint_trajectory",
+        "gripper_controller/gripper_cmd",
+    }
+    assert served == {f"/arm2/{name}" for name, _ in (*MOTION_ACTIONS, *standard)}
 
 
 def test_a_node_of_another_name_serving_the_same_actions_is_refused(

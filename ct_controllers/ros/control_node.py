@@ -52,7 +52,7 @@ from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.gripper_command_action import gripper_servers  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
-from ct_controllers.ros.node_uniqueness import UniquenessCheck  # noqa: E402
+from ct_controllers.ros.node_uniqueness import UniquenessCheck, standard_actions  # noqa: E402
 from ct_controllers.ros.parameters import (  # noqa: E402
     declare_all,
     live_gains,
@@ -94,6 +94,7 @@ class ControlNode(Node):
         uniqueness = UniquenessCheck(self)  # its discovery window runs while the stack is built
         values = {name: _plain(v) for name, v in declare_all(self).items()}
         self.config = StackConfig.from_parameters(values)
+        uniqueness.add_actions(standard_actions(self.config.interface_controllers))
         # Gains are live by the controller's type, whatever each instance is called.
         self.live_parameters = live_parameters(self.config.controllers)
         self.stack: Stack = build_stack(self.config)

@@ -6,7 +6,9 @@ nothing. So a starting node looks at the ROS graph before it serves anything or 
 hardware, and refuses (:class:`NameTaken`, exit code 2 from ``ct_control_node``) when it finds
 
 - another live node with its own fully qualified name, or
-- one of its action servers (``<ns>/move_joints``, ``<ns>/move_to_pose``, ``<ns>/grasp``)
+- one of its action servers (``<ns>/move_joints``, ``<ns>/move_to_pose``, ``<ns>/grasp``, and
+  the standard-interface controllers' ``<ns>/<controller>/follow_joint_trajectory`` and
+  ``<ns>/<controller>/gripper_cmd``: :func:`standard_actions`)
   already served, by any node, or
 - with a simulated backend (it publishes a clock), its clock topic already published: two
   simulations on one ``/clock`` make sim time jump back and forth.
@@ -68,6 +70,31 @@ MOTION_ACTIONS: tuple[tuple[str, Any], ...] = (
     ("grasp", Grasp),
 )
 CLOCK_TOPIC = "/clock"
+
+
+def standard_actions(
+    interface_controllers: Mapping[str, Mapping[str, Any]],
+) -> tuple[tuple[str, Any], ...]:
+    """The actions the configured standard-interface controllers serve (relative names)."""
+    from control_msgs.action import FollowJointTrajectory, GripperCommand, ParallelGripperCommand
+
+    from ct_controllers.interface_controllers import (
+        GRIPPER,
+        PARALLEL_GRIPPER,
+        TRAJECTORY,
+        of_kind,
+    )
+
+    found: list[tuple[str, Any]] = []
+    for kind, suffix, action in (
+        (TRAJECTORY, "follow_joint_trajectory", FollowJointTrajectory),
+        (GRIPPER, "gripper_cmd", GripperCommand),
+        (PARALLEL_GRIPPER, "gripper_cmd", ParallelGripperCommand),
+    ):
+        found += [(f"{name}/{suffix}", action) for name in of_kind(interface_controllers, kind)]
+    return tuple(found)
+
+
 REMEDY = "give this one another namespace (ct-bringup --namespace, namespace:=, -r __ns:=)"
 
 
@@ -120,6 +147,12 @@ class UniquenessCheck:
         # The names rcl gives them (namespace, remaps), as the servers will have them.
         self._actions = tuple((node.resolve_topic_name(name), kind) for name, kind in actions)
         self.clock_topic = node.resolve_topic_name(CLOCK_TOPIC)
+
+    def add_actions(self, actions: tuple[tuple[str, Any], ...]) -> None:
+        """Also look for servers of ``actions`` (names relative to the namespace): those known
+        once the configuration is read (the standard-interface controllers' actions)."""
+        resolved = tuple((self._node.resolve_topic_name(n), kind) for n, kind in actions)
+        self._actions = self._actions + resolved
 
     def verify(self, publishes_clock: bool) -> None:
         """Wait out the discovery window (less if evidence appears), then refuse what is live."""
