@@ -147,6 +147,8 @@ def test_the_node_records_its_topics_and_goals(
     messages = read(path)
     expected = {
         **STATE_TOPICS,
+        # The node's /ct/joint_states samples again (joint_states_topic auto, in /ct).
+        "/joint_states": "sensor_msgs/msg/JointState",
         "/ct/move_joints/goal": "ct_interfaces/action/MoveJoints_Goal",
         "/ct/move_joints/status": "action_msgs/msg/GoalStatus",
         "/ct/move_joints/feedback": "ct_interfaces/action/MoveJoints_Feedback",
@@ -158,6 +160,9 @@ def test_the_node_records_its_topics_and_goals(
     assert len(messages["/robot_description"]) == 1 and len(messages["/tf_static"]) == 1
     assert messages["/robot_description"][0][1].data.startswith("<?xml")
     assert len(messages["/ct/joint_states"]) >= len(received)
+    assert [m.header.stamp for _, m in messages["/joint_states"]] == [
+        m.header.stamp for _, m in messages["/ct/joint_states"]
+    ]
     assert len(messages["/tf"]) == len(messages["/ct/joint_states"])
     assert len(messages["/ct/move_joints/goal"]) == 1
     assert messages["/ct/move_joints/goal"][0][1].positions[0] == 0.3
