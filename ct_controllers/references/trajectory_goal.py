@@ -78,6 +78,20 @@ class CheckedTrajectory:
     start_time: float
 
 
+MAX_POINTS = 100_000  # a 1000 s trajectory at 100 Hz; checking more would hold the GIL for s
+
+
+def check_sizes(names: int, points: int, controller_joints: Sequence[str]) -> None:
+    """The goal's sizes, checked before anything that scales with them (a hostile goal of
+    10⁵ names or 10⁶ points is refused at once, not checked element by element)."""
+    if names > len(controller_joints):
+        raise TrajectoryRejected(
+            f"{names} joint names; this controller has {len(controller_joints)} joints", JOINTS
+        )
+    if points > MAX_POINTS:
+        raise TrajectoryRejected(f"{points} points; at most {MAX_POINTS} are accepted")
+
+
 def check_trajectory(
     joint_names: Sequence[str],
     points: Sequence[GoalPoint],
@@ -91,6 +105,7 @@ def check_trajectory(
 ) -> CheckedTrajectory:
     """The checks of the module docstring. ``stamp`` [s] the goal's ``header.stamp`` (0 = start
     now), ``now`` [s] on the same clock."""
+    check_sizes(len(joint_names), len(points), controller_joints)
     if not joint_names:
         raise TrajectoryRejected("the trajectory names no joints")
     if not points:

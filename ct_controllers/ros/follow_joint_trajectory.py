@@ -48,6 +48,7 @@ from ct_controllers.references.trajectory_goal import (
     GoalTolerance,
     JointBounds,
     TrajectoryRejected,
+    check_sizes,
     check_trajectory,
     resolve_tolerances,
 )
@@ -180,6 +181,7 @@ class JointTrajectoryControllerServer:
         """The message checked and made a plan for the loop, or TrajectoryRejected."""
         settings = self.settings
         now = self.node.get_clock().now().nanoseconds * 1e-9
+        check_sizes(len(trajectory.joint_names), len(trajectory.points), settings.joints)
         points = [
             GoalPoint(
                 _seconds(p.time_from_start),
