@@ -302,8 +302,9 @@ def test_bad_goals_are_rejected_naming_the_problem_and_move_nothing(
 
 def test_a_burst_of_goals_is_answered_in_full(client: Client, node: NodeProcess) -> None:
     """50 goals sent at once, alternately bad (rejected) and good: every one is answered; each
-    good one but the last ends CANCELED (a newer goal of the action took over) or, where it was
-    already there, SUCCEEDED — none ABORTED — and the last SUCCEEDED, at its position."""
+    good one ends CANCELED (a newer goal of the action took over) or SUCCEEDED (the one started
+    last, or one already there) — none ABORTED — and the fingers end at a succeeded one's
+    position."""
     futures = []
     targets = [0.05 if k % 2 == 0 else (0.04 if k % 4 == 1 else 0.0) for k in range(50)]
     for target in targets:
@@ -316,13 +317,16 @@ def test_a_burst_of_goals_is_answered_in_full(client: Client, node: NodeProcess)
     results = [h.get_result_async() for h in accepted]
     assert client.spin_until(lambda: all(r.done() for r in results), 30.0)
     statuses = [r.result().status for r in results]
-    assert statuses[-1] == GoalStatus.STATUS_SUCCEEDED
-    # Each earlier one is canceled by the next, unless it reached its goal first (already
-    # there: the reference's check succeeds on the first sample).
-    earlier = set(statuses[:-1])
-    assert earlier <= {GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_SUCCEEDED}, statuses
-    assert GoalStatus.STATUS_CANCELED in earlier, statuses
-    np.testing.assert_allclose(fingers(client), targets[-1], atol=TOLERANCE)
+    # The executor's threads take the goals in no set order: the one started last succeeds;
+    # each other is canceled by the next, unless it reached its goal first (already there:
+    # the reference's check succeeds on the first sample). None is ABORTED.
+    assert set(statuses) <= {GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_SUCCEEDED}, statuses
+    assert GoalStatus.STATUS_CANCELED in statuses and GoalStatus.STATUS_SUCCEEDED in statuses
+    good = [t for k, t in enumerate(targets) if k % 2 == 1]
+    succeeded = GoalStatus.STATUS_SUCCEEDED
+    reached = {t for t, status in zip(good, statuses, strict=True) if status == succeeded}
+    position = fingers(client)
+    assert any(np.allclose(position, t, atol=TOLERANCE) for t in reached), (position, reached)
 
 
 def test_zz_a_running_goal_gets_its_result_at_shutdown(client: Client, node: NodeProcess) -> None:
