@@ -50,6 +50,12 @@ def rig(request: pytest.FixtureRequest, frozen_heap: None) -> Iterator[Rig]:
         rig.close()
 
 
+# Real-time rigs (100 Hz deadlines of 200 ms against the drives' and bus threads of this process)
+# on a 2-core VM whose host takes CPU at times: one fresh-clone CI run of ten (session 10) had
+# both CANopen cases fail at once (a 208 ms state gap; an approach over 6 s), the next passing
+# them in 10 s. One re-run on a fresh rig; a real regression fails both. To go: the rigs'
+# deadlines judged against measured scheduling gaps instead (issue note, session 10).
+@pytest.mark.flaky(reruns=1)
 def test_a_grasp_runs_end_to_end_with_the_grip_force_asked(rig: Rig) -> None:
     """The whole grasp (approach from above, close, lift 10 cm, hold 0.5 s, put down, release,
     retreat) with grasp_effort 15 N and the stack's default joint controller reaches DONE within
