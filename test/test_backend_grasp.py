@@ -52,7 +52,7 @@ def rig(request: pytest.FixtureRequest, frozen_heap: None) -> Iterator[Rig]:
 
 # Real-time rigs (100 Hz deadlines of 200 ms against the drives' and bus threads of this process)
 # on a 2-core VM whose host takes CPU at times: one of session 10's two fresh-clone CI runs had
-# both CANopen cases fail at once (a 208 ms state gap; an approach over 6 s), the next passing
+# both CANopen cases fail at once (a 208 ms state gap; an approach over 6 s), the other passing
 # them in 10 s. One re-run on a fresh rig; a real regression fails both. To go: the rigs'
 # deadlines judged against measured scheduling gaps instead (issue note, session 10).
 @pytest.mark.flaky(reruns=1)
