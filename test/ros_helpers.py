@@ -242,3 +242,50 @@ def moveit_trajectory(
             )
         )
     return trajectory
+
+
+@contextmanager
+def bridge_node(
+    tmp_path: Any, name: str, plant_options: dict[str, Any] | None = None, **parameters: Any
+) -> Iterator[tuple[NodeProcess, Any]]:
+    """The real node on the ros2_control bridge backend (100 Hz, the slow-loop gains, armed,
+    200 ms deadlines; ``parameters`` on top) against a plant process on topics of its own
+    (``name`` and this process's id), both stopped afterwards: (node, plant). The bundled
+    parameters file first and these overrides on top, as launch_plan passes them; the node's
+    output is printed once it has stopped."""
+    import yaml
+
+    from ct_controllers.config import default_config_path
+    from ct_controllers.sim.gains import SLOW_LOOP_GAINS
+    from ct_controllers.sim.ros2_control_plant import PlantProcess
+
+    topics = f"/{name}_{os.getpid()}"
+    values: dict[str, Any] = {
+        "hardware.armed": True,
+        "update_rate": 100,
+        "ros2_control_bridge.joint_states_topic": f"{topics}/joint_states",
+        "ros2_control_bridge.command_topic": f"{topics}/commands",
+        "watchdog.state_timeout": 0.2,
+        "watchdog.command_timeout": 0.2,
+        **SLOW_LOOP_GAINS,
+        **parameters,
+    }
+    overrides = tmp_path / f"{name}.yaml"
+    overrides.write_text(yaml.safe_dump({"/**": {"ros__parameters": values}}))
+    plant = PlantProcess(
+        f"{topics}/joint_states",
+        f"{topics}/commands",
+        list(CONFIG.joint_names),
+        **(plant_options or {}),
+    )
+    command = [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "hardware"]
+    bundled = str(default_config_path())
+    node = NodeProcess(
+        [*command, "--ros-args", "--params-file", bundled, "--params-file", str(overrides)]
+    )
+    try:
+        yield node, plant
+    finally:
+        stop_node(node)
+        plant.stop()
+        print(node.communicate(timeout=5)[0][-3000:])  # the node's log, shown on a failure

@@ -8,23 +8,16 @@ a running node too."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-import yaml
-from ros_helpers import NodeProcess, pose_message, ros_client, stop_node
+from ros_helpers import bridge_node, pose_message, ros_client
 
 from ct_controllers.bench.grasp import top_down_grasp
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
-from ct_controllers.config import default_config_path, load_config
-from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
-from ct_controllers.sim.ros2_control_plant import PlantProcess
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
 GRASP_EFFORT = 15.0  # [N] per finger: not the task's default 20 N, nor the URDF's 40 N
@@ -128,55 +121,30 @@ def test_the_grasp_action_refuses_a_grip_force_it_cannot_enforce(tmp_path: Path)
     from ct_interfaces.action import Grasp
     from rclpy.action import ActionClient
 
-    topics = f"/ct_grasp_refusal_{os.getpid()}"
-    parameters: dict[str, Any] = {
-        "hardware.armed": True,
-        "update_rate": 100,
-        "ros2_control_bridge.joint_states_topic": f"{topics}/joint_states",
-        "ros2_control_bridge.command_topic": f"{topics}/commands",
-        "ros2_control_bridge.command_interface": "position",
-        "watchdog.state_timeout": 0.2,
-        "watchdog.command_timeout": 0.2,
-        **SLOW_LOOP_GAINS,
-    }
-    overrides = tmp_path / "bridge_position.yaml"
-    overrides.write_text(yaml.safe_dump({"/**": {"ros__parameters": parameters}}))
-    config = load_config()
-    plant = PlantProcess(
-        f"{topics}/joint_states",
-        f"{topics}/commands",
-        list(config.joint_names),
-        interface="position",
-        object_width=0.05,
-    )
-    command = [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "hardware"]
-    # The bundled file first, these overrides on top (as launch_plan passes a params file): a
-    # file of per-joint gains alone would be a robot with no joints, which the node refuses.
-    bundled = str(default_config_path())
-    node = NodeProcess(
-        [*command, "--ros-args", "--params-file", bundled, "--params-file", str(overrides)]
-    )
-    try:
-        with ros_client("ct_grasp_refusal_client") as client:
-            action = ActionClient(client.node, Grasp, "/ct/grasp")
-            assert action.wait_for_server(timeout_sec=10.0)
-            before = plant.report()["position"]
-            goal = Grasp.Goal(
-                grasp_pose=pose_message((0.5, 0.0, 0.025)),
-                approach_offset=0.08,
-                lift_height=0.1,
-                grasp_effort=GRASP_EFFORT,
-                hold_duration=0.5,
-            )
-            future = action.send_goal_async(goal)
-            assert client.spin_until(future.done, 5.0)
-            result = client.result(future.result(), 10.0)
-            assert result.error_code == Grasp.Result.INVALID_GOAL, result.message
-            assert "cannot be enforced" in result.message, result.message
-            assert "left_finger_joint" in result.message, result.message
-            after = plant.report()["position"]
-            assert max(abs(after[n] - before[n]) for n in before) < 1e-3
-    finally:
-        stop_node(node)
-        plant.stop()
-        print(node.communicate(timeout=5)[0][-3000:])
+    with (
+        bridge_node(
+            tmp_path,
+            "ct_grasp_refusal",
+            plant_options={"interface": "position", "object_width": 0.05},
+            **{"ros2_control_bridge.command_interface": "position"},
+        ) as (_, plant),
+        ros_client("ct_grasp_refusal_client") as client,
+    ):
+        action = ActionClient(client.node, Grasp, "/ct/grasp")
+        assert action.wait_for_server(timeout_sec=10.0)
+        before = plant.report()["position"]
+        goal = Grasp.Goal(
+            grasp_pose=pose_message((0.5, 0.0, 0.025)),
+            approach_offset=0.08,
+            lift_height=0.1,
+            grasp_effort=GRASP_EFFORT,
+            hold_duration=0.5,
+        )
+        future = action.send_goal_async(goal)
+        assert client.spin_until(future.done, 5.0)
+        result = client.result(future.result(), 10.0)
+        assert result.error_code == Grasp.Result.INVALID_GOAL, result.message
+        assert "cannot be enforced" in result.message, result.message
+        assert "left_finger_joint" in result.message, result.message
+        after = plant.report()["position"]
+        assert max(abs(after[n] - before[n]) for n in before) < 1e-3

@@ -235,60 +235,32 @@ def test_the_bridge_with_position_fingers_refuses_every_grip() -> None:
 
 def test_the_node_on_the_bridge_serves_the_gripper(tmp_path: Path) -> None:
     """The node process itself (`--target hardware`: the ros2_control bridge, against the
-    plant process, effort fingers, this worktree's controllers.yaml): /ct/gripper_controller/
+    plant process, effort fingers, the bundled controllers.yaml): /ct/gripper_controller/
     gripper_cmd opens (SUCCEEDED, reached) and, on a 5 cm object placed between the fingers,
     stalls (ABORTED, stalled) pressing it with the 15 N asked, as the plant measures it."""
-    import sys
+    from ros_helpers import bridge_node, ros_client
 
-    import yaml
-    from ros_helpers import NodeProcess, ros_client, stop_node
+    with (
+        bridge_node(tmp_path, "ct_grip_node", **{"watchdog.command_timeout": 0.5}) as (_, plant),
+        ros_client("ct_grip_bridge_client") as client,
+    ):
+        action = ActionClient(client.node, GripperCommand, "/ct/gripper_controller/gripper_cmd")
+        assert action.wait_for_server(timeout_sec=10.0)
 
-    from ct_controllers.config import load_config
-    from ct_controllers.sim.gains import SLOW_LOOP_GAINS
-    from ct_controllers.sim.ros2_control_plant import PlantProcess
+        def run(position: float, max_effort: float = 0.0) -> tuple[int, Any]:
+            goal = GripperCommand.Goal()
+            goal.command.position, goal.command.max_effort = position, max_effort
+            future = action.send_goal_async(goal)
+            assert client.spin_until(future.done, 5.0)
+            result = future.result().get_result_async()
+            assert client.spin_until(result.done, 15.0)
+            return result.result().status, result.result().result
 
-    topics = f"/ct_grip_node_{os.getpid()}"
-    parameters: dict[str, Any] = {
-        "hardware.armed": True,
-        "update_rate": 100,
-        "ros2_control_bridge.joint_states_topic": f"{topics}/joint_states",
-        "ros2_control_bridge.command_topic": f"{topics}/commands",
-        "watchdog.state_timeout": 0.2,
-        "watchdog.command_timeout": 0.5,
-        **SLOW_LOOP_GAINS,
-    }
-    overrides = tmp_path / "bridge.yaml"
-    overrides.write_text(yaml.safe_dump({"/**": {"ros__parameters": parameters}}))
-    plant = PlantProcess(
-        f"{topics}/joint_states", f"{topics}/commands", list(load_config(CONFIG).joint_names)
-    )
-    command = [sys.executable, "-m", "ct_controllers.ros.control_node", "--target", "hardware"]
-    node = NodeProcess(
-        [*command, "--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)]
-    )
-    try:
-        with ros_client("ct_grip_bridge_client") as client:
-            action = ActionClient(client.node, GripperCommand, "/ct/gripper_controller/gripper_cmd")
-            assert action.wait_for_server(timeout_sec=10.0)
-
-            def run(position: float, max_effort: float = 0.0) -> tuple[int, Any]:
-                goal = GripperCommand.Goal()
-                goal.command.position, goal.command.max_effort = position, max_effort
-                future = action.send_goal_async(goal)
-                assert client.spin_until(future.done, 5.0)
-                result = future.result().get_result_async()
-                assert client.spin_until(result.done, 15.0)
-                return result.result().status, result.result().result
-
-            status, result = run(0.04)
-            assert status == GoalStatus.STATUS_SUCCEEDED and result.reached_goal
-            plant.place_object(2 * OBJECT_HALF)
-            status, result = run(0.0, EFFORT)
-            assert status == GoalStatus.STATUS_ABORTED and result.stalled
-            assert abs(result.position - OBJECT_HALF) < 0.004, result.position
-            contact = list(plant.report()["contact"].values())
-            np.testing.assert_allclose(contact, EFFORT, atol=1.0)
-    finally:
-        stop_node(node)
-        plant.stop()
-        print(node.communicate(timeout=5)[0][-3000:])
+        status, result = run(0.04)
+        assert status == GoalStatus.STATUS_SUCCEEDED and result.reached_goal
+        plant.place_object(2 * OBJECT_HALF)
+        status, result = run(0.0, EFFORT)
+        assert status == GoalStatus.STATUS_ABORTED and result.stalled
+        assert abs(result.position - OBJECT_HALF) < 0.004, result.position
+        contact = list(plant.report()["contact"].values())
+        np.testing.assert_allclose(contact, EFFORT, atol=1.0)
