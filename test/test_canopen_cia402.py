@@ -22,6 +22,7 @@ from ct_controllers.hardware.cia402 import DriveState, JointScaling, UnitRangeEr
 from ct_controllers.hardware.interface import LifecycleState, NotArmedError
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
+from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 
 _channels = itertools.count()
 RATE = 100.0  # [Hz]: 10 ms SYNC cycles keep the pure-Python bus simulation far from its limits
@@ -38,10 +39,14 @@ HEARTBEAT_TIMEOUT = 0.2  # [s] heartbeats come from python-can's software timers
 # radius 1.59 at home (unstable) — the torque rate limit holds it to a limit cycle that late
 # SYNCs grow until the arm swings (CI failures: 0.56 and 3.3 rad off target) — and the safe
 # hold's damping reaches 1.25 over random configurations. Computed torque with its bundled
-# gains stays at 0.993 there with one or two periods of delay; this hold damping
-# [N·m·s/rad | N·s/m] at 1.0 with one (the position integrator; velocities decay). README.
+# gains (ω = 20 rad/s) is at 0.993 with one or two periods of delay but 1.019 with three and
+# 1.062 with four (the drives' rotor inertia, which the controller's model lacks, in the
+# plant): a SYNC late by a period or two on a loaded machine made the arm swing (CI: 0.15 rad
+# off target after success, 1 rad/s still at the quick stop's end). ω = 12 rad/s stays below
+# 0.996 up to four periods of delay (sampled_loop_radius with the drives' rotor inertia over
+# the gain check configurations). The hold damping is the 100 Hz rigs' (sim/gains.py).
 CONTROLLER_100HZ = "computed_torque"
-HOLD_DAMPING_100HZ = [10.0, 10.0, 5.0, 5.0, 2.0, 2.0, 1.0, 2.0, 2.0]
+CT_OMEGA_100HZ = 12.0  # [rad/s] computed torque's error dynamics: kp = ω², kd = 2ω (critical)
 
 
 # --- pure CiA 402 ----------------------------------------------------------------------------
@@ -131,7 +136,9 @@ def canopen_config(armed: bool = True, **overrides: object):  # type: ignore[no-
         "watchdog.state_timeout": STATE_TIMEOUT,
         "watchdog.command_timeout": COMMAND_TIMEOUT,
         "default_controller": CONTROLLER_100HZ,
-        "safe_hold.damping": HOLD_DAMPING_100HZ,
+        "computed_torque.kp": [CT_OMEGA_100HZ**2] * 9,
+        "computed_torque.kd": [2.0 * CT_OMEGA_100HZ] * 9,
+        "safe_hold.damping": SLOW_LOOP_GAINS["safe_hold.damping"],
         # The bus threads at normal scheduling, as the drives in this process and the loop
         # ticked by the test are (a real-time thread would wait for the GIL behind them).
         "realtime.priority": 0,

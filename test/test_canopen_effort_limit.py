@@ -37,18 +37,19 @@ def rig() -> Iterator[Rig]:
     drives in a process of their own and this thread ticking the loop as the loop's own thread
     would (realtime.*), as the bus threads run: on a loaded machine a rig of one process at
     normal scheduling misses its 100 ms deadlines now and then, which is not what this is
-    about. The stack's deadlines are 250 ms rather than the rig's 100 ms: once in CI this
-    process stalled 115 ms (every drive's PDOs late at once), and the deadlines are not what this
-    is about either."""
+    about. The stack's deadlines are 500 ms rather than the rig's 200 ms: in CI this process
+    stalled 115 ms once and over 250 ms another time (the command watchdog fired at 254 ms),
+    and the deadlines are not what this is about either; an SDO attempt would still show, in
+    the tick durations and in the drives' count of served requests."""
     rig = make_rig(
         "canopen",
         object_width=0.05,
         drives_process=True,
         **MODES[("canopen", "position")],
         **{
-            "watchdog.state_timeout": 0.25,
-            "watchdog.command_timeout": 0.25,
-            "canopen.pdo_timeout": 0.25,
+            "watchdog.state_timeout": 0.5,
+            "watchdog.command_timeout": 0.5,
+            "canopen.pdo_timeout": 0.5,
         },
     )
     try:
@@ -92,7 +93,7 @@ def _tick_timed(rig: Rig, ticks: int) -> list[float]:
 def test_the_grip_limit_reaches_the_drives_with_every_sdo_response_lost(rig: Rig) -> None:
     """Every SDO response of both finger drives is lost from the start. A controller asking a
     10 N grip while the fingers close from 4 cm to 5 mm on a 5 cm object: no tick lasts as long
-    as one SDO response time-out (0.3 s; the slowest allowed 0.25 s, for a loaded machine —
+    as one SDO response time-out (0.3 s, which a tick waiting for a lost response cannot beat;
     the loop's period is 10 ms), the loop never faults and the motion ends; both drives hold
     250 ‰ in their own 6072h and press the object with 10 N (contact force within 0.3 N); no
     SDO was even attempted (no response was there to lose). Cleared (NaN), the drives go back
@@ -113,7 +114,7 @@ def test_the_grip_limit_reaches_the_drives_with_every_sdo_response_lost(rig: Rig
     durations = _tick_timed(rig, round(2.0 / rig.config.period))
     assert loop.fault is None, loop.fault
     assert loop.motion_status(closing).state != RUNNING
-    assert max(durations) < SDO_RESPONSE_TIMEOUT - 0.05, max(durations)
+    assert max(durations) < SDO_RESPONSE_TIMEOUT, max(durations)
     assert {n: drives.max_torques()[n] for n in FINGERS} == dict.fromkeys(FINGERS, 250)
     contact = rig.contact_forces()
     for name in FINGERS:
