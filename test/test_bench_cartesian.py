@@ -36,10 +36,11 @@ def test_a_10_n_push_displaces_the_tcp_by_the_compliance(config) -> None:
         assert push.speed < 1e-3 and push.rotation < 1e-3
 
 
-def test_the_circle_starts_at_rest_on_the_tcp_and_its_twist_is_its_derivative() -> None:
+def test_the_circle_starts_at_rest_and_its_twist_and_acceleration_are_its_derivatives() -> None:
     """The path: at t = 0 the start pose with zero twist; its radius is kept; after the ramp it
-    turns at ω = 2π f; the twist is the pose's time derivative (central differences, 1e-6 m/s)
-    and the orientation never changes."""
+    turns at ω = 2π f; the twist is the pose's time derivative and the acceleration the
+    twist's (central differences), the latter r ω² toward the centre after the ramp; the
+    orientation never changes."""
     start = np.eye(4)
     start[:3, 3] = (0.4, 0.1, 0.3)
     path = cartesian.Circle(start, radius=0.05, frequency=0.5, ramp=2.0)
@@ -54,7 +55,13 @@ def test_the_circle_starts_at_rest_on_the_tcp_and_its_twist_is_its_derivative() 
         rate = (path.at(t + h)[0][:3, 3] - path.at(t - h)[0][:3, 3]) / (2 * h)
         np.testing.assert_allclose(twist[:3], rate, atol=1e-6)
         assert np.all(twist[3:] == 0.0)
+        acceleration = (path.at(t + h)[1] - path.at(t - h)[1]) / (2 * h)
+        np.testing.assert_allclose(path.acceleration(t), acceleration, atol=1e-5)
     assert path.phase(3.0)[1] == pytest.approx(math.pi)
+    # After the ramp: only the centripetal r ω², toward the centre.
+    pose = path.at(3.0)[0]
+    inward = (path.centre - pose[:3, 3]) / 0.05
+    np.testing.assert_allclose(path.acceleration(3.0)[:3], 0.05 * math.pi**2 * inward, atol=1e-12)
 
 
 @pytest.mark.parametrize("method", cartesian.METHODS)
@@ -62,8 +69,9 @@ def test_each_method_follows_the_circle(config, method) -> None:
     """A quarter period measured after a quarter-period ramp (r = 5 cm, 0.5 Hz) on the
     bundled arm, each method on a fresh stack: no fault, a sample every 10 ms, and the TCP
     within a fifth of the radius of where the circle is throughout (the full bench: 5.1 mm RMS
-    for the law, 1.9 mm for the differential IK chain) — it moves with the circle: a TCP left
-    at the start would be 0.77 r to 1.85 r from it over this window."""
+    for the law, 0.2 mm with the feed-forward, 1.9 mm for the differential IK chain) — it
+    moves with the circle: a TCP left at the start would be 0.77 r to 1.85 r from it over this
+    window."""
     tracking = cartesian.circle(
         config, method, cartesian.default_stiffness(), periods=0.25, ramp_periods=0.25
     )
@@ -72,6 +80,19 @@ def test_each_method_follows_the_circle(config, method) -> None:
     assert tracking.max_m < 0.2 * 0.05, tracking
     assert 0 < tracking.rms_m <= tracking.max_m
     assert tracking.loop_controller_p50_us > 0
+
+
+def test_the_feed_forward_wrench_removes_the_laws_lag(config) -> None:
+    """The law lags the circle by about Λ ẍ*/K without an acceleration feed-forward (the full
+    bench: 5.1 mm RMS); given Λ ẍ* as the target's wrench it follows within a tenth of that
+    over the same window."""
+    plain, fed = (
+        cartesian.circle(
+            config, method, cartesian.default_stiffness(), periods=0.25, ramp_periods=0.25
+        )
+        for method in ("cartesian_impedance", cartesian.FEED_FORWARD)
+    )
+    assert fed.rms_m < 0.1 * plain.rms_m, (plain, fed)
 
 
 def test_update_times_are_measured_for_each_law(config) -> None:

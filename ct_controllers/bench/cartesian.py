@@ -14,9 +14,12 @@ configuration's home pose:
 - **circle**: the TCP along a circle 0.1 m across (``--radius``, default 0.05 m) in the base
   x-y plane at
   ``--frequency`` (default 0.5 Hz), its orientation held, by each method in turn on a fresh
-  stack: ``cartesian_impedance`` (the law given the moving target pose and its twist) and
-  ``diff_ik`` (the differential IK (QP) → the configuration's joint impedance, the chain
-  MoveToPose runs, given the same pose and twist). The circle starts at the TCP at rest and its
+  stack: ``cartesian_impedance`` (the law given the moving target pose and its twist),
+  ``cartesian_impedance_ff`` (the same plus the feed-forward wrench Λ ẍ* through the target's
+  ``wrench``, Λ as the law computes it at the latest measured configuration: the law has no
+  acceleration input of its own) and ``diff_ik`` (the differential IK (QP) → the
+  configuration's joint impedance, the chain MoveToPose runs, given the same pose and twist).
+  The circle starts at the TCP at rest and its
   angular speed ramps up smoothly over ``--ramp`` periods (so both start on their trajectory,
   position and velocity); the error is sampled every 10 ticks over the ``--periods`` full
   periods after the ramp: the TCP's distance from where the circle is at the state's stamp,
@@ -52,6 +55,7 @@ from ct_controllers.controllers.cartesian_impedance import (
 )
 from ct_controllers.controllers.cartesian_impedance import (
     CartesianImpedanceController,
+    operational_space,
 )
 from ct_controllers.controllers.controller import Controller
 from ct_controllers.model.robot import RobotModel
@@ -69,7 +73,8 @@ GOAL_STIFFNESS_ERROR = 0.05  # [-] ‖d − K⁻¹F‖ / ‖K⁻¹F‖ at steady
 SNAPSHOT_TICKS = 10  # the loop publishes a snapshot every 10 ticks (snapshot_decimation)
 SETTLE_SECONDS = 1.0  # [s] under the law before the pushes: at rest to ≪ 1 µm
 CIRCLE_SETTLE = 0.3  # [s] under the method before the circle: the switch's transient gone
-METHODS = ("cartesian_impedance", "diff_ik")
+FEED_FORWARD = "cartesian_impedance_ff"
+METHODS = ("cartesian_impedance", FEED_FORWARD, "diff_ik")
 AXES = ("x", "y", "z")
 
 
@@ -119,6 +124,26 @@ def diff_ik_chain(stack: Stack, pose: np.ndarray) -> CartesianChain:
     config = stack.config
     diff_ik = QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor)
     return CartesianChain(model, diff_ik, joint_impedance(stack), pose)
+
+
+def operational_inertia(
+    law: CartesianImpedanceController, stack: Stack, model: RobotModel
+) -> Callable[[np.ndarray], np.ndarray]:
+    """q ↦ Λ(q) (6 × 6 [kg | kg·m²]) as ``law`` computes it (the arm joints' block of M, its
+    singularity damping), for a feed-forward wrench Λ ẍ* given through the target."""
+    arm = np.array(model.indices(stack.config.arm_joints))
+    block = np.ix_(arm, arm)
+
+    def inertia(q: np.ndarray) -> np.ndarray:
+        return operational_space(
+            model.frame_jacobian(q)[:, arm],
+            model.mass_matrix(q)[block],
+            law.singularity_measure,
+            law.singularity_threshold,
+            law.max_inertia_damping,
+        ).inertia
+
+    return inertia
 
 
 def _tcp(model: RobotModel, q: np.ndarray) -> np.ndarray:
@@ -253,27 +278,39 @@ class Circle:
         self.ramp = ramp
         self.centre = start[:3, 3] - np.array([radius, 0.0, 0.0])
 
-    def phase(self, t: float) -> tuple[float, float]:
-        """(θ [rad], θ̇ [rad/s]) at ``t`` [s] from the start."""
+    def phase(self, t: float) -> tuple[float, float, float]:
+        """(θ [rad], θ̇ [rad/s], θ̈ [rad/s²]) at ``t`` [s] from the start."""
         if t <= 0.0:
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         if t < self.ramp:
             u = t / self.ramp
             return (
                 self.omega * self.ramp * (u**3 - 0.5 * u**4),
                 self.omega * (3 * u**2 - 2 * u**3),
+                self.omega * (6 * u - 6 * u**2) / self.ramp,
             )
-        return self.omega * (0.5 * self.ramp + t - self.ramp), self.omega
+        return self.omega * (0.5 * self.ramp + t - self.ramp), self.omega, 0.0
 
     def at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """(pose 4 × 4, twist (6,) [m/s; rad/s], base frame) at ``t`` [s]."""
-        theta, rate = self.phase(t)
+        theta, rate, _ = self.phase(t)
         pose = self.start.copy()
         c, s = math.cos(theta), math.sin(theta)
         pose[:3, 3] = self.centre + self.radius * np.array([c, s, 0.0])
         twist = np.zeros(6)
         twist[:3] = self.radius * rate * np.array([-s, c, 0.0])
         return pose, twist
+
+    def acceleration(self, t: float) -> np.ndarray:
+        """The path's acceleration (6,) [m/s²; rad/s²] at ``t`` [s]: tangential r θ̈ and
+        centripetal r θ̇² (toward the centre)."""
+        theta, rate, rate_of_rate = self.phase(t)
+        c, s = math.cos(theta), math.sin(theta)
+        out = np.zeros(6)
+        out[:3] = self.radius * (
+            rate_of_rate * np.array([-s, c, 0.0]) - rate * rate * np.array([c, s, 0.0])
+        )
+        return out
 
 
 @dataclass(frozen=True)
@@ -312,17 +349,25 @@ def circle(
         start = _tcp(model, snapshot.position)
         base = stack.config.base_frame
         controller: Controller
-        set_target: Callable[[np.ndarray, np.ndarray], None]
-        if method == "cartesian_impedance":
-            law = cartesian_impedance(stack, stiffness)
-            controller = law
-
-            def set_target(pose: np.ndarray, twist: np.ndarray) -> None:
-                law.set_target(CartesianTarget(pose, base, twist=twist))
-        else:
+        set_target: Callable[[Circle, float], None]
+        if method == "diff_ik":
             chain = diff_ik_chain(stack, start)
             controller = chain
-            set_target = chain.set_target
+
+            def set_target(path: Circle, t: float) -> None:
+                chain.set_target(*path.at(t))
+        else:
+            law = cartesian_impedance(stack, stiffness)
+            controller = law
+            inertia = operational_inertia(law, stack, model) if method == FEED_FORWARD else None
+
+            def set_target(path: Circle, t: float) -> None:
+                pose, twist = path.at(t)
+                wrench = None
+                if inertia is not None:  # Λ ẍ*, Λ at the latest measured configuration
+                    wrench = inertia(_latest(loop).position).dot(path.acceleration(t))
+                law.set_target(CartesianTarget(pose, base, twist=twist, wrench=wrench))
+
         loop.switch_controller(controller)
         loop.run_ticks(round(CIRCLE_SETTLE / config.period))
         snapshot = loop.snapshot()
@@ -339,7 +384,7 @@ def circle(
         ticks = round(until / config.period)
         for tick in range(ticks):
             # The target for this tick's state: the state is read at the backend's clock now.
-            set_target(*path.at(loop.now() - t0))
+            set_target(path, loop.now() - t0)
             loop.run_ticks(1)
             if (tick + 1) % SNAPSHOT_TICKS:
                 continue
@@ -531,7 +576,9 @@ def _print_robot(robot: dict[str, Any]) -> None:
         f"{'loop ctrl p50/p99 [µs]':>25s}"
     )
     for name, t in path["methods"].items():
-        label = name if name != "diff_ik" else "diff_ik + joint_imp."
+        label = {"diff_ik": "diff_ik + joint_imp.", FEED_FORWARD: "cart. imp. + Λẍ* ff"}.get(
+            name, name
+        )
         fault = f"  FAULT: {t['fault']}" if t["fault"] else ""
         print(
             f"    {label:22s}{t['rms_m'] * 1e3:10.3f}{t['max_m'] * 1e3:10.3f}"
