@@ -70,7 +70,6 @@ JOINT_IMPEDANCE = "ct_controllers/JointImpedance"
 BUNDLED = "bundled"
 PUSH_FORCE = 10.0  # [N]
 GOAL_STIFFNESS_ERROR = 0.05  # [-] ‖d − K⁻¹F‖ / ‖K⁻¹F‖ at steady state
-SNAPSHOT_TICKS = 10  # the loop publishes a snapshot every 10 ticks (snapshot_decimation)
 SETTLE_SECONDS = 1.0  # [s] under the law before the pushes: at rest to ≪ 1 µm
 CIRCLE_SETTLE = 0.3  # [s] under the method before the circle: the switch's transient gone
 FEED_FORWARD = "cartesian_impedance_ff"
@@ -231,13 +230,14 @@ def push(
         compliance = np.linalg.inv(law.stiffness.reshape(6, 6))  # base axes (stiffness_frame)
         pusher = TcpPusher(stack)
         pushes = []
-        steps = max(1, round(seconds / config.period / SNAPSHOT_TICKS))
+        every = loop.snapshot_decimation  # ticks between two snapshots
+        steps = max(1, round(seconds / config.period / every))
         try:
             for axis, direction in zip(AXES, np.eye(3), strict=True):
                 applied = force * direction
                 for _ in range(steps):
                     pusher.apply(applied, _tcp(model, _latest(loop).position)[:3, 3])
-                    loop.run_ticks(SNAPSHOT_TICKS)
+                    loop.run_ticks(every)
                 snapshot = _latest(loop)
                 if snapshot.fault:
                     raise RuntimeError(f"fault while pushing along {axis}: {snapshot.fault}")
@@ -337,8 +337,8 @@ def circle(
     periods: float = 2.0,
     ramp_periods: float = 1.0,
 ) -> Tracking:
-    """``method`` (``cartesian_impedance`` or ``diff_ik``) along the circle (module docstring)
-    on a fresh stack from home."""
+    """``method`` (one of :data:`METHODS`) along the circle (module docstring) on a fresh stack
+    from home."""
     if method not in METHODS:
         raise ValueError(f"method '{method}' is not one of {', '.join(METHODS)}")
     stack = settled_stack(config)
@@ -386,7 +386,7 @@ def circle(
             # The target for this tick's state: the state is read at the backend's clock now.
             set_target(path, loop.now() - t0)
             loop.run_ticks(1)
-            if (tick + 1) % SNAPSHOT_TICKS:
+            if (tick + 1) % loop.snapshot_decimation:
                 continue
             snapshot = loop.snapshot()
             assert snapshot is not None
@@ -400,7 +400,9 @@ def circle(
             pose = _tcp(model, snapshot.position)
             position_errors.append(float(np.linalg.norm(pose[:3, 3] - desired[:3, 3])))
             orientation_errors.append(_angle(desired[:3, :3].dot(pose[:3, :3].T)))
-        times = ring.samples()[-(ring.count - first) :] if ring.count > first else np.zeros(1)
+        # This run's ticks, in the ring's order (it wraps after ``capacity`` ticks).
+        recorded = np.arange(max(first, ring.count - ring.capacity), ring.count) % ring.capacity
+        times = ring.values[recorded] if recorded.size else np.array([math.nan])
         p50, p99 = np.percentile(times * 1e6, [50, 99])
         errors = np.array(position_errors) if position_errors else np.array([math.nan])
         angles = np.array(orientation_errors) if orientation_errors else np.array([math.nan])
