@@ -1,6 +1,6 @@
 """A goal's success rests on fresh measurements (issue 26, item 5): MoveToPose's success dwell
 judges each loop snapshot against the loop's clock, not against the snapshot's own stamp, and
-MoveJoints' success needs a fresh snapshot as well.
+MoveJoints' and GripperCommand's successes need a fresh snapshot as well.
 
 In process: the MoveToPose action server on a real rclpy node, over the whole stack on MuJoCo in
 lockstep (the loop in its own thread), wrapped in the fault injector
@@ -23,6 +23,8 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import rclpy
+from action_msgs.msg import GoalStatus
+from control_msgs.action import GripperCommand
 from ct_interfaces.action import MoveJoints, MoveToPose
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -32,6 +34,7 @@ from ros_helpers import goal as joint_goal
 from ros_helpers import pose_message
 
 from ct_controllers.ros.goals import SNAPSHOT_FRESHNESS, GoalArbiter
+from ct_controllers.ros.gripper_command_action import gripper_servers
 from ct_controllers.ros.move_joints import GOAL_TOLERANCE, MoveJointsServer
 from ct_controllers.ros.move_to_pose import MoveToPoseServer
 from ct_controllers.ros.parameters import declare_all
@@ -66,10 +69,14 @@ class Served:
         self.servers = (
             MoveToPoseServer(self.node, stack, manager, arbiter, group),
             MoveJointsServer(self.node, stack, manager, arbiter, group),
+            gripper_servers(self.node, stack, manager, arbiter, group),
         )
         self.client_node = Node("ct_freshness_client")
         self.client = ActionClient(self.client_node, MoveToPose, "/ct_freshness/move_to_pose")
         self.joints = ActionClient(self.client_node, MoveJoints, "/ct_freshness/move_joints")
+        self.gripper = ActionClient(
+            self.client_node, GripperCommand, "/ct_freshness/gripper_controller/gripper_cmd"
+        )
         self.executor = MultiThreadedExecutor(num_threads=3)
         self.executor.add_node(self.node)
         self.executor.add_node(self.client_node)
@@ -77,6 +84,7 @@ class Served:
         self.thread.start()
         assert self.client.wait_for_server(timeout_sec=10.0)
         assert self.joints.wait_for_server(timeout_sec=10.0)
+        assert self.gripper.wait_for_server(timeout_sec=10.0)
 
     def tcp(self) -> np.ndarray:
         """The measured TCP pose (4 × 4, base frame) from the latest snapshot."""
@@ -126,9 +134,14 @@ class Served:
 
 
 def _result(client: ActionClient, goal: Any) -> Any:
+    return _response(client, goal).result
+
+
+def _response(client: ActionClient, goal: Any) -> Any:
+    """The result response (status and result) of an accepted goal."""
     handle = _wait(client.send_goal_async(goal), 10.0)
     assert handle.accepted
-    return _wait(handle.get_result_async(), 60.0).result
+    return _wait(handle.get_result_async(), 60.0)
 
 
 def _wait(future: Any, timeout: float) -> Any:
@@ -194,6 +207,30 @@ def test_move_joints_succeeds_on_fresh_snapshots_and_not_on_stale_ones(served: S
         served.rig.injector.inject(None)
     assert result.error_code == MoveJoints.Result.TIMEOUT, result.message
     assert max(abs(e) for e in result.final_error) <= GOAL_TOLERANCE, result.final_error
+
+
+def test_gripper_command_succeeds_on_fresh_snapshots_and_not_on_stale_ones(
+    served: Served,
+) -> None:
+    """GripperCommand (the bundled gripper_controller): to 4 cm on healthy samples SUCCEEDED,
+    reached_goal; back to 1 cm with samples 1 s old the finger gets there, but no stale sample
+    may call it reached: the goal ends ABORTED (no fresh measurement for stall_timeout),
+    never SUCCEEDED."""
+    goal = GripperCommand.Goal()
+    goal.command.position = 0.04
+    served.rig.injector.inject(None)
+    response = _response(served.gripper, goal)
+    assert response.status == GoalStatus.STATUS_SUCCEEDED
+    assert response.result.reached_goal
+    served.stale()
+    goal.command.position = 0.01
+    try:
+        response = _response(served.gripper, goal)
+    finally:
+        served.rig.injector.inject(None)
+    assert response.status == GoalStatus.STATUS_ABORTED
+    assert not response.result.reached_goal
+    assert abs(response.result.position - 0.01) < 0.01  # goal_tolerance: it was there
 
 
 def test_move_to_pose_does_not_succeed_when_the_snapshots_freeze(served: Served) -> None:
