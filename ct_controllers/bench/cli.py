@@ -17,6 +17,7 @@ BENCHMARKS = {
     "backends": "joint motion, Cartesian target, grasp, cancel, preempt on every backend/mode",
     "reach": "MoveToPose on random reachable poses in MuJoCo, with and without the approach",
     "soak": "the node's RSS under N mixed goals (results expired), then idle; unanswered goals",
+    "cartesian": "Cartesian impedance: 10 N push vs K⁻¹F, circle vs diff IK, update time",
 }
 
 

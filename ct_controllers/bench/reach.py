@@ -277,7 +277,7 @@ def run_goal(
             ok = position <= DEFAULT_POSITION_TOLERANCE and orientation <= (
                 DEFAULT_ORIENTATION_TOLERANCE
             )
-            if within.update(snapshot.stamp, snapshot.stamp, ok).met:
+            if within.update(loop.now(), snapshot.stamp, ok).met:
                 return Outcome(SUCCESS, position, orientation, elapsed, ik_ms, note), candidate.q
             if elapsed > timeout:
                 return Outcome(TIMEOUT, position, orientation, elapsed, ik_ms, note), candidate.q

@@ -44,10 +44,13 @@ class CartesianChain(Controller):
             pose=np.array(target, dtype=np.float64), frame=self.base_frame
         ).validated(self.base_frame)
 
-    def set_target(self, pose: FloatArray) -> None:
-        """Replace the TCP target (4x4, base frame); validated here, used from the next tick."""
+    def set_target(self, pose: FloatArray, twist: FloatArray | None = None) -> None:
+        """Replace the TCP target (4x4, base frame) and its optional feed-forward twist (6,:
+        linear [m/s]; angular [rad/s], base axes); validated here, used from the next tick."""
         self._target = CartesianTarget(
-            pose=np.array(pose, dtype=np.float64), frame=self.base_frame
+            pose=np.array(pose, dtype=np.float64),
+            frame=self.base_frame,
+            twist=None if twist is None else np.array(twist, dtype=np.float64),
         ).validated(self.base_frame)
 
     @property

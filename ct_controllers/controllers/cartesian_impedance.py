@@ -105,7 +105,11 @@ _IDENTITY6 = np.eye(6)
 _STRICT_LOWER6 = np.tril_indices(6, -1)
 _dpotrf = lapack.dpotrf
 _dposv = lapack.dposv
-_dpotri = lapack.dpotri
+# Λ = A⁻¹ from A's Cholesky factor by dpotrs on the identity, not dpotri: OpenBLAS runs
+# dpotri's triangular product (LAUUM) on its thread pool even at 6 × 6, and waking that pool
+# on a loaded machine costs milliseconds (``ct-bench cartesian``, this 2-core machine under
+# load: dpotri p99 379 µs against dpotrs' 15 µs, the law's update p99 12 ms against 0.2 ms).
+_dpotrs = lapack.dpotrs
 _dsyevd = lapack.dsyevd
 
 
@@ -319,11 +323,12 @@ def operational_space(
     mobility = jacobian.dot(solved)  # J M_a⁻¹ Jᵀ [1/kg | 1/(kg·m²)]
     if damping_squared > 0.0:
         mobility += _IDENTITY6 * damping_squared
-    # Λ = A⁻¹ by Cholesky (A is symmetric positive definite): LAPACK fills the upper triangle.
+    # Λ = A⁻¹ by Cholesky (A is symmetric positive definite), solved against the identity.
     mobility_factor, info = _dpotrf(mobility, lower=0, clean=1)
     if info != 0:
         raise FloatingPointError(f"J M⁻¹ Jᵀ is not positive definite (LAPACK {info})")
-    inertia, info = _dpotri(mobility_factor, lower=0)
+    inertia, info = _dpotrs(mobility_factor, _IDENTITY6, lower=0)
+    # Symmetric to rounding; made exactly so (the damping and the projector build on it).
     inertia[_STRICT_LOWER6] = inertia.T[_STRICT_LOWER6]
     inverse = solved.dot(inertia)  # J̄
     projector = -jacobian.T.dot(inverse.T)

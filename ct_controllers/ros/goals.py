@@ -31,6 +31,9 @@ LOG = logging.getLogger("ct_controllers")
 REQUEST_QUEUE_DEPTH = 1000  # requests each service keeps before DDS drops the oldest (see above)
 RESULT_TIMEOUT = 900.0  # [s] a finished goal's result is kept this long (rclpy's default)
 SHUTTING_DOWN = "node shutting down"
+# [s] the oldest a loop snapshot may be (its measurement stamp against the loop's clock) for a
+# goal's success to rest on it: fifty snapshot periods at 1 kHz, ten follow-loop periods.
+SNAPSHOT_FRESHNESS = 0.5
 
 
 def request_qos() -> QoSProfile:
@@ -292,3 +295,17 @@ def _action_topic(node: Any, name: str) -> str:
 def parameter_value(node: Any, name: str) -> float:
     """A numeric parameter of ``node`` as float (read when used: it may be set live)."""
     return float(node.get_parameter(name).value)
+
+
+def snapshot_fresh(loop: Any, snapshot: Any, freshness: float = SNAPSHOT_FRESHNESS) -> bool:
+    """Whether ``snapshot`` (a :class:`~ct_controllers.runtime.loop_snapshot.LoopSnapshot`) was
+    measured at most ``freshness`` [s] ago on the loop's clock (``loop.now()``) — what a goal's
+    success may rest on. A frozen snapshot ages and stops being fresh; its own stamp cannot
+    vouch for it.
+
+    The loop's clock, not the node's ROS clock: they are the same clock where the node's ROS
+    clock is the stamps' (sim time, which the node takes from the loop's /clock, a publishing
+    period behind; the system clock on the ros2_control bridge), but the CANopen backend stamps
+    with the monotonic clock (the SYNC's), which a node on the system clock is not on."""
+    age = loop.now() - snapshot.stamp
+    return 0.0 <= age <= freshness

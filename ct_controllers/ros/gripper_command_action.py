@@ -13,7 +13,9 @@ the command limiter (:mod:`ct_controllers.chains.gripper_command_runner`); the a
 it is. Every ``1 / action_monitor_rate`` the measured position and velocity of the joint are
 judged (:class:`~ct_controllers.tasks.gripper_command.StallMonitor`): within ``goal_tolerance``
 → SUCCEEDED, reached_goal; not moving faster than ``stall_velocity_threshold`` for
-``stall_timeout`` → stalled, SUCCEEDED with ``allow_stalling``, else ABORTED. A cancel ends
+``stall_timeout`` → stalled, SUCCEEDED with ``allow_stalling``, else ABORTED; a success only on
+a snapshot fresh on the loop's clock (``ros/goals.py: snapshot_fresh``), and none fresh for
+``stall_timeout`` → ABORTED. A cancel ends
 CANCELED and holds the measured position; a newer goal on the same action cancels the running
 one (CANCELED, as the reference does); a newer goal of another action (the node runs one motion
 goal at a time) ends it ABORTED. Results carry the measured position and velocity of the joint
@@ -59,7 +61,12 @@ from ct_controllers.chains.gripper_command_runner import (
 )
 from ct_controllers.interface_controllers import GRIPPER, PARALLEL_GRIPPER, of_kind
 from ct_controllers.plugins import CONTROLLERS, load_plugin
-from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server
+from ct_controllers.ros.goals import (
+    SHUTTING_DOWN,
+    SNAPSHOT_FRESHNESS,
+    motion_action_server,
+    snapshot_fresh,
+)
 from ct_controllers.runtime.control_loop import LoopSnapshot
 from ct_controllers.tasks.gripper_command import (
     GripperGoal,
@@ -272,6 +279,7 @@ class GripperCommandServer:
         )
         aborted = GoalStatus.STATUS_ABORTED
         last_tick = -1
+        stale_since: float | None = None  # [s] loop clock: since when the snapshots are stale
         while not self.arbiter.stopping.is_set():
             snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
             if not self.loop.running:
@@ -309,10 +317,22 @@ class GripperCommandServer:
                 float(snapshot.position[index]),
                 float(snapshot.velocity[index]),
             )
-            if outcome is not None:
+            # A success rests on a fresh measurement only (a frozen snapshot's position is not
+            # the finger's); a stale one is judged again with the next snapshot, and stale ones
+            # for stall_timeout end the goal (it has no timeout of its own).
+            fresh = snapshot_fresh(self.loop, snapshot)
+            if outcome is not None and (fresh or not outcome.succeeded):
                 status = GoalStatus.STATUS_SUCCEEDED if outcome.succeeded else aborted
                 reason = "reached the goal" if outcome.reached_goal else "stalled"
                 return self._end(goal_handle, status, reason, snapshot, outcome)
+            now = self.loop.now()
+            stale_since = None if fresh else (now if stale_since is None else stale_since)
+            if stale_since is not None and now - stale_since > monitor.stall_timeout:
+                reason = (
+                    f"no measurement fresher than {SNAPSHOT_FRESHNESS} s for "
+                    f"{monitor.stall_timeout} s"
+                )
+                return self._end(goal_handle, aborted, reason, snapshot)
             goal_handle.publish_feedback(self._feedback(snapshot))
             time.sleep(period)
         return self._end(goal_handle, aborted, SHUTTING_DOWN, self.loop.snapshot())

@@ -3,7 +3,8 @@ motion to the control loop, report feedback at 20 Hz and the measured result.
 
 A rejected goal is accepted and aborted at once with its code and a message (a bare rejection
 carries no reason). Success means the measured error is within ``GOAL_TOLERANCE`` after the
-trajectory, not that the trajectory ended.
+trajectory, not that the trajectory ended, on a snapshot fresh on the loop's clock
+(``ros/goals.py: snapshot_fresh``).
 
 Validation is linear in the goal's size and starts with its size (more names than the arm has
 joints is refused before anything looks at them); messages name at most a few offenders. A goal
@@ -26,7 +27,7 @@ from ct_controllers.references.joint_trajectory import (
     JerkLimitedTrajectory,
     TrajectoryError,
 )
-from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server
+from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, snapshot_fresh
 from ct_controllers.runtime.control_loop import (
     FAILED,
     PREEMPTED,
@@ -228,7 +229,8 @@ class MoveJointsServer:
                 MoveJoints.Feedback(error=error.tolist(), progress=status.progress)
             )
             if status.state == SUCCEEDED:
-                if np.all(np.abs(error) <= GOAL_TOLERANCE):
+                # On a fresh measurement only (a frozen snapshot's error is not the arm's).
+                if np.all(np.abs(error) <= GOAL_TOLERANCE) and snapshot_fresh(self.loop, snapshot):
                     return finish(Result.SUCCESS, "reached the goal", snapshot)
                 settle_deadline = settle_deadline or snapshot.stamp + SETTLE_TIMEOUT
                 if snapshot.stamp > settle_deadline:

@@ -10,7 +10,9 @@ approach goes to the one on the branch nearest the measured configuration whose 
 clear of the scene (``chains/approach_goal.py``; none clear: the nearest, with a warning). What
 passes is a :class:`~ct_controllers.chains.pose_goal.PoseRequest`, built once in
 :meth:`validate`, from which the chain is built and the goal followed. Success needs the measured
-TCP within both tolerances for a continuous 0.1 s; the goal's timeout gives TIMEOUT.
+TCP within both tolerances for a continuous 0.1 s, on snapshots each judged fresh on the loop's
+clock (``ros/goals.py: snapshot_fresh``: a frozen snapshot cannot count); the goal's timeout
+gives TIMEOUT.
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ from ct_controllers.chains.pose_goal import (
     pose_chain,
 )
 from ct_controllers.references.joint_trajectory import MAX_DURATION
-from ct_controllers.ros.goals import SHUTTING_DOWN, motion_action_server, parameter_value
+from ct_controllers.ros.goals import (
+    SHUTTING_DOWN,
+    SNAPSHOT_FRESHNESS,
+    motion_action_server,
+    parameter_value,
+)
 from ct_controllers.ros.pose_goals import (
     GoalRejected,
     clock_source,
@@ -159,7 +166,9 @@ class MoveToPoseServer:
                 orientation_error=errors[1],
             )
 
-        within = DwellCondition(SUCCESS_DWELL, freshness=1.0)
+        # Each snapshot judged at the loop's clock's now, not at its own stamp: one judged
+        # late (a frozen loop, a follow thread held up) is stale and restarts the window.
+        within = DwellCondition(SUCCESS_DWELL, freshness=SNAPSHOT_FRESHNESS)
         start: float | None = None
         last_tick = -1
         while not self.arbiter.stopping.is_set():
@@ -184,7 +193,7 @@ class MoveToPoseServer:
                 errors[0] <= request.position_tolerance
                 and errors[1] <= request.orientation_tolerance
             )
-            if within.update(snapshot.stamp, snapshot.stamp, ok).met:
+            if within.update(self.loop.now(), snapshot.stamp, ok).met:
                 return finish(Result.SUCCESS, "TCP within tolerance")
             if snapshot.stamp - start > request.timeout:
                 return finish(

@@ -366,6 +366,13 @@ class ControlLoop:
     def snapshot(self) -> LoopSnapshot | None:
         return self._snapshots.latest()
 
+    def now(self) -> float:
+        """The loop's clock [s]: the backend's, the one every state stamp and snapshot stamp is
+        on (sim time with MuJoCo, the system clock on the ros2_control bridge, the monotonic
+        clock of the CANopen SYNC), so ``now() - snapshot.stamp`` is the snapshot's age. Any
+        thread."""
+        return self.hardware.now()
+
     def wait_for_snapshot(self, after_tick: int = -1, timeout: float = 1.0) -> LoopSnapshot | None:
         """Block until a snapshot newer than ``after_tick`` exists (or timeout, or the loop
         thread ended on its own: then at once)."""
