@@ -109,6 +109,12 @@ class ParameterSpec:
         return self.validator.low, self.validator.high
 
     @property
+    def zero_by_default(self) -> bool:
+        """A per-joint entry that may be left out (or given empty): then 0 for every joint. For
+        a model term most robots do not have (default ``()``), so that no file must list it."""
+        return self.per_joint and self.default == ()
+
+    @property
     def required(self) -> bool:
         """No default: the configuration must give it."""
         return self.default is REQUIRED
