@@ -6,7 +6,8 @@
 
 (each plus the reference's feed-forward effort τ_ff when it carries one, and the dry-friction
 compensation τ_f = clip(K_f e, −f, f) of :mod:`~ct_controllers.controllers.friction`, in N·m:
-0 unless the URDF has friction and ``friction_stiffness`` is given)
+0 unless the URDF has friction and ``friction_stiffness`` is given; and D_p v* for the joints'
+own viscous damping, ``damping_feedforward``, the same module)
 
 Units: in ``computed_torque`` mode the gains shape the error dynamics ë + K_d ė + K_p e = 0, so
 K_p is in s⁻² and K_d in s⁻¹; in the PD modes K_p is in N·m/rad (N/m) and K_d in N·m·s/rad
@@ -34,6 +35,7 @@ from ct_controllers.controllers.controller import (
     feedback_matrices,
 )
 from ct_controllers.controllers.friction import (
+    DAMPING_FEEDFORWARD,
     FRICTION_STIFFNESS,
     friction_compensation,
     friction_feedback,
@@ -84,6 +86,7 @@ PARAMETERS = ParameterSchema(
             validator=non_negative,
         ),
         FRICTION_STIFFNESS,
+        DAMPING_FEEDFORWARD,
         ParameterSpec(
             "model_mass_scale",
             float,
@@ -106,6 +109,7 @@ class ComputedTorqueController(Controller):
         kd: FloatArray,
         mode: str = COMPUTED_TORQUE,
         friction_stiffness: FloatArray | None = None,
+        damping_feedforward: bool = True,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -119,6 +123,10 @@ class ComputedTorqueController(Controller):
         self.friction_stiffness = gains["friction_stiffness"]
         self.friction = model.joint_friction.copy()  # [N·m | N], model order
         self._has_friction = bool(np.any(self.friction > 0.0))  # else the term is skipped
+        # The joints' viscous damping [N·m·s/rad | N·s/m] paid on the reference velocity (None:
+        # off, or none in the model).
+        damped = damping_feedforward and bool(np.any(model.joint_damping > 0.0))
+        self.plant_damping = model.joint_damping.copy() if damped else None
         self.model_state: ModelState = ModelState(model)
 
     @classmethod
@@ -132,7 +140,12 @@ class ComputedTorqueController(Controller):
         if values["model_mass_scale"] != 1.0:
             model = model.with_mass_scale(values["model_mass_scale"])
         return cls(
-            model, values["kp"], values["kd"], values["mode"], values["friction_stiffness"]
+            model,
+            values["kp"],
+            values["kd"],
+            values["mode"],
+            values["friction_stiffness"],
+            values["damping_feedforward"],
         )
 
     def linear_feedback(
@@ -166,4 +179,6 @@ class ComputedTorqueController(Controller):
             tau += reference.effort
         if self._has_friction:
             tau += friction_compensation(error, self.friction, self.friction_stiffness)
+        if self.plant_damping is not None:
+            tau += self.plant_damping * reference.v
         return tau

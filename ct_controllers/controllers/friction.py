@@ -1,5 +1,5 @@
-"""Dry-friction compensation, a model term of the joint-space laws (joint impedance, computed
-torque).
+"""The joints' own friction and damping as model terms of the joint-space laws (joint
+impedance, computed torque): a dry-friction compensation and a viscous-damping feed-forward.
 
 A joint with dry friction f [N·m | N] (the URDF's ``<dynamics friction>``, in the controller's
 own model: :attr:`RobotModel.joint_friction`) stalls where the law's restoring effort falls
@@ -16,6 +16,13 @@ N·m/rad whatever the law's units), so the sampled-loop check bounds it
 (``runtime/gain_stability.py``, and ``setup_assistant/gains.py`` designs it). Over-estimated
 friction leaves the band's stiffness and a push of at most the excess; a joint without friction
 in the model gets nothing (f = 0), whatever K_f.
+
+Viscous damping D_p [N·m·s/rad | N·s/m] (the URDF's ``<dynamics damping>``,
+:attr:`RobotModel.joint_damping`) costs a joint D_p v of effort while it moves: the laws' own
+stiffness alone would let it lag its reference by D_p v / K (seconds on a light wrist whose
+damping dwarfs its stiffness). The feed-forward τ_d = D_p ⊙ v*, on the *reference* velocity,
+pays it: zero at rest, no feedback (measured v would cancel the damping the sampled loop relies
+on, a period late), so the stability check is unchanged by it.
 """
 
 from __future__ import annotations
@@ -44,6 +51,14 @@ def friction_compensation(
     """τ_f = clip(K_f ⊙ e, −f, f) [N·m | N] of the module docstring: ``error`` e = q* − q
     [rad | m], ``friction`` f ≥ 0 [N·m | N], ``stiffness`` K_f [N·m/rad | N/m] (model order)."""
     return np.clip(stiffness * error, -friction, friction)
+
+
+DAMPING_FEEDFORWARD = ParameterSpec(
+    "damping_feedforward",
+    bool,
+    True,
+    "Add D_p v*, D_p the URDF's <dynamics damping> and v* the reference velocity",
+)
 
 
 def friction_feedback(friction: FloatArray, stiffness: FloatArray) -> FloatArray:

@@ -5,7 +5,8 @@
 
 with e = q* − q, ė = v* − v, τ_ff the reference's feed-forward effort and τ_f the dry-friction
 compensation clip(K_f e, −f, f) (:mod:`~ct_controllers.controllers.friction`; 0 unless the URDF
-has friction and ``friction_stiffness`` is given). Without decoupling
+has friction and ``friction_stiffness`` is given), plus D_p v* for the joints' own viscous
+damping (``damping_feedforward``, the same module). Without decoupling
 K is in N·m/rad (N/m) and D in N·m·s/rad (N·s/m); with inertia decoupling they shape the error
 dynamics directly, K in s⁻² and D in s⁻¹. All three model terms come from the controller's own
 model; with all of them on, the law is computed torque (evaluated as one RNEA call).
@@ -25,6 +26,7 @@ from ct_controllers.controllers.controller import (
     feedback_matrices,
 )
 from ct_controllers.controllers.friction import (
+    DAMPING_FEEDFORWARD,
     FRICTION_STIFFNESS,
     friction_compensation,
     friction_feedback,
@@ -59,6 +61,7 @@ PARAMETERS = ParameterSchema(
             validator=non_negative,
         ),
         FRICTION_STIFFNESS,
+        DAMPING_FEEDFORWARD,
         ParameterSpec("gravity_compensation", bool, True, "Add g(q) from the controller's model"),
         ParameterSpec(
             "coriolis_compensation", bool, False, "Add C(q, v) v from the controller's model"
@@ -85,6 +88,7 @@ class JointImpedanceController(Controller):
         coriolis_compensation: bool = False,
         inertia_decoupling: bool = False,
         friction_stiffness: FloatArray | None = None,
+        damping_feedforward: bool = True,
     ) -> None:
         super().__init__()
         self.model = model
@@ -102,6 +106,10 @@ class JointImpedanceController(Controller):
         self.friction_stiffness = gains["friction_stiffness"]
         self.friction = model.joint_friction.copy()  # [N·m | N], model order
         self._has_friction = bool(np.any(self.friction > 0.0))  # else the term is skipped
+        # The joints' viscous damping [N·m·s/rad | N·s/m] paid on the reference velocity (None:
+        # off, or none in the model).
+        damped = damping_feedforward and bool(np.any(model.joint_damping > 0.0))
+        self.plant_damping = model.joint_damping.copy() if damped else None
         self.gravity_compensation = gravity_compensation
         self.coriolis_compensation = coriolis_compensation
         self.inertia_decoupling = inertia_decoupling
@@ -122,6 +130,7 @@ class JointImpedanceController(Controller):
             coriolis_compensation=values["coriolis_compensation"],
             inertia_decoupling=values["inertia_decoupling"],
             friction_stiffness=values["friction_stiffness"],
+            damping_feedforward=values["damping_feedforward"],
         )
 
     def linear_feedback(
@@ -171,4 +180,6 @@ class JointImpedanceController(Controller):
             tau += reference.effort
         if self._has_friction:
             tau += friction_compensation(error, self.friction, self.friction_stiffness)
+        if self.plant_damping is not None:
+            tau += self.plant_damping * reference.v
         return tau

@@ -330,9 +330,9 @@ def design_gains(
     ct = computed(ct_omega, ct_zeta)
     need = friction_need(design, samples)
     slopes: dict[str, FloatArray] = {}
-    for name, law in ((JOINT_IMPEDANCE, gains), (COMPUTED_TORQUE, ct)):
+    for name, held in ((JOINT_IMPEDANCE, gains), (COMPUTED_TORQUE, ct)):
         slopes[name], radius[name] = _friction_slope(
-            need, law, controllers[name], samples, period, names, reasons, name, update_rate
+            need, held, controllers[name], samples, period, names, reasons, name, update_rate
         )
     stalls = stall(need.friction, slopes[JOINT_IMPEDANCE] + gains["stiffness"])
     ct_stalls = stall(need.friction, slopes[COMPUTED_TORQUE] + ct["kp"] * lightest)
