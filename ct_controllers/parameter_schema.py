@@ -186,11 +186,12 @@ class ParameterSchema:
 
     def defaults(self) -> dict[str, Any]:
         """Full parameter name -> default: what the YAML section holds unless changed (the
-        required parameters, which have none, are not in it: :attr:`required`)."""
+        required parameters, which have none, are not in it: :attr:`required`; nor those
+        :attr:`~ParameterSpec.zero_by_default`, which a file leaves out to mean 0)."""
         return {
             self.full_name(s): list(s.default) if isinstance(s.default, tuple) else s.default
             for s in self.parameters
-            if not s.required
+            if not s.required and not s.zero_by_default
         }
 
     @property
