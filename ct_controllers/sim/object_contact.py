@@ -2,9 +2,11 @@
 contact model of the rigs without a physics engine (the bridge's plant process and the simulated
 CiA 402 drives, both through :func:`~ct_controllers.sim.drives.motor_step`; MuJoCo has a
 real cube). The object is centred between the fingers and rigid but for a contact stiffness:
-each finger joint meets a one-sided spring-damper at half the object's width w,
+each of the n finger joints meets a one-sided spring-damper at its share w/n of the object's
+width w — half for two fingers; all of it for one jaw against a fixed jaw closed at the jaw's
+zero (a prismatic jaw: the opening is the jaw's position) —
 
-    f_i = max(0, k (w/2 − q_i) − d q̇_i)   while q_i < w/2 (the finger pressed into it), else 0,
+    f_i = max(0, k (w/n − q_i) − d q̇_i)   while q_i < w/n (the finger pressed into it), else 0,
 
 a force [N] on the finger joint along +q (it pushes the finger back open; q is each finger's
 opening [m]). It never pulls: a finger leaving the object feels nothing.
@@ -83,8 +85,9 @@ class ObjectBetweenFingers:
 
     @property
     def stop(self) -> float:
-        """[m] the finger opening at which a finger touches the object: half its width."""
-        return 0.5 * self.width
+        """[m] the finger opening at which a finger touches the object: its share of the
+        width (half for two fingers, all of it for one jaw)."""
+        return self.width / len(self.q_indices)
 
     def engage(self, q: FloatArray) -> None:
         """Engage the stop of every finger at or beyond it (``q`` the plant's positions)."""
