@@ -247,11 +247,7 @@ def _friction_slope(
 ) -> tuple[FloatArray, float]:
     """Step 5 for one law (its gains ``law`` held): the friction compensation's slope [N·m/rad |
     N/m] per joint, and the worst radius of the law with it × margin."""
-    plant = controller.model
-    checks = [GainStability(plant, controller, samples, period, d) for d in DELAYS]
-    if not need.any:
-        worst = [c.worst(_scaled(law)) for c in checks]
-        return np.zeros(need.friction.size), max(s.radius for s in worst if s is not None)
+    checks = [GainStability(controller.model, controller, samples, period, d) for d in DELAYS]
     scale = np.ones(need.friction.size)  # the slope is need.stiffness × scale²
 
     def with_slope(s: FloatArray, z: FloatArray) -> dict[str, FloatArray]:
@@ -329,11 +325,12 @@ def design_gains(
     gains = impedance(omega, zeta)
     ct = computed(ct_omega, ct_zeta)
     need = friction_need(design, samples)
-    slopes: dict[str, FloatArray] = {}
+    slopes = {name: np.zeros(model.nv) for name in (JOINT_IMPEDANCE, COMPUTED_TORQUE)}
     for name, held in ((JOINT_IMPEDANCE, gains), (COMPUTED_TORQUE, ct)):
-        slopes[name], radius[name] = _friction_slope(
-            need, held, controllers[name], samples, period, names, reasons, name, update_rate
-        )
+        if need.any:  # (without friction the term is off: slope 0, the law's radius stands)
+            slopes[name], radius[name] = _friction_slope(
+                need, held, controllers[name], samples, period, names, reasons, name, update_rate
+            )
     stalls = stall(need.friction, slopes[JOINT_IMPEDANCE] + gains["stiffness"])
     ct_stalls = stall(need.friction, slopes[COMPUTED_TORQUE] + ct["kp"] * lightest)
     hold_scale = np.ones(model.nv)
