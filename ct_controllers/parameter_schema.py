@@ -109,6 +109,12 @@ class ParameterSpec:
         return self.validator.low, self.validator.high
 
     @property
+    def zero_by_default(self) -> bool:
+        """A per-joint entry that may be left out (or given empty): then 0 for every joint. For
+        a model term most robots do not have (default ``()``), so that no file must list it."""
+        return self.per_joint and self.default == ()
+
+    @property
     def required(self) -> bool:
         """No default: the configuration must give it."""
         return self.default is REQUIRED
@@ -180,11 +186,12 @@ class ParameterSchema:
 
     def defaults(self) -> dict[str, Any]:
         """Full parameter name -> default: what the YAML section holds unless changed (the
-        required parameters, which have none, are not in it: :attr:`required`)."""
+        required parameters, which have none, are not in it: :attr:`required`; nor those
+        :attr:`~ParameterSpec.zero_by_default`, which a file leaves out to mean 0)."""
         return {
             self.full_name(s): list(s.default) if isinstance(s.default, tuple) else s.default
             for s in self.parameters
-            if not s.required
+            if not s.required and not s.zero_by_default
         }
 
     @property

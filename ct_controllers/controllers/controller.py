@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.linalg import expm
 
 from ct_controllers.errors import GainError
 from ct_controllers.model.model_state import ModelState
@@ -55,6 +56,8 @@ def gain_spec(name: str) -> ParameterSpec:
 def per_joint_gain(spec: ParameterSpec, value: object, size: int) -> FloatArray:
     """A per-joint vector checked by its ``spec`` (:meth:`ParameterSpec.check`: ``size`` finite
     numbers its validator accepts), as an array; :class:`GainError` naming it otherwise."""
+    if spec.zero_by_default and isinstance(value, (list, tuple)) and not value:
+        return np.zeros(size)
     try:
         return np.array(spec.check(value, size), dtype=np.float64)
     except ParameterProblem as problem:
@@ -85,9 +88,10 @@ def checked_parameters(
     prefix) checked against its type's ``schema`` — the one place a controller's entries are
     validated and given their defaults — by name within the schema:
 
-    - per-joint entries (required: a default is sized for the bundled arm only), given in
-      ``joint_names`` order, come back as arrays in model order; every model joint needs a
-      value, a joint listed twice or unknown is refused;
+    - per-joint entries (required: a default is sized for the bundled arm only; those
+      :attr:`~ct_controllers.parameter_schema.ParameterSpec.zero_by_default` may be left out:
+      0 for every joint), given in ``joint_names`` order, come back as arrays in model order;
+      every model joint needs a value, a joint listed twice or unknown is refused;
     - the others of their spec's kind and accepted by its validator; absent, the spec's default.
 
     Entries the schema does not name (``type``) are left out. :class:`GainError` names the
@@ -106,10 +110,11 @@ def checked_parameters(
     values: dict[str, Any] = {}
     for spec in schema.parameters:
         if spec.per_joint:
-            if spec.name not in params:
+            if spec.name not in params and not spec.zero_by_default:
                 raise GainError(f"{controller}: parameter '{spec.name}' is missing")
             in_model_order = np.empty(len(model_joint_names))
-            in_model_order[order] = per_joint_gain(spec, params[spec.name], len(joint_names))
+            given = params.get(spec.name, ())
+            in_model_order[order] = per_joint_gain(spec, given, len(joint_names))
             values[spec.name] = in_model_order
             continue
         try:
@@ -267,6 +272,8 @@ class Controller(ABC):
                 out[name] = value  # validate_gains names an unknown gain
                 continue
             array = np.array(value, dtype=np.float64).reshape(-1)
+            if spec.zero_by_default and array.size == 0:
+                array = np.zeros(len(joint_names))
             if array.size != len(joint_names):
                 raise GainError(f"{name}: expected {len(joint_names)} values, got {array.size}")
             in_model_order = np.empty(self.model.nv)
@@ -336,26 +343,52 @@ def feedback_matrices(
     return np.diag(stiffness), np.diag(damping)
 
 
+def sampled_plant(
+    mass_matrix: FloatArray, period: float, plant_damping: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """(Φ, Γ): the plant M q̈ + D_p q̇ = τ over one period T [s] under a held τ, x⁺ = Φ x + Γ τ
+    with x = (q, v). ``plant_damping`` D_p [N·m·s/rad | N·s/m] per joint (model order): the
+    joints' own viscous damping (the URDF's ``<dynamics damping>``, which MuJoCo and the drives
+    have), acting continuously, not through the sampled torque. None or zero: the double
+    integrator, exactly q⁺ = q + T v + T²/2 M⁻¹τ, v⁺ = v + T M⁻¹τ; else exactly
+    Φ = e^{AT}, Γ = ∫₀ᵀ e^{As} ds B (A = [0 I; 0 −M⁻¹D_p], B = [0; M⁻¹]), one matrix
+    exponential of the augmented [A B; 0 0] T. It depends on M and T only: computed once per
+    configuration by a caller that checks many gains there."""
+    n = mass_matrix.shape[0]
+    inverse_mass = np.linalg.inv(mass_matrix)
+    if plant_damping is None or not np.any(plant_damping):
+        transition = np.eye(2 * n)
+        transition[:n, n:] = period * np.eye(n)
+        gain = np.vstack((0.5 * period * period * inverse_mass, period * inverse_mass))
+        return transition, gain
+    augmented = np.zeros((3 * n, 3 * n))
+    augmented[:n, n : 2 * n] = np.eye(n)
+    augmented[n : 2 * n, n : 2 * n] = -inverse_mass * np.asarray(plant_damping)  # M⁻¹ diag(D_p)
+    augmented[n : 2 * n, 2 * n :] = inverse_mass
+    exponential = expm(augmented * period)
+    return exponential[: 2 * n, : 2 * n], exponential[: 2 * n, 2 * n :]
+
+
 def sampled_loop_radius(
     mass_matrix: FloatArray,
     stiffness: FloatArray,
     damping: FloatArray,
     period: float,
     delay: int = 0,
+    plant_damping: FloatArray | None = None,
+    plant: tuple[FloatArray, FloatArray] | None = None,
 ) -> float:
-    """Spectral radius of the sampled closed loop M q̈ = τ, τ = −K q − D v measured ``delay``
-    periods before it is applied, then held for one period T [s] (zero-order hold): below 1
-    every motion decays, above 1 some grows (the torque rate limit then holds it to a limit
-    cycle: a chattering joint). Linearized about one configuration (M [kg·m² | kg] fixed, no
-    Coriolis). A joint without stiffness leaves its position an integrator: exactly 1.
+    """Spectral radius of the sampled closed loop M q̈ + D_p q̇ = τ, τ = −K q − D v measured
+    ``delay`` periods before it is applied, then held for one period T [s] (zero-order hold):
+    below 1 every motion decays, above 1 some grows (the torque rate limit then holds it to a
+    limit cycle: a chattering joint). Linearized about one configuration (M [kg·m² | kg] fixed,
+    no Coriolis). A joint without stiffness leaves its position an integrator: exactly 1.
 
-    The double integrator discretizes exactly: q⁺ = q + T v + T²/2 M⁻¹τ, v⁺ = v + T M⁻¹τ; the
-    state is [x_k, x_k−1, …, x_k−delay] with x = (q, v)."""
+    The plant over a period is :func:`sampled_plant` (``plant``: its (Φ, Γ) already computed
+    for this M, T and ``plant_damping``). The state is [x_k, x_k−1, …, x_k−delay] with
+    x = (q, v)."""
     n = mass_matrix.shape[0]
-    inverse_mass = np.linalg.inv(mass_matrix)
-    transition = np.eye(2 * n)
-    transition[:n, n:] = period * np.eye(n)
-    gain = np.vstack((0.5 * period * period * inverse_mass, period * inverse_mass))
+    transition, gain = plant or sampled_plant(mass_matrix, period, plant_damping)
     feedback = -gain @ np.hstack((stiffness, damping))  # x_{k+1} += this @ x_{k-delay}
     size = 2 * n * (delay + 1)
     closed = np.zeros((size, size))

@@ -154,6 +154,12 @@ class RobotModel:
             velocity=self.model.velocityLimit.copy(),
             effort=self.model.effortLimit.copy(),
         )
+        # The joints' own viscous damping [N·m·s/rad | N·s/m] and dry friction [N·m | N], model
+        # order: the URDF's <dynamics damping friction> (Pinocchio reads them; rnea, crba and
+        # aba ignore them). MuJoCo's import simulates them; the gain check and the gain design
+        # take them into account (runtime/gain_stability.py, setup_assistant/gains.py).
+        self.joint_damping = self.model.damping.copy()
+        self.joint_friction = self.model.friction.copy()
 
     def _check_base(self) -> None:
         """The base frame must be the model's world: on the universe joint, at the identity

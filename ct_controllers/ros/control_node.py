@@ -225,7 +225,7 @@ class ControlNode(Node):
                 current.update(target.validate_gains(target.gain_values({gain: value}, names)))
             else:  # not a parameter: the controller's own (model order)
                 current[gain] = getattr(target, gain)
-            given = {gain: self.config.controllers[controller][gain]}
+            given = {gain: self.config.controllers[controller].get(gain, ())}
             configured.update(target.validate_gains(target.gain_values(given, names)))
         snapshot = self.loop.snapshot()
         verdict = judge_gains(

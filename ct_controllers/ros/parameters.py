@@ -206,9 +206,11 @@ def declare_all(node: Any) -> dict[str, Any]:
         )
         for spec in schema.parameters:
             name = f"{instance}.{spec.name}"
-            if spec.per_joint or spec.required:  # the bundled arm's gains fit no other robot
-                required.append(name)
+            if (spec.per_joint and not spec.zero_by_default) or spec.required:
+                required.append(name)  # the bundled arm's gains fit no other robot
             default = bundled.get(f"{template}.{spec.name}")
+            if default is None and spec.zero_by_default:  # left out: 0 for every joint
+                default = [0.0] * (len(values["arm_joints"]) + len(values["gripper_joints"]))
             if default is None:  # a required entry (no default) is declared empty: given or not
                 default = schema.defaults().get(spec.name, [] if spec.sequence else "")
             values[name] = declare_entry(

@@ -7,8 +7,12 @@ decay (< 1) or grow (> 1; against the torque rate limit: a chattering joint).
 Checked at ``home_positions`` and ``SAMPLES`` random configurations within the joint limits,
 one joint at zero in each (where joint axes line up and a mode can have almost no inertia). A
 loop over a bus or ROS topics has a period of delay between a measurement and the torque it
-produces; MuJoCo, which steps after the write, none. The plant is the model (URDF inertia and
-armature): real drives with more rotor inertia than the URDF says are safer than this.
+produces; MuJoCo, which steps after the write, none. The plant is the model (URDF inertia,
+armature and the joints' viscous damping, ``<dynamics damping>``, which acts continuously, not
+through the sampled torque): real drives with more rotor inertia than the URDF says are safer
+than this; drives with less damping than the URDF declares are less safe (the URDF's word is
+taken: it is what MuJoCo simulates). Dry friction (``<dynamics friction>``) is left out: it
+only removes energy.
 
 A :class:`GainStability` owns copies of the models it evaluates, so it can run on any thread
 beside the control loop (Pinocchio's scratch data is not shared). How a live gain set is judged
@@ -23,7 +27,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ct_controllers.controllers.controller import Controller, FloatArray, sampled_loop_radius
+from ct_controllers.controllers.controller import (
+    Controller,
+    FloatArray,
+    sampled_loop_radius,
+    sampled_plant,
+)
 from ct_controllers.model.robot import RobotModel
 
 SAMPLES = 24  # random configurations checked besides home
@@ -70,6 +79,8 @@ class GainStability:
         self.masses = [self.plant.mass_matrix(q) for q in self.configurations]
         self.period = period
         self.delay = delay
+        # The plant over a period at each configuration (the same for every gain checked).
+        self.plants = [sampled_plant(m, period, self.plant.joint_damping) for m in self.masses]
 
     def feedback_at(
         self, q: FloatArray, gains: Mapping[str, FloatArray] | None = None
@@ -81,19 +92,31 @@ class GainStability:
         return self.feedback
 
     def _radius(
-        self, q: FloatArray, mass: FloatArray, gains: Mapping[str, FloatArray] | None
+        self,
+        q: FloatArray,
+        mass: FloatArray,
+        gains: Mapping[str, FloatArray] | None,
+        plant: tuple[FloatArray, FloatArray] | None = None,
     ) -> float | None:
         matrices = self.feedback_at(q, gains)
         if matrices is None:
             return None
-        return sampled_loop_radius(mass, matrices[0], matrices[1], self.period, self.delay)
+        return sampled_loop_radius(
+            mass,
+            matrices[0],
+            matrices[1],
+            self.period,
+            self.delay,
+            self.plant.joint_damping,
+            plant,
+        )
 
     def worst(self, gains: Mapping[str, FloatArray] | None = None) -> Stability | None:
         """Over the configurations, with ``gains`` (model order) replacing the controller's
         current ones where given; None for a controller without joint feedback."""
         found: Stability | None = None
-        for q, mass in zip(self.configurations, self.masses, strict=True):
-            radius = self._radius(q, mass, gains)
+        for q, mass, plant in zip(self.configurations, self.masses, self.plants, strict=True):
+            radius = self._radius(q, mass, gains, plant)
             if radius is None:
                 return None
             if found is None or radius > found.radius:
@@ -102,6 +125,10 @@ class GainStability:
 
     def at(self, q: FloatArray, gains: Mapping[str, FloatArray] | None = None) -> Stability | None:
         """At one configuration ``q`` [rad | m] (model order), e.g. the measured one."""
+        for i, checked in enumerate(self.configurations):
+            if checked is q:  # one of the checked ones (a Stability's): its plant is known
+                radius = self._radius(q, self.masses[i], gains, self.plants[i])
+                return None if radius is None else Stability(radius, checked)
         q = np.array(q, dtype=np.float64)
         radius = self._radius(q, self.plant.mass_matrix(q), gains)
         return None if radius is None else Stability(radius, q)

@@ -26,11 +26,18 @@ import numpy as np
 
 from ct_controllers.errors import CtError
 from ct_controllers.model.grip_geometry import GripGeometryError, found_width_frames, grip_geometry
+from ct_controllers.setup_assistant import friction
 from ct_controllers.setup_assistant.chain import Chain, discover_chain
 from ct_controllers.setup_assistant.configuration import Choices, entries
 from ct_controllers.setup_assistant.design_model import DesignModel, design_model
 from ct_controllers.setup_assistant.errors import SetupError
-from ct_controllers.setup_assistant.gains import BANDWIDTH, DAMPING_RATIO, GainDesign, design_gains
+from ct_controllers.setup_assistant.gains import (
+    BANDWIDTH,
+    COMPUTED_TORQUE,
+    DAMPING_RATIO,
+    GainDesign,
+    design_gains,
+)
 from ct_controllers.setup_assistant.home import Home, check_home, choose_home
 from ct_controllers.setup_assistant.readback import read_back
 from ct_controllers.setup_assistant.urdf_tree import RobotTree, read_robot
@@ -128,6 +135,29 @@ def _lowered_lines(gains: GainDesign, bandwidth: float) -> list[str]:
     return lines
 
 
+def _friction_lines(gains: GainDesign) -> list[str]:
+    """What the URDF's joint friction and damping made the design do (none: no lines)."""
+    rubbing = [j for j in gains.joints if j.friction > 0.0]
+    if not rubbing:
+        return []
+    default = gains.default_controller
+    left = [j.ct_stall if default == COMPUTED_TORQUE else j.stall for j in rubbing]
+    worst = max(range(len(rubbing)), key=lambda i: left[i] / rubbing[i].allowed_stall)
+    return [
+        f"  friction (<dynamics friction> on {len(rubbing)} joints, up to "
+        f"{max(j.friction for j in rubbing):.3g} N·m | N): compensated, clip(K_f e, −f, f), "
+        f"K_f stable ×2 at {gains.update_rate:g} Hz; stall under {default} within the "
+        f"{friction.DISTANCE * 1000:g} mm / {friction.ANGLE:g} rad TCP tolerance per joint"
+        + (
+            ""
+            if all(s <= j.allowed_stall * (1 + 1e-6) for s, j in zip(left, rubbing, strict=True))
+            else f", but {rubbing[worst].name}: {left[worst]:.2g} (allowed "
+            f"{rubbing[worst].allowed_stall:.2g}) [rad | m]"
+        )
+        + "; <dynamics damping> paid as D_p v* on the reference velocity"
+    ]
+
+
 def _width_frames(
     design: DesignModel, chain: Chain, given: Sequence[str] | None
 ) -> tuple[tuple[str, ...], str | None]:
@@ -216,6 +246,7 @@ def plan(
         f"inertia M(q)ᵢᵢ + armature over sampled configurations; stable at {update_rate:g} Hz "
         "with every gain ×2 (0 and 1 period of delay); lowered:",
         *_lowered_lines(gains, bandwidth),
+        *_friction_lines(gains),
         f"  default controller: {gains.default_controller}",
         f"  robot_description: {description}" + ("" if xacro is None else f" (written: {why})"),
     ]

@@ -146,11 +146,16 @@ def entries(choices: Choices) -> list[Entry]:
             {
                 "stiffness": rounded(per_joint(gains.stiffness)),
                 "damping": rounded(per_joint(gains.damping)),
+                "friction_stiffness": rounded(per_joint(gains.friction_stiffness)),
             },
         ),
         COMPUTED_TORQUE: (
             ComputedTorqueController,
-            {"kp": rounded(per_joint(gains.kp)), "kd": rounded(per_joint(gains.kd))},
+            {
+                "kp": rounded(per_joint(gains.kp)),
+                "kd": rounded(per_joint(gains.kd)),
+                "friction_stiffness": rounded(per_joint(gains.ct_friction_stiffness)),
+            },
         ),
     }
     for name, (cls, gain_values) in controllers.items():

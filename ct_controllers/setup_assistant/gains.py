@@ -21,7 +21,14 @@ samples of :func:`~ct_controllers.runtime.gain_stability.check_configurations`) 
    (not below ``MIN_DAMPING_RATIO``), the one that lowers the spectral radius most, when it
    does at least half as much as the best step of one joint's ωᵢ × ``STEP``; else that one.
    The written gains are then stable with a gain margin of 2 (doubling every gain keeps every
-   sampled loop stable).
+   sampled loop stable). The loop's plant includes the joints' own viscous damping (the URDF's
+   ``<dynamics damping>``, see :mod:`~ct_controllers.runtime.gain_stability`).
+5. **Dry friction** (the URDF's ``<dynamics friction>``): each law's friction compensation
+   (:mod:`~ct_controllers.controllers.friction`) gets the slope Kᵢ that keeps the stall within
+   the TCP tolerance of :mod:`~ct_controllers.setup_assistant.friction`, lowered (× ``STEP`` on
+   the joint that helps most, its law's gains held) until the law with it is stable × margin
+   at ``update_rate`` as in step 4; the stall that remains, f / (K_f + the law's own stiffness),
+   is reported. Without friction the slope is 0 (the term is off).
 
 The default controller is joint impedance, unless the stability step held an arm joint's
 impedance bandwidth under half the target where computed torque keeps twice as much.
@@ -46,6 +53,7 @@ from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.gain_stability import GainStability, Stability, check_configurations
 from ct_controllers.setup_assistant.design_model import DesignModel
 from ct_controllers.setup_assistant.errors import SetupError
+from ct_controllers.setup_assistant.friction import FrictionNeed, friction_need, stall
 from ct_controllers.types import FloatArray
 
 BANDWIDTH = 20.0  # [rad/s] default target closed-loop bandwidth
@@ -68,7 +76,9 @@ COMPUTED_TORQUE = "computed_torque"
 class JointGains:
     """One joint's design: worst-case inertia [kg·m² | kg], effort limit and largest gravity
     effort [N·m | N], the bandwidths [rad/s] and damping ratios chosen for joint impedance and
-    computed torque, and what lowered them (empty: the targets stood)."""
+    computed torque, and what lowered them (empty: the targets stood); its dry friction
+    [N·m | N], the friction stall allowed and the largest left under each law [rad | m] (0
+    without friction)."""
 
     name: str
     inertia: float
@@ -79,6 +89,10 @@ class JointGains:
     ct_bandwidth: float
     ct_damping_ratio: float
     lowered_by: tuple[str, ...]
+    friction: float = 0.0
+    allowed_stall: float = 0.0
+    stall: float = 0.0
+    ct_stall: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,8 @@ class GainDesign:
     damping: FloatArray
     kp: FloatArray
     kd: FloatArray
+    friction_stiffness: FloatArray  # [N·m/rad | N/m] joint impedance's compensation slope
+    ct_friction_stiffness: FloatArray  # [N·m/rad | N/m] computed torque's
     hold_damping: FloatArray
     max_acceleration: FloatArray
     max_jerk: FloatArray
@@ -170,6 +186,8 @@ def _lower(
         # the heavy configuration is the usual cause, and ζ costs less than ω), else that one.
         found: dict[str, tuple[float, int]] = {}
         moves = ("damping",) if damping_only else ("damping", "bandwidth")
+        if not np.any(zeta):  # a law without a damping ratio (the friction slope): ω only
+            moves = ("bandwidth",)
         for move in moves:
             for j in range(omega.size):
                 trial_omega, trial_zeta = omega.copy(), zeta.copy()
@@ -216,6 +234,30 @@ def _scaled(gains: dict[str, FloatArray]) -> dict[str, FloatArray]:
     return {name: GAIN_MARGIN * value for name, value in gains.items()}
 
 
+def _friction_slope(
+    need: FrictionNeed,
+    law: dict[str, FloatArray],
+    controller: Controller,
+    samples: list[FloatArray],
+    period: float,
+    names: tuple[str, ...],
+    reasons: list[list[str]],
+    what: str,
+    rate: float,
+) -> tuple[FloatArray, float]:
+    """Step 5 for one law (its gains ``law`` held): the friction compensation's slope [N·m/rad |
+    N/m] per joint, and the worst radius of the law with it × margin."""
+    checks = [GainStability(controller.model, controller, samples, period, d) for d in DELAYS]
+    scale = np.ones(need.friction.size)  # the slope is need.stiffness × scale²
+
+    def with_slope(s: FloatArray, z: FloatArray) -> dict[str, FloatArray]:
+        return {**law, "friction_stiffness": need.stiffness * s * s}
+
+    what = f"{what} friction compensation"
+    radius = _lower(checks, with_slope, scale, np.zeros_like(scale), names, reasons, what, rate)
+    return with_slope(scale, scale)["friction_stiffness"], radius
+
+
 def design_gains(
     design: DesignModel,
     home: FloatArray,
@@ -227,7 +269,9 @@ def design_gains(
     model = design.model
     names = design.names
     samples = configurations(design, home)
-    inertia = np.max([np.diag(model.mass_matrix(q)) for q in samples], axis=0)
+    diagonals = [np.diag(model.mass_matrix(q)) for q in samples]
+    inertia = np.max(diagonals, axis=0)
+    lightest = np.min(diagonals, axis=0)
     gravity = np.max([np.abs(model.gravity(q)) for q in samples], axis=0)
     effort = model.limits.effort
     for j, name in enumerate(names):
@@ -279,6 +323,16 @@ def design_gains(
         checks = [GainStability(model, controllers[name], samples, period, d) for d in DELAYS]
         radius[name] = _lower(checks, law, w, z, names, reasons, name, update_rate)
     gains = impedance(omega, zeta)
+    ct = computed(ct_omega, ct_zeta)
+    need = friction_need(design, samples)
+    slopes = {name: np.zeros(model.nv) for name in (JOINT_IMPEDANCE, COMPUTED_TORQUE)}
+    for name, held in ((JOINT_IMPEDANCE, gains), (COMPUTED_TORQUE, ct)):
+        if need.any:  # (without friction the term is off: slope 0, the law's radius stands)
+            slopes[name], radius[name] = _friction_slope(
+                need, held, controllers[name], samples, period, names, reasons, name, update_rate
+            )
+    stalls = stall(need.friction, slopes[JOINT_IMPEDANCE] + gains["stiffness"])
+    ct_stalls = stall(need.friction, slopes[COMPUTED_TORQUE] + ct["kp"] * lightest)
     hold_scale = np.ones(model.nv)
     hold_zeta = np.ones(model.nv)
 
@@ -312,15 +366,20 @@ def design_gains(
             ct_bandwidth=float(ct_omega[j]),
             ct_damping_ratio=float(ct_zeta[j]),
             lowered_by=tuple(reasons[j]),
+            friction=float(need.friction[j]),
+            allowed_stall=float(need.allowed[j]),
+            stall=float(stalls[j]),
+            ct_stall=float(ct_stalls[j]),
         )
         for j in design.order
     )
-    ct = computed(ct_omega, ct_zeta)
     return GainDesign(
         stiffness=gains["stiffness"],
         damping=gains["damping"],
         kp=ct["kp"],
         kd=ct["kd"],
+        friction_stiffness=slopes[JOINT_IMPEDANCE],
+        ct_friction_stiffness=slopes[COMPUTED_TORQUE],
         hold_damping=hold(hold_scale, hold_zeta)["damping"],
         max_acceleration=acceleration,
         max_jerk=JERK_PER_ACCELERATION * acceleration,

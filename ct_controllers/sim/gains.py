@@ -1,11 +1,25 @@
 """The rigs' gains: what the stack runs with on the plants that close their loop at 100 Hz (the
-ros2_control bridge's plant process, the simulated CiA 402 drives), for tests and benches."""
+ros2_control bridge's plant process, the simulated CiA 402 drives), for tests and benches.
+
+The bundled arm keeps :data:`SLOW_LOOP_GAINS`. A user's configuration gets its gains designed
+again, by ct-setup's own design (:func:`~ct_controllers.setup_assistant.gains.design_gains`), at
+the rig's rate: a fixed scale of gains designed for 1 kHz is not stable on every arm at 100 Hz
+with a period of delay (a one-jaw gripper variant of the bundled arm: joint impedance ×0.25 at
+radius 1.12, the safe hold ×0.5 at 1.53), a design at the rate is, with a gain margin of 2.
+"""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import numpy as np
+
 from ct_controllers.config import StackConfig
+from ct_controllers.setup_assistant.chain import discover_chain
+from ct_controllers.setup_assistant.design_model import design_model
+from ct_controllers.setup_assistant.gains import COMPUTED_TORQUE, JOINT_IMPEDANCE, design_gains
+from ct_controllers.setup_assistant.urdf_tree import read_robot
 
 # Gains for the 100 Hz backends. The bundled ones are tuned for 1 kHz; at 100 Hz with a period
 # of delay from measurement to applied effort (a bus cycle, a DDS round trip) the impedance's
@@ -17,21 +31,68 @@ SLOW_LOOP_GAINS = {
     "safe_hold.damping": [10.0, 10.0, 5.0, 5.0, 2.0, 2.0, 1.0, 2.0, 2.0],
 }
 
-IMPEDANCE_SCALE = 0.25  # [-] of a user configuration's joint impedance gains at 100 Hz
-HOLD_SCALE = 0.5  # [-] of its safe hold damping
 
-
-def slow_loop_gains(config: StackConfig, bundled: bool) -> dict[str, Any]:
-    """The 100 Hz rigs' gain overrides for ``config``: :data:`SLOW_LOOP_GAINS` on the bundled
-    arm (``bundled``), else the configuration's own joint impedance gains × IMPEDANCE_SCALE and
-    safe hold damping × HOLD_SCALE (the same reasoning, per joint of the user's robot)."""
+def slow_loop_gains(config: StackConfig, bundled: bool, rate: float) -> dict[str, Any]:
+    """The ``rate`` [Hz] rigs' gain overrides for ``config``: :data:`SLOW_LOOP_GAINS` on the
+    bundled arm (``bundled``), else ct-setup's design for the configured robot at ``rate``:
+    every controller instance of the configuration that the design covers, the safe hold's
+    damping and the default controller (the design's choice at that rate)."""
     if bundled:
         return dict(SLOW_LOOP_GAINS)
-    impedance = config.controllers.get("joint_impedance", {})
-    found: dict[str, Any] = {
-        "safe_hold.damping": [HOLD_SCALE * d for d in config.safe_hold_damping],
+    return dict(
+        _designed(
+            config.robot_description,
+            config.tcp_frame,
+            config.base_frame,
+            config.arm_joints,
+            config.gripper_joints,
+            tuple(config.home_positions),
+            float(rate),
+            frozenset(config.controllers),
+        )
+    )
+
+
+@functools.lru_cache(maxsize=8)  # a design costs seconds; rigs of one robot share it
+def _designed(
+    description: str,
+    tcp: str,
+    base: str,
+    arm: tuple[str, ...],
+    gripper: tuple[str, ...],
+    home: tuple[float, ...],
+    rate: float,
+    instances: frozenset[str],
+) -> tuple[tuple[str, Any], ...]:
+    tree = read_robot(description)
+    chain = discover_chain(tree, tcp=tcp, base=base, gripper=list(gripper))
+    design = design_model(tree, chain)
+    model = design.model
+    names = arm + gripper
+    order = np.array([model.v_index(name) for name in names], dtype=np.intp)
+    at_home = np.empty(model.nv)
+    at_home[order] = home
+    gains = design_gains(design, at_home, rate)
+
+    def listed(values: np.ndarray) -> list[float]:
+        return [float(v) for v in np.asarray(values)[order]]
+
+    found: dict[str, Any] = {"safe_hold.damping": listed(gains.hold_damping)}
+    designed = {
+        JOINT_IMPEDANCE: {
+            "stiffness": gains.stiffness,
+            "damping": gains.damping,
+            "friction_stiffness": gains.friction_stiffness,
+        },
+        COMPUTED_TORQUE: {
+            "kp": gains.kp,
+            "kd": gains.kd,
+            "friction_stiffness": gains.ct_friction_stiffness,
+        },
     }
-    for name in ("stiffness", "damping"):
-        if name in impedance:
-            found[f"joint_impedance.{name}"] = [IMPEDANCE_SCALE * g for g in impedance[name]]
-    return found
+    for instance, values in designed.items():
+        if instance in instances:
+            found.update({f"{instance}.{k}": listed(v) for k, v in values.items()})
+    if gains.default_controller in instances:
+        found["default_controller"] = gains.default_controller
+    return tuple(found.items())

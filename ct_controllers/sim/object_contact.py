@@ -2,9 +2,12 @@
 contact model of the rigs without a physics engine (the bridge's plant process and the simulated
 CiA 402 drives, both through :func:`~ct_controllers.sim.drives.motor_step`; MuJoCo has a
 real cube). The object is centred between the fingers and rigid but for a contact stiffness:
-each finger joint meets a one-sided spring-damper at half the object's width w,
+each finger joint meets a one-sided spring-damper at its share w/n of the object's width w, n
+the prismatic fingers the listed joints move (each listed joint one, plus its ``<mimic>``
+followers × their multipliers) — half for two fingers, or for one joint whose mimic moves the
+other; all of it for one jaw against a fixed jaw closed at the jaw's zero —
 
-    f_i = max(0, k (w/2 − q_i) − d q̇_i)   while q_i < w/2 (the finger pressed into it), else 0,
+    f_i = max(0, k (w/n − q_i) − d q̇_i)   while q_i < w/n (the finger pressed into it), else 0,
 
 a force [N] on the finger joint along +q (it pushes the finger back open; q is each finger's
 opening [m]). It never pulls: a finger leaving the object feels nothing.
@@ -50,6 +53,7 @@ class ObjectBetweenFingers:
     width: float
     stiffness: float = CONTACT_STIFFNESS
     damping: float = CONTACT_DAMPING
+    moving: float = 0.0  # n of the module docstring (0: one finger per listed joint)
     engaged: np.ndarray = field(init=False)  # per finger: its stop has engaged
 
     def __post_init__(self) -> None:
@@ -72,19 +76,26 @@ class ObjectBetweenFingers:
         stiffness: float = CONTACT_STIFFNESS,
         damping: float = CONTACT_DAMPING,
     ) -> ObjectBetweenFingers:
-        """The object between the named finger joints of ``model``."""
+        """The object between the named finger joints of ``model`` (their mimic followers
+        moving with them)."""
+        moving = sum(
+            1.0 + sum(abs(m.multiplier) for m in model.mimic.values() if m.master == name)
+            for name in fingers
+        )
         return cls(
             tuple(model.q_index(n) for n in fingers),
             tuple(model.v_index(n) for n in fingers),
             float(width),
             float(stiffness),
             float(damping),
+            float(moving),
         )
 
     @property
     def stop(self) -> float:
-        """[m] the finger opening at which a finger touches the object: half its width."""
-        return 0.5 * self.width
+        """[m] the finger opening at which a finger touches the object: its share of the
+        width (half for two fingers, all of it for one jaw)."""
+        return self.width / (self.moving or len(self.q_indices))
 
     def engage(self, q: FloatArray) -> None:
         """Engage the stop of every finger at or beyond it (``q`` the plant's positions)."""

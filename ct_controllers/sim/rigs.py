@@ -178,7 +178,10 @@ def make_rig(
     ``config_path``: the controllers.yaml (None: the bundled one), whose robot_description the
     rig builds; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
     description = _description(config_path, backend)
-    slow_gains = slow_loop_gains(load_config(config_path), bundled=config_path is None)
+
+    def slow_gains() -> dict[str, Any]:  # the plant rigs' (a user's robot's: a design, seconds)
+        return slow_loop_gains(load_config(config_path), config_path is None, REAL_RATE)
+
     if backend == "mujoco":
         if object_width is not None:
             raise ValueError("the MuJoCo rig's scene has its own cube; object_width is for plants")
@@ -202,7 +205,7 @@ def make_rig(
                 # bounds scale with these.
                 "watchdog.state_timeout": 0.2,
                 "watchdog.command_timeout": 0.2,
-                **slow_gains,
+                **slow_gains(),
                 **overrides,
             },
         )
@@ -240,7 +243,7 @@ def make_rig(
                 # a normal one that other work preempted stalls for as long. Tests tick the loop
                 # at normal scheduling too. Drives of their own: the loop's real-time default.
                 **({} if drives_process else {"realtime.priority": 0}),
-                **slow_gains,
+                **slow_gains(),
                 **overrides,
             },
         )
