@@ -207,3 +207,21 @@ def test_identified_payload_makes_computed_torque_track_like_the_exact_model() -
         errors[name] = result.e_rms
     assert errors["identified"] <= 2.0 * errors["exact"], errors
     assert errors["none"] >= 20.0 * errors["identified"], errors
+
+
+def test_the_configuration_states_the_limits_and_refuses_payloads_until_it_does() -> None:
+    """``payload.rated_mass`` and ``payload.max_com_distance`` come from the configuration: by
+    default (0 kg, nothing stated) every payload with mass is refused, the message saying the
+    rating is not configured; with a rating, payloads up to it are accepted; a negative rating
+    is refused at load naming the entry."""
+    from ct_controllers.config import ConfigError, load_config
+
+    unrated = bundled_config().payload_limits
+    with pytest.raises(PayloadError, match=r"payload\.rated_mass is not configured"):
+        check_payload(Payload(0.1, (0, 0, 0)), unrated)
+    check_payload(Payload(0.0, (0, 0, 0)), unrated)  # nothing carried: always allowed
+    rated = load_config(overrides={"payload.rated_mass": 3.0}).payload_limits
+    assert rated == PayloadLimits(3.0, 0.3)
+    check_payload(PAYLOAD, rated)
+    with pytest.raises(ConfigError, match=r"payload\.rated_mass"):
+        load_config(overrides={"payload.rated_mass": -1.0})

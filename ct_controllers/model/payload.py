@@ -74,18 +74,21 @@ class Payload:
 
 @dataclass(frozen=True)
 class PayloadLimits:
-    """What an arm may carry: ``rated_mass`` [kg] (the maker's rated payload) and ``max_com_
-    distance`` [m], how far from the TCP origin a centre of mass may be (a held object's, within
-    the gripper's reach of the flange; further is a typing error, not an object)."""
+    """What an arm may carry: ``rated_mass`` [kg] (the maker's rated payload; 0: no payload may
+    be set) and ``max_com_distance`` [m], how far from the TCP origin a centre of mass may be
+    (a held object's, within the gripper's reach of the flange; further is a typing error, not
+    an object)."""
 
     rated_mass: float
     max_com_distance: float
 
     def __post_init__(self) -> None:
-        for name in ("rated_mass", "max_com_distance"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise PayloadError(f"payload limit {name} must be finite and positive, got {value}")
+        if not (math.isfinite(self.rated_mass) and self.rated_mass >= 0):
+            raise PayloadError(f"payload rated_mass must be finite and ≥ 0, got {self.rated_mass}")
+        if not (math.isfinite(self.max_com_distance) and self.max_com_distance > 0):
+            raise PayloadError(
+                f"payload max_com_distance must be finite and positive, got {self.max_com_distance}"
+            )
 
 
 def check_payload(payload: Payload, limits: PayloadLimits) -> Payload:
@@ -97,6 +100,7 @@ def check_payload(payload: Payload, limits: PayloadLimits) -> Payload:
     if payload.mass > limits.rated_mass:
         raise PayloadError(
             f"payload mass {payload.mass:g} kg is above the rated payload {limits.rated_mass:g} kg"
+            + (" (payload.rated_mass is not configured)" if limits.rated_mass == 0 else "")
         )
     distance = float(np.linalg.norm(payload.com))
     if distance > limits.max_com_distance:
