@@ -172,7 +172,7 @@ def test_stack_payload_refuses_bad_input_and_changes_nothing() -> None:
 def test_identified_payload_makes_computed_torque_track_like_the_exact_model() -> None:
     """Computed torque on MuJoCo carrying a 1 kg object (seed-004 sine on the seven arm joints,
     3 s, dt 1 ms, the stack's limiter), the controller's model without the payload, with the
-    one identified from seven holds, and with the exact one: the identified model's RMS error
+    one identified from eight holds, and with the exact one: the identified model's RMS error
     is within 2x of the exact model's and at least 20x below the unloaded model's (measured:
     17.7, 0.129, 0.125 mrad)."""
     model = new_robot_model()

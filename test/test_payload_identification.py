@@ -80,7 +80,7 @@ def test_regressor_times_parameters_is_the_loaded_models_extra_gravity() -> None
 
 @pytest.mark.parametrize("mass", [0.1, 0.5, 1.0])
 def test_mujoco_holds_identify_mass_and_com(mass: float) -> None:
-    """Holds in the seven planned configurations with a MuJoCo body of 0.1, 0.5 or 1.0 kg at a
+    """Holds in the eight planned configurations with a MuJoCo body of 0.1, 0.5 or 1.0 kg at a
     known c: 0.5 and 1 kg are identified (mass within 5 %, c within 1 cm, a condition ≤ 50);
     0.1 kg is identified as well or refused as uncertain, never wrong."""
     holds = _holds(mass)

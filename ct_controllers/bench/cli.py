@@ -17,6 +17,7 @@ BENCHMARKS = {
     "backends": "joint motion, Cartesian target, grasp, cancel, preempt on every backend/mode",
     "reach": "MoveToPose on random reachable poses in MuJoCo, with and without the approach",
     "soak": "the node's RSS under N mixed goals (results expired), then idle; unanswered goals",
+    "payload": "payload identification per mass in MuJoCo; computed torque without/with it/exact",
 }
 
 

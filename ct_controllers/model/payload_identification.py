@@ -359,7 +359,7 @@ def plan_holds(
     """Hold configurations around ``start`` that turn the TCP about different axes: ``start``,
     then each of the last three joints that move the TCP (``joints``: the three to move, by
     name) turned by +``amplitude`` and −``amplitude`` [rad] alone, then the first two together —
-    seven holds, each joint at most ``amplitude`` from ``start`` (a small, bounded motion with
+    eight holds, each joint at most ``amplitude`` from ``start`` (a small, bounded motion with
     the object in hand) and at least ``margin`` [rad | m] inside its limits (an offset that would
     leave them is folded to the other side). The plan's condition says whether it is enough
     (:func:`identify_payload` refuses above its limit): check it before moving."""
