@@ -67,6 +67,8 @@ TARGETS: dict[str, Target] = {
 OPTIONAL_WIDTH_FRAMES = "gripper.width_frames"  # may be left out: [] (from_parameters)
 # Came after the first ct-setup files too: left out, it is "auto" (stack_parameters).
 OPTIONAL_JOINT_STATES_TOPIC = "joint_states_topic"
+# May be left out (files written before them): no payload may be set, as by default.
+OPTIONAL_PAYLOAD = {"payload.rated_mass": 0.0, "payload.max_com_distance": 0.3}
 
 # The sections a parameters file may give the controller manager in, first found wins;
 # "/**/controller_manager" (the bundled file's) applies in every namespace
@@ -227,7 +229,13 @@ class StackConfig:
         schemas. ConfigError names the parameter."""
         # gripper.width_frames came after the first ct-setup files: one written before it (or a
         # hand-written one) that leaves it out means "found from the gripper joints" ([]).
-        params = {OPTIONAL_WIDTH_FRAMES: (), OPTIONAL_JOINT_STATES_TOPIC: "auto", **params}
+        # payload.* came later still: left out, no payload may be set (rated mass 0).
+        params = {
+            OPTIONAL_WIDTH_FRAMES: (),
+            OPTIONAL_JOINT_STATES_TOPIC: "auto",
+            **OPTIONAL_PAYLOAD,
+            **params,
+        }
         values = STACK_PARAMETERS.parse(params)
         joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
