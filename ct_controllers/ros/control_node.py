@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ct_controllers.ros.dds import ensure_loopback_dds
@@ -38,7 +39,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.signals import SignalHandlerOptions  # noqa: E402
 
 from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E402
-from ct_controllers.controllers.controller import GainError  # noqa: E402
+from ct_controllers.controllers.controller import Controller, GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
 from ct_controllers.interface_controllers import TRAJECTORY, of_kind  # noqa: E402
 from ct_controllers.model.payload import PayloadError  # noqa: E402
@@ -67,10 +68,11 @@ from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
 from ct_controllers.runtime.controller_claims import interface_controller_joints  # noqa: E402
 from ct_controllers.runtime.controller_manager import (  # noqa: E402
+    ControllerFactory,
     ControllerManager,
     joint_controller_factory,
 )
-from ct_controllers.runtime.payload import stage_payload  # noqa: E402
+from ct_controllers.runtime.payload import carries_payload, stage_payload  # noqa: E402
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL  # noqa: E402
 from ct_controllers.runtime.stack import Stack, build_stack  # noqa: E402
 from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
@@ -107,15 +109,12 @@ class ControlNode(Node):
         # A payload given at launch (payload.mass, payload.com): checked like a live set
         # (ConfigError naming it), taken by the controllers at their first tick.
         try:
-            stage_payload(
-                self.stack.controllers,
-                payload_from_parameters(
-                    values[PAYLOAD_MASS], values[PAYLOAD_COM], self.config.payload_limits
-                ),
-                self.config.payload_limits,
+            self.payload = payload_from_parameters(
+                values[PAYLOAD_MASS], values[PAYLOAD_COM], self.config.payload_limits
             )
         except PayloadError as exc:
             raise ConfigError(str(exc)) from None
+        stage_payload(self.stack.controllers, self.payload, self.config.payload_limits)
         # Before anything is served or the hardware touched: NameTaken (exit 2) if another
         # live node has this name, serves these actions or, in simulation, this clock.
         uniqueness.verify(publishes_clock=self.stack.hardware.publishes_clock)
@@ -129,7 +128,9 @@ class ControlNode(Node):
             self.stack.controllers,
             {name: str(p["type"]) for name, p in self.config.controllers.items()},
             self.config.default_controller,
-            factory=joint_controller_factory(self.stack.model, self.config.joint_names),
+            factory=self._carrying(
+                joint_controller_factory(self.stack.model, self.config.joint_names)
+            ),
             interface_joints=interface_controller_joints(self.config.interface_controllers),
         )
         self.arbiter = GoalArbiter(result_timeout)
@@ -176,6 +177,18 @@ class ControlNode(Node):
         )
         self.state_publishers.start()
         self.viewer = self._open_viewer() if viewer else None
+
+    def _carrying(self, factory: ControllerFactory) -> ControllerFactory:
+        """``factory``, its controllers (loaded later by the controller manager's services)
+        carrying the node's payload from their first tick, as the configured ones do."""
+
+        def build(type_name: str, entries: Mapping[str, Any]) -> Controller:
+            controller = factory(type_name, entries)
+            if self.payload is not None and carries_payload(controller):
+                controller.stage_payload(self.payload)
+            return controller
+
+        return build
 
     def _open_viewer(self) -> Any:
         from ct_controllers.hardware.mujoco_view import PassiveViewer, viewer_unavailable
@@ -229,6 +242,7 @@ class ControlNode(Node):
         for controller, gains in staged.items():
             self.stack.controllers[controller].stage_gains(gains)
         if payload_set:  # checked above: taken at each controller's next tick, with the gains
+            self.payload = payload
             stage_payload(self.stack.controllers, payload, self.config.payload_limits)
         return SetParametersResult(successful=True)
 
