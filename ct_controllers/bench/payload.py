@@ -8,8 +8,16 @@ that mass fixed at that COM (:mod:`~ct_controllers.sim.payload_plant`: PD + the 
 gravity, 1 s to settle, measured effort averaged over 0.2 s), then identified; also with
 Gaussian noise of σ (``--noise``) added to each hold's averaged torques (``--draws`` draws, the
 identification told σ). Reported: the mass error [%], the COM error [mm], the regressor's
-condition, the standard errors — or the refusal and its reason. MuJoCo only: the bridge plant
-and the simulated CANopen drives have no payload model yet.
+condition, the standard errors — or the refusal and its reason. The holds here are MuJoCo
+alone (fast); ``--stack`` measures them through a backend's whole stack.
+
+Through the stack (``--stack mujoco canopen``). The same holds reached by the loop's own motions
+on a backend's rig (:func:`~ct_controllers.sim.rigs.make_rig`: MuJoCo in lockstep, the payload
+composed into its TCP body; CANopen at 100 Hz against the in-process simulated drives, the
+payload in their plant model, the measured effort their torque actual — whole per-mille of the
+rated torque), measured from the loop's snapshots (:func:`~ct_controllers.runtime.payload_holds.
+measure_holds`; settle and average per backend, :data:`HOLD_TIMES`) and identified with the
+stated torque noise (:data:`BACKEND_NOISE`). The bridge's plant process has no payload model.
 
 Tracking. Computed torque (K_p = 400 s⁻², K_d = 40 s⁻¹) on the seed-004 sine (0.3 rad on the
 seven arm joints, ω_i = 1 + 0.3 i rad/s, started on the trajectory), MuJoCo carrying 1 kg at
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from dataclasses import asdict
 
 import numpy as np
@@ -37,6 +46,7 @@ from ct_controllers.model.payload_identification import (
     PayloadResult,
     identify_payload,
     plan_holds,
+    supporting_joints,
 )
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.sim.mujoco_plant import limiter_for
@@ -47,6 +57,13 @@ TRACKING_MASS = 1.0  # [kg]
 COM = (0.01, -0.015, 0.04)  # [m] in the TCP frame
 KP, KD = 400.0, 40.0  # [s⁻²], [s⁻¹]
 NOISE_FLOOR = 0.01  # [N·m] the identification's σ floor without added noise
+STACK_BACKENDS = ("mujoco", "canopen")
+STACK_MASSES = (0.5, 1.0)  # [kg]
+# [s] settle, average per hold: the 100 Hz rig's slow-loop gains settle slower.
+HOLD_TIMES = {"mujoco": (1.0, 0.2), "canopen": (2.0, 0.5)}
+# [N·m] the torque noise the identification is told: CANopen's torque actual is a whole
+# per-mille of the rated torque (0.176 N·m on the bundled arm's shoulder: σ ≈ 0.05 uniform).
+BACKEND_NOISE = {"mujoco": NOISE_FLOOR, "canopen": 0.03}
 
 
 def _row(result: PayloadResult, mass: float, com: np.ndarray) -> dict:
@@ -64,7 +81,55 @@ def _row(result: PayloadResult, mass: float, com: np.ndarray) -> dict:
     }
 
 
-def run(com: tuple[float, ...], noise: float, draws: int, duration: float, seed: int = 0) -> dict:
+def through_stack(backend: str, mass: float, com: np.ndarray) -> dict:
+    """Identify ``mass`` [kg] at ``com`` [m] (TCP frame) through ``backend``'s whole stack."""
+    from ct_controllers.runtime.payload_holds import HoldError, measure_holds
+    from ct_controllers.sim.rigs import make_rig
+
+    start = time.perf_counter()
+    rig = make_rig(backend, plant_payload=Payload(mass, com))
+    try:
+        loop, robot, config = rig.stack.loop, rig.stack.model, rig.config
+        home = np.empty(robot.nq)
+        home[robot.indices(config.joint_names)] = config.home_positions
+        settle, average = HOLD_TIMES[backend]
+
+        def advance(seconds: float) -> None:
+            loop.run_ticks(max(1, round(seconds / loop.period)))
+
+        try:
+            holds = measure_holds(
+                loop,
+                plan_holds(robot, home).configurations,
+                supporting_joints(robot),
+                advance,
+                settle,
+                average,
+            )
+        except HoldError as exc:
+            return {"backend": backend, "mass": mass, "refused": "hold", "message": str(exc)}
+        settings = IdentificationSettings(torque_noise=BACKEND_NOISE[backend])
+        result = identify_payload(robot, holds.q, holds.effort, holds.v, settings=settings)
+        row = _row(result, mass, com)
+    finally:
+        rig.close()
+    return {
+        "backend": backend,
+        "mass": mass,
+        "rate": 1.0 / rig.config.period,
+        "seconds": time.perf_counter() - start,
+        **row,
+    }
+
+
+def run(
+    com: tuple[float, ...],
+    noise: float,
+    draws: int,
+    duration: float,
+    seed: int = 0,
+    stack: tuple[str, ...] = (),
+) -> dict:
     config = load_config()
     description = load_description(mappings={"backend": "mujoco"})
     robot = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
@@ -131,8 +196,12 @@ def run(com: tuple[float, ...], noise: float, draws: int, duration: float, seed:
             limiter_for(robot, 1e-3),
         )
         tracking[name] = asdict(tracked)
+    stack_rows = [
+        through_stack(backend, mass, truth_com) for backend in stack for mass in STACK_MASSES
+    ]
     return {
         "com": list(com),
+        "stack": stack_rows,
         "noise": noise,
         "draws": draws,
         "duration": duration,
@@ -179,6 +248,22 @@ def print_report(report: dict) -> None:
             f"  {row['mass']:9.2f}{free['mass_error_percent']:13.2f}{free['com_error_mm']:14.2f}"
             f"{1e3 * free['mass_std']:9.2f}{free['condition']:7.2f}   {noisy}"
         )
+    if report["stack"]:
+        print(
+            f"\n  through the stack: {'backend':>10s}{'mass [kg]':>10s}{'m error [%]':>13s}"
+            f"{'c error [mm]':>14s}{'σ_m [g]':>9s}{'κ':>7s}"
+        )
+    for row in report["stack"]:
+        if "refused" in row:
+            print(
+                f"  {'':19s}{row['backend']:>10s}{row['mass']:10.2f}  refused: "
+                f"{row['refused']}: {row['message']}"
+            )
+            continue
+        print(
+            f"  {'':19s}{row['backend']:>10s}{row['mass']:10.2f}{row['mass_error_percent']:13.2f}"
+            f"{row['com_error_mm']:14.2f}{1e3 * row['mass_std']:9.2f}{row['condition']:7.2f}"
+        )
     print(
         f"\n  computed torque, {TRACKING_MASS} kg carried, {report['duration']} s: "
         f"{'e_rms [mrad]':>13s}{'e_max [mrad]':>14s}"
@@ -208,6 +293,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=0.02, help="[N·m] σ of added noise")
     parser.add_argument("--draws", type=int, default=20, help="noisy identifications per mass")
     parser.add_argument("--duration", type=float, default=6.0, help="[s] of tracking")
+    parser.add_argument(
+        "--stack",
+        nargs="*",
+        choices=STACK_BACKENDS,
+        default=[],
+        help="also identify through these backends' whole stacks (CANopen: ~30 s a mass)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if not (np.isfinite(args.noise) and args.noise >= 0):
@@ -216,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--draws must be ≥ 0, got {args.draws}")
     if not (np.isfinite(args.duration) and args.duration > 0):
         parser.error(f"--duration must be positive and finite, got {args.duration}")
-    report = run(tuple(args.com), args.noise, args.draws, args.duration)
+    report = run(tuple(args.com), args.noise, args.draws, args.duration, stack=tuple(args.stack))
     if args.json:
         print(json.dumps(report))
     else:

@@ -77,7 +77,8 @@ class IdentificationSettings:
     """Limits of an identification.
 
     - ``max_condition`` [-]: of the column-scaled regressor; above it, unexcited;
-    - ``max_speed`` [rad/s | m/s]: a sample with a faster joint is not a hold;
+    - ``max_speed`` [rad/s | m/s]: a sample with a faster joint (of those whose torques are
+      used) is not a hold;
     - ``mass_tolerance`` [kg], ``com_tolerance`` [m]: three standard errors must be within them
       (for c, of its distance: 3 √(σx² + σy² + σz²));
     - ``torque_noise`` [N·m | N]: the floor of the residual's standard deviation σ̂;
@@ -219,7 +220,7 @@ def identify_payload(
     arrays = [("q", q), ("effort", effort[:, regressor.rows])]
     if v is not None:
         v = _samples(v, model.nv, "v")
-        arrays.append(("v", v))
+        arrays.append(("v", v[:, regressor.rows]))
     if (empty_q is None) != (empty_effort is None):
         raise ValueError("differencing needs both empty_q and empty_effort")
     if empty_q is not None and empty_effort is not None:
@@ -234,8 +235,8 @@ def identify_payload(
             return PayloadRefusal(
                 Refusal.NOT_FINITE, f"{name} is not finite in sample(s) {bad}", math.nan, count
             )
-    if v is not None:
-        speed = np.abs(v).max(axis=1)
+    if v is not None:  # the joints whose torques are used must be still (others may move)
+        speed = np.abs(v[:, regressor.rows]).max(axis=1)
         moving = [int(i) for i in np.flatnonzero(speed > settings.max_speed)]
         if moving:
             return PayloadRefusal(

@@ -67,7 +67,10 @@ def measure_holds(
             advance(step)
             waited += step
         if status.state != SUCCEEDED:
-            raise HoldError(f"hold {number}: the motion to it ended {status.state}")
+            why = f": {status.message}" if status.message else ""
+            if loop.fault is not None:
+                why += f" (fault latched: {loop.fault})"
+            raise HoldError(f"hold {number}: the motion to it ended {status.state}{why}")
         advance(settle)
         sums = [np.zeros(model.nv) for _ in range(3)]
         count, last, tries = 0, -1, 0

@@ -26,12 +26,14 @@ from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import RobotDescription, load_description
+from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
 from ct_controllers.sim.drives_process import DrivesProcess, drives_process_for
 from ct_controllers.sim.fault_injection import InjectingSystem
 from ct_controllers.sim.gains import slow_loop_gains
+from ct_controllers.sim.payload_plant import load_mujoco_scene
 from ct_controllers.sim.ros2_control_plant import PlantProcess
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
@@ -169,6 +171,7 @@ def make_rig(
     object_width: float | None = None,
     drives_process: bool = False,
     config_path: str | None = None,
+    plant_payload: Payload | None = None,
     **overrides: Any,
 ) -> Rig:
     """The stack for ``backend``, configured and active (brought up), not yet ticking.
@@ -176,7 +179,16 @@ def make_rig(
     the start (None: none; :meth:`Rig.place_object` changes it); ``drives_process``: CANopen's
     simulated drives in a process of their own (:class:`DrivesProcess`) rather than this one;
     ``config_path``: the controllers.yaml (None: the bundled one), whose robot_description the
-    rig builds; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
+    rig builds; ``plant_payload``: a payload the plant's arm carries at the TCP (MuJoCo: composed
+    into its TCP body; CANopen: in the in-process drives' plant model; not for the bridge's plant
+    process, nor CANopen drives in a process of their own), which the stack's model does not
+    know; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
+    if plant_payload is not None and (
+        backend == "ros2_control_bridge" or (backend == "canopen" and drives_process)
+    ):
+        raise ValueError(
+            "plant_payload: only the MuJoCo rig and the in-process CANopen drives carry one"
+        )
     description = _description(config_path, backend)
     slow_gains = slow_loop_gains(load_config(config_path), bundled=config_path is None)
     if backend == "mujoco":
@@ -184,7 +196,13 @@ def make_rig(
             raise ValueError("the MuJoCo rig's scene has its own cube; object_width is for plants")
         config = load_config(config_path, overrides={"mujoco.mode": "lockstep", **overrides})
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
-        return Rig(backend, config, stack).brought_up()
+        rig = Rig(backend, config, stack).brought_up()
+        if plant_payload is not None:
+            system: MujocoSystem = stack.hardware.inner  # type: ignore[attr-defined]
+            assert system.model is not None
+            with system.lock:
+                load_mujoco_scene(system.model, config.tcp_frame, plant_payload)
+        return rig
     if backend == "ros2_control_bridge":
         n = next(_unique)
         states = f"/ct_contract_{os.getpid()}_{n}/joint_states"
@@ -253,7 +271,7 @@ def make_rig(
         drives: SimulatedDrives | DrivesProcess = (
             drives_process_for(inner, description.urdf, home)
             if drives_process
-            else simulated_drives_for(inner, robot, home)
+            else simulated_drives_for(inner, robot.with_payload(plant_payload), home)
         )
         if object_width is not None:
             drives.place_object(object_width, config.gripper_joints)
