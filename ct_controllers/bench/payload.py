@@ -17,7 +17,8 @@ composed into its TCP body; CANopen at 100 Hz against the in-process simulated d
 payload in their plant model, the measured effort their torque actual — whole per-mille of the
 rated torque), measured from the loop's snapshots (:func:`~ct_controllers.runtime.payload_holds.
 measure_holds`; settle and average per backend, :data:`HOLD_TIMES`) and identified with the
-stated torque noise (:data:`BACKEND_NOISE`). The bridge's plant process has no payload model.
+stated torque noise (CANopen: per joint, its torque resolution). The bridge's plant process has
+no payload model.
 
 Tracking. Computed torque (K_p = 400 s⁻², K_d = 40 s⁻¹) on the seed-004 sine (0.3 rad on the
 seven arm joints, ω_i = 1 + 0.3 i rad/s, started on the trajectory), MuJoCo carrying 1 kg at
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import asdict
 
@@ -61,9 +63,9 @@ STACK_BACKENDS = ("mujoco", "canopen")
 STACK_MASSES = (0.5, 1.0)  # [kg]
 # [s] settle, average per hold: the 100 Hz rig's slow-loop gains settle slower.
 HOLD_TIMES = {"mujoco": (1.0, 0.2), "canopen": (2.0, 0.5)}
-# [N·m] the torque noise the identification is told: CANopen's torque actual is a whole
-# per-mille of the rated torque (0.176 N·m on the bundled arm's shoulder: σ ≈ 0.05 uniform).
-BACKEND_NOISE = {"mujoco": NOISE_FLOOR, "canopen": 0.03}
+# [N·m] the torque noise the identification is told, at least: MuJoCo's the floor; CANopen's
+# torque actual is a whole per-mille of each joint's rated torque (``canopen.rated_torque``):
+# a uniform quantization error of σ = step/√12 per joint (0.05 N·m for a 176 N·m drive).
 
 
 def _row(result: PayloadResult, mass: float, com: np.ndarray) -> dict:
@@ -108,7 +110,18 @@ def through_stack(backend: str, mass: float, com: np.ndarray) -> dict:
             )
         except HoldError as exc:
             return {"backend": backend, "mass": mass, "refused": "hold", "message": str(exc)}
-        settings = IdentificationSettings(torque_noise=BACKEND_NOISE[backend])
+        settings = IdentificationSettings(torque_noise=NOISE_FLOOR)
+        if backend == "canopen":
+            used = set(supporting_joints(robot))
+            rated = config.section("canopen")["rated_torque"]
+            settings = IdentificationSettings(
+                torque_noise=NOISE_FLOOR,
+                joint_noise={
+                    name: max(NOISE_FLOOR, float(value) / 1000.0 / math.sqrt(12.0))
+                    for name, value in zip(config.joint_names, rated, strict=True)
+                    if name in used
+                },
+            )
         result = identify_payload(robot, holds.q, holds.effort, holds.v, settings=settings)
         row = _row(result, mass, com)
     finally:

@@ -35,7 +35,8 @@ unit norm (units differ: N·m/kg against N·m/(kg·m)) is the excitation measure
 turn the TCP so that gravity acts along different axes of the TCP frame (a single configuration
 never determines the component of h along gravity: κ = ∞). Standard errors from the residual,
 cov(θ̂) = σ̂² (AᵀA)⁻¹ with σ̂² = max(RSS / (rows − unknowns), σ_floor²) (σ_floor the torque noise
-the caller states: noiseless data must not claim a zero error), and for c = h/m by the delta
+the caller states: noiseless data must not claim a zero error; with a σ per joint, the rows are
+weighted by 1/σ_j and the same holds in units of σ), and for c = h/m by the delta
 method (∂c/∂m = −h/m², ∂c/∂h = I/m).
 
 The result is an estimate with its confidence, or a refusal that says why (never a bare array):
@@ -48,8 +49,8 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pinocchio as pin
@@ -81,7 +82,9 @@ class IdentificationSettings:
       used) is not a hold;
     - ``mass_tolerance`` [kg], ``com_tolerance`` [m]: three standard errors must be within them
       (for c, of its distance: 3 √(σx² + σy² + σz²));
-    - ``torque_noise`` [N·m | N]: the floor of the residual's standard deviation σ̂;
+    - ``torque_noise`` [N·m | N]: σ of every joint's measured torque, the floor of the
+      residual's standard deviation; ``joint_noise``: σ of the named joints, where they differ
+      (a drive's torque resolution); the equations are weighted by 1/σ;
     - ``estimate_bias``: a constant torque per joint as unknowns too (else none: difference
       against empty holds, or assume the model exact)."""
 
@@ -91,6 +94,7 @@ class IdentificationSettings:
     com_tolerance: float = 0.01
     torque_noise: float = 0.01
     estimate_bias: bool = False
+    joint_noise: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,11 @@ def identify_payload(
             math.nan,
             count,
         )
-    condition = _scaled_condition(matrix)
+    # Weighted least squares: each joint's equations divided by its torque noise σ_j, so the
+    # residual is in units of σ and a precise joint counts for more.
+    weights = np.tile(1.0 / _joint_noise(settings, regressor.joints), count)
+    weighted, weighted_target = matrix * weights[:, None], target * weights
+    condition = _scaled_condition(weighted)
     if not condition <= settings.max_condition:
         return PayloadRefusal(
             Refusal.UNEXCITED,
@@ -279,11 +287,12 @@ def identify_payload(
             condition,
             count,
         )
-    solution, *_ = np.linalg.lstsq(matrix, target, rcond=None)
-    fitted = target - matrix @ solution
+    solution, *_ = np.linalg.lstsq(weighted, weighted_target, rcond=None)
+    fitted = target - matrix @ solution  # [N·m | N]
     dof = matrix.shape[0] - unknowns
-    variance = max(float(fitted @ fitted) / dof, settings.torque_noise**2)
-    covariance = variance * np.linalg.inv(matrix.T @ matrix)
+    # The residual's variance in units of σ², at least 1: the stated noise is a floor.
+    scale = max(float(np.sum((fitted * weights) ** 2)) / dof, 1.0)
+    covariance = scale * np.linalg.inv(weighted.T @ weighted)
     mass, moment = float(solution[0]), solution[1:4]
     mass_std = math.sqrt(covariance[0, 0])
     bias = np.zeros(model.nv)
@@ -321,7 +330,7 @@ def identify_payload(
             count,
         )
     return PayloadEstimate(
-        payload=Payload(mass, com),
+        payload=Payload(mass, np.asarray(com, dtype=np.float64)),
         mass_std=mass_std,
         com_std=com_std,
         condition=condition,
@@ -329,6 +338,19 @@ def identify_payload(
         samples=count,
         bias=bias,
     )
+
+
+def _joint_noise(settings: IdentificationSettings, joints: Sequence[str]) -> FloatArray:
+    """σ [N·m | N] of each of ``joints``: its ``joint_noise`` entry, else ``torque_noise``.
+    ValueError naming a value that is not finite and positive, or an unknown joint."""
+    unknown = sorted(set(settings.joint_noise) - set(joints))
+    if unknown:
+        raise ValueError(f"joint_noise names joint(s) whose torques are not used: {unknown}")
+    noise = np.array([settings.joint_noise.get(name, settings.torque_noise) for name in joints])
+    bad = [name for name, value in zip(joints, noise, strict=True) if not value > 0]
+    if bad or not np.all(np.isfinite(noise)):
+        raise ValueError(f"torque noise must be finite and positive, got {noise.tolist()}")
+    return noise
 
 
 def _samples(array: FloatArray, size: int, name: str) -> FloatArray:
