@@ -172,6 +172,7 @@ def make_rig(
     drives_process: bool = False,
     config_path: str | None = None,
     plant_payload: Payload | None = None,
+    plant_effort_noise: float = 0.0,
     **overrides: Any,
 ) -> Rig:
     """The stack for ``backend``, configured and active (brought up), not yet ticking.
@@ -180,15 +181,12 @@ def make_rig(
     simulated drives in a process of their own (:class:`DrivesProcess`) rather than this one;
     ``config_path``: the controllers.yaml (None: the bundled one), whose robot_description the
     rig builds; ``plant_payload``: a payload the plant's arm carries at the TCP (MuJoCo: composed
-    into its TCP body; CANopen: in the in-process drives' plant model; not for the bridge's plant
-    process, nor CANopen drives in a process of their own), which the stack's model does not
-    know; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
-    if plant_payload is not None and (
-        backend == "ros2_control_bridge" or (backend == "canopen" and drives_process)
-    ):
-        raise ValueError(
-            "plant_payload: only the MuJoCo rig and the in-process CANopen drives carry one"
-        )
+    into its TCP body; the bridge's plant process and CANopen's in-process drives: in their
+    plant model; not for CANopen drives in a process of their own), which the stack's model
+    does not know; ``plant_effort_noise`` [N·m | N]: σ of Gaussian noise on the bridge plant's
+    published efforts; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
+    if plant_payload is not None and backend == "canopen" and drives_process:
+        raise ValueError("plant_payload: CANopen drives in a process of their own carry none")
     description = _description(config_path, backend)
     slow_gains = slow_loop_gains(load_config(config_path), bundled=config_path is None)
     if backend == "mujoco":
@@ -231,6 +229,8 @@ def make_rig(
             interface=config.section("ros2_control_bridge")["command_interface"],
             object_width=object_width,
             config_path=config_path,
+            payload=plant_payload,
+            effort_noise=plant_effort_noise,
         )
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
         return Rig(backend, config, stack, plant).brought_up()
