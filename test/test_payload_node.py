@@ -59,6 +59,19 @@ def _set(client: Client, *parameters: Parameter) -> tuple[bool, str]:
     return results[0].successful, results[0].reason
 
 
+def test_a_payload_over_the_rating_at_launch_is_refused_naming_it() -> None:
+    """A node launched with payload.mass above payload.rated_mass exits with code 2 and one
+    line naming payload.mass and the rating; nothing runs. (First in the module: no other node
+    of the same name runs yet.)"""
+    process = start_node("--ros-args", "-p", "payload.rated_mass:=3.0", "-p", "payload.mass:=5.0")
+    try:
+        output, _ = process.communicate(timeout=60)
+    finally:
+        stop_node(process)
+    assert process.returncode == 2, output
+    assert "payload.mass" in output and "rated payload 3 kg" in output, output
+
+
 def test_a_payload_set_by_hand_enters_the_model_and_bad_values_change_nothing(
     client: Client,
 ) -> None:

@@ -320,9 +320,10 @@ class RobotModel:
     def with_payload(self, payload: Payload | None) -> RobotModel:
         """A copy of this robot carrying ``payload`` at the TCP (None: carrying nothing),
         whatever this one carries: the unloaded model's TCP-parent inertia plus the payload's
-        (:func:`~ct_controllers.model.payload.add_payload`). A new ``pin.Model`` of its own and
-        new scratch data; this model is unchanged. Bounds (rated mass, reach) are the caller's
-        to check (:func:`~ct_controllers.model.payload.check_payload`)."""
+        (:func:`~ct_controllers.model.payload.add_payload`), on a new ``pin.Model`` of its own
+        (None: the unloaded ``pin.Model`` itself, shared read-only as :meth:`with_own_data`
+        shares it), with new scratch data; this model is unchanged. Bounds (rated mass, reach)
+        are the caller's to check (:func:`~ct_controllers.model.payload.check_payload`)."""
         if payload is None:
             if self.payload is None:
                 return self.with_own_data()

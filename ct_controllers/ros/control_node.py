@@ -114,7 +114,8 @@ class ControlNode(Node):
             )
         except PayloadError as exc:
             raise ConfigError(str(exc)) from None
-        stage_payload(self.stack.controllers, self.payload, self.config.payload_limits)
+        if self.payload is not None:
+            stage_payload(self.stack.controllers, self.payload, self.config.payload_limits)
         # Before anything is served or the hardware touched: NameTaken (exit 2) if another
         # live node has this name, serves these actions or, in simulation, this clock.
         uniqueness.verify(publishes_clock=self.stack.hardware.publishes_clock)
