@@ -149,9 +149,10 @@ def test_turning_only_about_the_gravity_axis_is_unexcited() -> None:
 
 
 def test_bad_samples_are_refused_with_a_reason_naming_them() -> None:
-    """A NaN torque (not finite, the sample named), a joint moving faster than the hold limit
-    (moving), fewer equations than unknowns (too few) and an empty gripper (no mass) are each
-    refused with their reason."""
+    """A NaN torque (not finite, the sample named), a joint without any measured effort (named;
+    leaving it out, the others identify the payload), a joint moving faster than the hold
+    limit (moving), fewer equations than unknowns (too few) and an empty gripper (no mass) are
+    each refused with their reason."""
     holds = _holds(1.0)
     model = new_robot_model()
     effort = holds.effort.copy()
@@ -159,6 +160,14 @@ def test_bad_samples_are_refused_with_a_reason_naming_them() -> None:
     result = identify_payload(model, holds.q, effort)
     assert isinstance(result, PayloadRefusal) and result.reason is Refusal.NOT_FINITE
     assert "[2]" in result.message
+    unmeasured = holds.effort.copy()
+    wrist = supporting_joints(model)[-1]
+    unmeasured[:, model.q_index(wrist)] = np.nan  # a backend that measures no effort there
+    result = identify_payload(model, holds.q, unmeasured)
+    assert isinstance(result, PayloadRefusal) and result.reason is Refusal.NOT_FINITE
+    assert f"no measured effort on joint(s) {wrist}" in result.message
+    without = [name for name in supporting_joints(model) if name != wrist]
+    assert _check(identify_payload(model, holds.q, unmeasured, joints=without), 1.0) is not None
     moving = holds.v.copy()
     moving[4, 1] = 0.2  # [rad/s]
     result = identify_payload(model, holds.q, holds.effort, moving)

@@ -233,6 +233,19 @@ def identify_payload(
         if empty_q.shape[0] != count or empty_effort.shape[0] != count:
             raise ValueError(f"differencing needs {count} empty holds, one per configuration")
         arrays += [("empty_q", empty_q), ("empty_effort", empty_effort[:, regressor.rows])]
+    unmeasured = [
+        joint
+        for joint, column in zip(regressor.joints, effort[:, regressor.rows].T, strict=True)
+        if np.all(np.isnan(column))
+    ]
+    if unmeasured:
+        return PayloadRefusal(
+            Refusal.NOT_FINITE,
+            f"no measured effort on joint(s) {', '.join(unmeasured)} (the backend measures "
+            "none there): identify from the others (joints=...)",
+            math.nan,
+            count,
+        )
     for name, array in arrays:
         if not np.all(np.isfinite(array)):
             bad = sorted({int(i) for i in np.argwhere(~np.isfinite(array))[:, 0]})
