@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import pytest
 from helpers import lockstep_config
 
 from ct_controllers.config import load_config
@@ -18,7 +19,7 @@ from ct_controllers.model.payload_identification import (
     supporting_joints,
 )
 from ct_controllers.runtime.payload import stage_payload
-from ct_controllers.runtime.payload_holds import measure_holds
+from ct_controllers.runtime.payload_holds import HoldError, measure_holds
 from ct_controllers.runtime.stack import build_stack
 from ct_controllers.sim.payload_plant import PayloadPlant, load_mujoco_scene
 
@@ -65,7 +66,8 @@ def test_composing_the_payload_into_the_backends_scene_matches_a_payload_body() 
 
 def test_holds_through_the_stack_identify_the_payload_and_staging_it_removes_the_sag() -> None:
     """MuJoCo backend in lockstep carrying 1 kg (composed into its TCP body), the default joint
-    impedance holding with the unloaded model's gravity compensation: the eight planned holds
+    impedance holding with the unloaded model's gravity compensation: holds are refused while a
+    motion of the loop runs; once it has ended (it is ended by waiting), the eight planned holds
     reached by the loop's own motions and measured from the backend's effort identify the
     payload (mass within 5 %, COM within 1 cm); staged on the controllers through the rated
     payload check, the arm held at home comes back to within a tenth of its sag without it."""
@@ -84,6 +86,14 @@ def test_holds_through_the_stack_identify_the_payload_and_staging_it_removes_the
 
         plan = plan_holds(model, home)
         arm = supporting_joints(model)
+        moving = home.copy()
+        moving[model.q_index(arm[0])] += 0.3
+        motion = loop.request_motion(model.joint_names, moving)
+        advance(0.1)
+        with pytest.raises(HoldError, match="is running"):
+            measure_holds(loop, plan.configurations, arm, advance)
+        while loop.motion_status(motion).state == "running":  # type: ignore[union-attr]
+            advance(0.1)
         holds = measure_holds(loop, plan.configurations, arm, advance)
         result = identify_payload(model, holds.q, holds.effort, holds.v)
         assert isinstance(result, PayloadEstimate), result

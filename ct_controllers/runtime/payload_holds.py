@@ -48,10 +48,18 @@ def measure_holds(
     """For each of ``configurations`` (model order; the joints ``joint_names`` are moved, the
     others held by the loop as they are): a joint motion there, then ``settle`` [s] of holding,
     then the loop's snapshots over ``average`` [s] averaged. ``advance(seconds)`` lets that much
-    of the loop's time pass. :class:`HoldError` names the hold when its motion fails or does not
-    end within ``timeout`` [s], or no snapshot comes."""
+    of the loop's time pass. :class:`HoldError` when a motion of the loop is running (nothing is
+    moved), or naming the hold when its motion fails or does not end within ``timeout`` [s], or
+    no snapshot comes. (A goal run by a chain controller is not a loop motion: the caller
+    checks its own goals.)"""
     model = loop.model
     indices = model.indices(joint_names)
+    latest = loop.snapshot()
+    if latest is not None and latest.motion is not None and latest.motion.state == "running":
+        raise HoldError(
+            f"motion {latest.motion.motion_id} is running: holds for an identification would "
+            "preempt it; wait for it to end"
+        )
     step = loop.period * loop.snapshot_decimation  # [s] between snapshots
     rows: list[tuple[FloatArray, FloatArray, FloatArray]] = []
     for number, configuration in enumerate(configurations):
