@@ -17,6 +17,7 @@ import yaml
 from ct_controllers.errors import ConfigError
 from ct_controllers.interface_controllers import instance_entries, is_interface_controller
 from ct_controllers.model.description import share_directory
+from ct_controllers.model.payload import PayloadLimits
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
 from ct_controllers.plugins import CONTROLLERS, UnknownPluginError, known_plugins, load_plugin
 from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
@@ -66,6 +67,8 @@ TARGETS: dict[str, Target] = {
 OPTIONAL_WIDTH_FRAMES = "gripper.width_frames"  # may be left out: [] (from_parameters)
 # Came after the first ct-setup files too: left out, it is "auto" (stack_parameters).
 OPTIONAL_JOINT_STATES_TOPIC = "joint_states_topic"
+# May be left out (files written before them): no payload may be set, as by default.
+OPTIONAL_PAYLOAD = {"payload.rated_mass": 0.0, "payload.max_com_distance": 0.3}
 
 # The sections a parameters file may give the controller manager in, first found wins;
 # "/**/controller_manager" (the bundled file's) applies in every namespace
@@ -155,6 +158,9 @@ class StackConfig:
     allow_free_joints: bool
     # Where the joint states are also published (stack_parameters: auto | "" | a topic).
     joint_states_topic: str = "auto"
+    # payload.rated_mass [kg] (0: no payload may be set), payload.max_com_distance [m].
+    payload_rated_mass: float = 0.0
+    payload_max_com_distance: float = 0.3
     # Every parameter as given, flattened (a controller instance's entries, tools that show
     # the file).
     parameters: Mapping[str, Any] = field(default_factory=dict)
@@ -173,6 +179,11 @@ class StackConfig:
                 f"(has: {', '.join(sorted(self.sections)) or 'none'})"
             )
         return self.sections[name]
+
+    @property
+    def payload_limits(self) -> PayloadLimits:
+        """What the arm may carry (``payload.*``): checks of payloads set or identified."""
+        return PayloadLimits(self.payload_rated_mass, self.payload_max_com_distance)
 
     @property
     def effective_state_timeout(self) -> float:
@@ -218,7 +229,13 @@ class StackConfig:
         schemas. ConfigError names the parameter."""
         # gripper.width_frames came after the first ct-setup files: one written before it (or a
         # hand-written one) that leaves it out means "found from the gripper joints" ([]).
-        params = {OPTIONAL_WIDTH_FRAMES: (), OPTIONAL_JOINT_STATES_TOPIC: "auto", **params}
+        # payload.* came later still: left out, no payload may be set (rated mass 0).
+        params = {
+            OPTIONAL_WIDTH_FRAMES: (),
+            OPTIONAL_JOINT_STATES_TOPIC: "auto",
+            **OPTIONAL_PAYLOAD,
+            **params,
+        }
         values = STACK_PARAMETERS.parse(params)
         joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
@@ -283,6 +300,8 @@ class StackConfig:
             overrun_fraction=values["overrun_fraction"],
             allow_free_joints=values["allow_free_joints"],
             joint_states_topic=values["joint_states_topic"],
+            payload_rated_mass=values["payload.rated_mass"],
+            payload_max_com_distance=values["payload.max_com_distance"],
             parameters=dict(params),
             sections=sections,
         )

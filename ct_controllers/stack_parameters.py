@@ -61,6 +61,10 @@ def _joint_states_topic(value: str) -> str | None:
     return None
 
 
+def _non_negative_finite(value: float) -> str | None:
+    return None if math.isfinite(value) and value >= 0 else f"must be finite and >= 0, got {value}"
+
+
 def _priority(value: int) -> str | None:
     return None if 0 <= value <= 99 else f"must be 0 (off) or 1–99, got {value}"
 
@@ -230,6 +234,23 @@ PARAMETERS = ParameterSchema(
             "safe_hold.damping",
             "Safe-hold joint damping, per joint",
             "N·m·s/rad | N·s/m",
+        ),
+        ParameterSpec(
+            "payload.rated_mass",
+            float,
+            0.0,
+            "Rated payload of the arm: a payload set by hand or identified above it is "
+            "refused; 0 = none may be set (state the maker's rating to use payloads)",
+            "kg",
+            validator=_non_negative_finite,
+        ),
+        ParameterSpec(
+            "payload.max_com_distance",
+            float,
+            0.3,
+            "Farthest a payload's centre of mass may be from the TCP origin",
+            "m",
+            validator=positive,
         ),
         ParameterSpec("hardware.armed", bool, False, "Real drives refuse to activate unless true"),
         ParameterSpec(

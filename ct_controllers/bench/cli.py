@@ -18,6 +18,7 @@ BENCHMARKS = {
     "reach": "MoveToPose on random reachable poses in MuJoCo, with and without the approach",
     "soak": "the node's RSS under N mixed goals (results expired), then idle; unanswered goals",
     "cartesian": "Cartesian impedance: 10 N push vs K⁻¹F, circle vs diff IK, update time",
+    "payload": "payload identification per mass in MuJoCo; computed torque without/with it/exact",
 }
 
 

@@ -19,6 +19,7 @@ from ct_controllers.controllers.controller import (
     JointState,
 )
 from ct_controllers.model.frames import pose_error_norms
+from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
 
@@ -61,6 +62,16 @@ class CartesianChain(Controller):
         """(position [m], orientation [rad]) error of the TCP at ``q`` to the target; for one
         thread other than the control thread."""
         return pose_error_norms(self._error_model.frame_pose(q), self._target.pose)
+
+    @property
+    def payload(self) -> Payload | None:
+        """The payload the joint controller's model carries (the chain's efforts are its)."""
+        return self.joint_controller.payload
+
+    def stage_payload(self, payload: Payload | None) -> None:
+        """Staged on the joint controller, whose efforts carry it (its kinematics are
+        the chain's own, unchanged by a payload)."""
+        self.joint_controller.stage_payload(payload)
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         return self.joint_controller.validate_gains(gains)

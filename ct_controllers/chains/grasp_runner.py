@@ -50,6 +50,7 @@ from ct_controllers.hardware.interface import (
 )
 from ct_controllers.model.grip_geometry import GripGeometry
 from ct_controllers.model.model_state import ModelState
+from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
@@ -145,6 +146,16 @@ class GraspRunner(Controller):
         self._finger_lists: tuple[list[float], ...] = ()  # ... per finger, as Python floats
         self._effort_limit: FloatArray | None = None  # model order: the fingers' drives' bound
         self._frozen_reference: JointReference | None = None  # DONE/FAILED: hold where it froze
+
+    @property
+    def payload(self) -> Payload | None:
+        """The payload the arm controller's model carries (the chain's efforts are its)."""
+        return self.arm_controller.payload
+
+    def stage_payload(self, payload: Payload | None) -> None:
+        """Staged on the arm controller, whose efforts carry it (its kinematics are
+        the chain's own, unchanged by a payload)."""
+        self.arm_controller.stage_payload(payload)
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         return self.arm_controller.validate_gains(gains)

@@ -33,6 +33,7 @@ from ct_controllers.controllers.controller import (
 )
 from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.model.model_state import ModelState
+from ct_controllers.model.payload import Payload
 from ct_controllers.runtime.stack import Stack
 from ct_controllers.tasks.gripper_command import GripperGoal, GripperLimits, finger_targets
 
@@ -83,6 +84,16 @@ class GripperCommandRunner(Controller):
         around the same inner controller; the servo's reference goes there from where it is, at
         its speed (no jump)."""
         return GripperCommandRunner(self.inner, self.gripper, list(positions), force)
+
+    @property
+    def payload(self) -> Payload | None:
+        """The payload the inner's model carries (the chain's efforts are its)."""
+        return self.inner.payload
+
+    def stage_payload(self, payload: Payload | None) -> None:
+        """Staged on the inner, whose efforts carry it (its kinematics are
+        the chain's own, unchanged by a payload)."""
+        self.inner.stage_payload(payload)
 
     def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
         return self.inner.validate_gains(gains)

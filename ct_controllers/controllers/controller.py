@@ -3,7 +3,9 @@
 
 A controller is plain Python: it gets the measured state, a reference and the period, and returns
 efforts. All vectors are in the model's joint order (``RobotModel.joint_names``). Gains are
-*staged* from any thread and applied together at the next tick boundary, never half-applied.
+*staged* from any thread and applied together at the next tick boundary, never half-applied; so
+is a payload at the TCP (:meth:`Controller.stage_payload`), which replaces the controller's model
+(and its per-tick model state) with one that carries it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from scipy.linalg import expm
 
 from ct_controllers.errors import GainError
 from ct_controllers.model.model_state import ModelState
+from ct_controllers.model.payload import Payload, PayloadError
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import (
     PER_JOINT,
@@ -199,6 +202,8 @@ class Controller(ABC):
 
     def __init__(self) -> None:
         self._staged: dict[str, FloatArray] | None = None
+        # A model to install at the next tick (a payload staged): (model, its model state).
+        self._staged_model: tuple[RobotModel, ModelState | None] | None = None
         self._staged_lock = threading.Lock()
 
     def stage_gains(self, gains: Mapping[str, object]) -> None:
@@ -229,8 +234,46 @@ class Controller(ABC):
     def _apply_staged(self) -> None:
         with self._staged_lock:
             staged, self._staged = self._staged, None
+            model, self._staged_model = self._staged_model, None
+        if model is not None:
+            self.install_model(*model)
         if staged:
             self.apply_gains(staged)
+
+    @property
+    def payload(self) -> Payload | None:
+        """The payload the controller's model carries at the TCP now (None: nothing)."""
+        model = getattr(self, "model", None)
+        return None if model is None else model.payload
+
+    def stage_payload(self, payload: Payload | None) -> None:
+        """Carry ``payload`` at the TCP from the next tick on (None: clear it), together with
+        any gains staged before that tick: the model with the payload (the controller's own
+        unloaded model plus the payload, :meth:`RobotModel.with_payload`) and its model state
+        are built here, on the caller's thread, and swapped in at the tick boundary (nothing
+        is computed or allocated on the control thread). Bounds (rated mass, reach) are the
+        caller's (:func:`~ct_controllers.model.payload.check_payload`). Raises
+        :class:`PayloadError` for a controller without a model or whose model has no TCP;
+        nothing is staged then. Any thread."""
+        model = getattr(self, "model", None)
+        if not isinstance(model, RobotModel):
+            raise PayloadError(f"{type(self).__name__} has no model to carry a payload")
+        if payload is not None and not model.has_tcp:
+            raise PayloadError(f"{type(self).__name__}'s model has no TCP to carry a payload at")
+        loaded = model.with_payload(payload)
+        state = ModelState(loaded) if self.model_state is not None else None
+        with self._staged_lock:
+            self._staged_model = (loaded, state)
+            if self._staged is None:
+                self._staged = {}  # the tick's staged path runs (no gains in it)
+
+    def install_model(self, model: RobotModel, model_state: ModelState | None) -> None:
+        """Use ``model`` (and ``model_state``, built on it) from now on: called on the control
+        thread at a tick boundary (:meth:`stage_payload`). Controllers that keep more of their
+        model than these two override this."""
+        self.model = model
+        if model_state is not None:
+            self.model_state = model_state
 
     def compute_output(
         self, state: JointState, reference: JointReference, dt: float

@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 from ct_controllers.errors import CtError
 from ct_controllers.model.configuration import ConfigurationMap
 from ct_controllers.model.description import DescriptionError, joint_armature
+from ct_controllers.model.payload import Payload, add_payload
 from ct_controllers.types import FloatArray
 
 
@@ -114,6 +115,10 @@ class RobotModel:
                     if joint.nv == 1:
                         self.model.armature[joint.idx_v] = value
         self.data = self.model.createData()
+        # The payload this model carries at the TCP (:meth:`with_payload`), and the model
+        # without it (the same object when there is none; shared read-only by the copies).
+        self.payload: Payload | None = None
+        self.unloaded_model: pin.Model = self.model
         self.configuration = ConfigurationMap(self.model)  # refuses floating/planar joints
         self._to_pinocchio = self.configuration.to_pinocchio
         self.mimic: dict[str, MimicJoint] = {}
@@ -308,13 +313,40 @@ class RobotModel:
         admission that real link masses are not the catalogue's)."""
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"mass scale must be finite and positive, got {scale}")
-        scaled = pin.Model(self.model)
+        scaled = pin.Model(self.unloaded_model)  # the arm's links, not the payload
         for joint_id in range(1, scaled.njoints):
             inertia = scaled.inertias[joint_id]
             scaled.inertias[joint_id] = pin.Inertia(
                 inertia.mass * scale, inertia.lever.copy(), inertia.inertia.copy()
             )
-        return RobotModel(scaled, tcp_frame=self.tcp_frame, base_frame=self.base_frame)
+        return RobotModel(
+            scaled, tcp_frame=self.tcp_frame, base_frame=self.base_frame
+        ).with_payload(self.payload)
+
+    def with_payload(self, payload: Payload | None) -> RobotModel:
+        """A copy of this robot carrying ``payload`` at the TCP (None: carrying nothing),
+        whatever this one carries: the unloaded model's TCP-parent inertia plus the payload's
+        (:func:`~ct_controllers.model.payload.add_payload`), on a new ``pin.Model`` of its own
+        (None: the unloaded ``pin.Model`` itself, shared read-only as :meth:`with_own_data`
+        shares it), with new scratch data; this model is unchanged. Bounds (rated mass, reach)
+        are the caller's to check (:func:`~ct_controllers.model.payload.check_payload`)."""
+        if payload is None:
+            if self.payload is None:
+                return self.with_own_data()
+            loaded = self.unloaded_model
+        else:
+            loaded = pin.Model(self.unloaded_model)
+            add_payload(loaded, self.tcp_frame_id, payload)
+        robot = RobotModel(loaded, tcp_frame=self.tcp_frame, base_frame=self.base_frame)
+        if payload is None:  # the unloaded model itself, shared read-only as before
+            robot.model = robot.unloaded_model = self.unloaded_model
+            robot.data = self.unloaded_model.createData()
+            robot.configuration = ConfigurationMap(robot.model)
+            robot._to_pinocchio = robot.configuration.to_pinocchio
+        else:
+            robot.unloaded_model = self.unloaded_model
+        robot.payload = payload
+        return robot
 
     def neutral(self) -> FloatArray:
         """Every joint at zero (Pinocchio's neutral configuration), model order."""

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ct_controllers.ros.dds import ensure_loopback_dds
@@ -38,9 +39,10 @@ from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.signals import SignalHandlerOptions  # noqa: E402
 
 from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E402
-from ct_controllers.controllers.controller import GainError  # noqa: E402
+from ct_controllers.controllers.controller import Controller, GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
 from ct_controllers.interface_controllers import TRAJECTORY, of_kind  # noqa: E402
+from ct_controllers.model.payload import PayloadError  # noqa: E402
 from ct_controllers.ros.controller_manager_services import (  # noqa: E402
     ControllerManagerServices,
 )
@@ -54,17 +56,23 @@ from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
 from ct_controllers.ros.node_uniqueness import UniquenessCheck, standard_actions  # noqa: E402
 from ct_controllers.ros.parameters import (  # noqa: E402
+    PAYLOAD_COM,
+    PAYLOAD_MASS,
+    PAYLOAD_PARAMETERS,
     declare_all,
     live_gains,
     live_parameters,
+    payload_from_parameters,
 )
 from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
 from ct_controllers.runtime.controller_claims import interface_controller_joints  # noqa: E402
 from ct_controllers.runtime.controller_manager import (  # noqa: E402
+    ControllerFactory,
     ControllerManager,
     joint_controller_factory,
 )
+from ct_controllers.runtime.payload import carries_payload, stage_payload  # noqa: E402
 from ct_controllers.runtime.realtime import GIL_SWITCH_INTERVAL  # noqa: E402
 from ct_controllers.runtime.stack import Stack, build_stack  # noqa: E402
 from ct_controllers.runtime.timing import GcMonitor  # noqa: E402
@@ -98,6 +106,16 @@ class ControlNode(Node):
         # Gains are live by the controller's type, whatever each instance is called.
         self.live_parameters = live_parameters(self.config.controllers)
         self.stack: Stack = build_stack(self.config)
+        # A payload given at launch (payload.mass, payload.com): checked like a live set
+        # (ConfigError naming it), taken by the controllers at their first tick.
+        try:
+            self.payload = payload_from_parameters(
+                values[PAYLOAD_MASS], values[PAYLOAD_COM], self.config.payload_limits
+            )
+        except PayloadError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.payload is not None:
+            stage_payload(self.stack.controllers, self.payload, self.config.payload_limits)
         # Before anything is served or the hardware touched: NameTaken (exit 2) if another
         # live node has this name, serves these actions or, in simulation, this clock.
         uniqueness.verify(publishes_clock=self.stack.hardware.publishes_clock)
@@ -111,7 +129,9 @@ class ControlNode(Node):
             self.stack.controllers,
             {name: str(p["type"]) for name, p in self.config.controllers.items()},
             self.config.default_controller,
-            factory=joint_controller_factory(self.stack.model, self.config.joint_names),
+            factory=self._carrying(
+                joint_controller_factory(self.stack.model, self.config.joint_names)
+            ),
             interface_joints=interface_controller_joints(self.config.interface_controllers),
         )
         self.arbiter = GoalArbiter(result_timeout)
@@ -159,6 +179,18 @@ class ControlNode(Node):
         self.state_publishers.start()
         self.viewer = self._open_viewer() if viewer else None
 
+    def _carrying(self, factory: ControllerFactory) -> ControllerFactory:
+        """``factory``, its controllers (loaded later by the controller manager's services)
+        carrying the node's payload from their first tick, as the configured ones do."""
+
+        def build(type_name: str, entries: Mapping[str, Any]) -> Controller:
+            controller = factory(type_name, entries)
+            if self.payload is not None and carries_payload(controller):
+                controller.stage_payload(self.payload)
+            return controller
+
+        return build
+
     def _open_viewer(self) -> Any:
         from ct_controllers.hardware.mujoco_view import PassiveViewer, viewer_unavailable
 
@@ -176,11 +208,20 @@ class ControlNode(Node):
             return None
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
-        """Validate a set as a whole; stage each controller's gains for the next tick boundary,
-        all together. Nothing is staged unless every parameter in the set is valid."""
+        """Validate a set as a whole; stage each controller's gains and the payload
+        (``payload.mass``, ``payload.com``) for the next tick boundary, all together. Nothing
+        is staged unless every parameter in the set is valid."""
         # <controller>.type / .params_file (the spawner's) are the services' to check.
         parameters = [p for p in parameters if not self.controller_services.owns(p.name)]
+        given = {p.name: _plain(p.value) for p in parameters if p.name in PAYLOAD_PARAMETERS}
         try:
+            payload_set = bool(given)
+            if payload_set:  # the other one as it stands: a set may give mass or com alone
+                payload = payload_from_parameters(
+                    given.get(PAYLOAD_MASS, self.get_parameter(PAYLOAD_MASS).value),
+                    given.get(PAYLOAD_COM, _plain(self.get_parameter(PAYLOAD_COM).value)),
+                    self.config.payload_limits,
+                )
             grouped = live_gains(parameters, self.live_parameters)
             staged = {}
             warnings: list[str] = []
@@ -190,7 +231,7 @@ class ControlNode(Node):
                 model_order = target.gain_values(gains, self.config.joint_names)
                 staged[controller] = target.validate_gains(model_order)
                 warnings += self._check_stability(controller, staged[controller])
-        except (ValueError, TypeError, ConfigError, GainError) as exc:
+        except (ValueError, TypeError, ConfigError, GainError, PayloadError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         except Exception as exc:  # a bug must not leave the caller without an answer
             self.get_logger().error(f"set_parameters: {type(exc).__name__}: {exc}")
@@ -201,6 +242,9 @@ class ControlNode(Node):
             self.get_logger().warning(warning)
         for controller, gains in staged.items():
             self.stack.controllers[controller].stage_gains(gains)
+        if payload_set:  # checked above: taken at each controller's next tick, with the gains
+            self.payload = payload
+            stage_payload(self.stack.controllers, payload, self.config.payload_limits)
         return SetParametersResult(successful=True)
 
     def _check_stability(self, controller: str, gains: dict[str, Any]) -> list[str]:

@@ -14,12 +14,14 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.parameter import Parameter
 
 from ct_controllers.config import ConfigError, load_parameters
 from ct_controllers.interface_controllers import is_interface_controller
+from ct_controllers.model.payload import Payload, PayloadError, PayloadLimits, check_payload
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
 from ct_controllers.plugins import CONTROLLERS, known_plugins, load_plugin
 from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
@@ -30,6 +32,44 @@ ROS_ONLY: dict[str, tuple[float, str]] = {
     "goal_future_tolerance": (0.05, "How far a goal stamp may lie in the future [s]"),
     "move_to_pose.default_timeout": (10.0, "MoveToPose timeout when the goal gives 0 [s]"),
 }
+
+
+# The payload carried at the TCP, set by hand like libfranka's setLoad: live parameters of the
+# node (not of controllers.yaml's stack entries, which are read-only), name → (default,
+# description). Mass 0 = nothing carried (the model without a payload).
+PAYLOAD_MASS = "payload.mass"
+PAYLOAD_COM = "payload.com"
+PAYLOAD_PARAMETERS: dict[str, tuple[Any, str]] = {
+    PAYLOAD_MASS: (
+        0.0,
+        "Mass of the payload carried at the TCP [kg], in the controllers' model from the next "
+        "tick; 0 = none; at most payload.rated_mass",
+    ),
+    PAYLOAD_COM: (
+        [0.0, 0.0, 0.0],
+        "Centre of mass of the payload [m], x y z in the TCP frame; within "
+        "payload.max_com_distance of the TCP",
+    ),
+}
+
+
+def payload_from_parameters(mass: Any, com: Any, limits: PayloadLimits) -> Payload | None:
+    """The payload ``payload.mass`` [kg] and ``payload.com`` [m] (TCP frame) describe, checked
+    against the arm's ``limits``: None for mass 0 (nothing carried). PayloadError naming the
+    parameter and the problem otherwise."""
+    if isinstance(mass, bool) or not isinstance(mass, (int, float)):
+        raise PayloadError(f"parameter '{PAYLOAD_MASS}': expected a number [kg], got {mass!r}")
+    items = list(com) if isinstance(com, (list, tuple, array.array)) else None
+    if items is None or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in items):
+        raise PayloadError(f"parameter '{PAYLOAD_COM}': expected 3 numbers [m], got {com!r}")
+    if len(items) != 3:
+        raise PayloadError(f"parameter '{PAYLOAD_COM}': expected 3 numbers [m], got {len(items)}")
+    try:
+        payload = check_payload(Payload(float(mass), np.array(items, dtype=np.float64)), limits)
+    except PayloadError as exc:
+        name = PAYLOAD_COM if "com" in str(exc) else PAYLOAD_MASS
+        raise PayloadError(f"parameter '{name}': {exc}") from None
+    return None if payload.mass == 0.0 else payload
 
 
 def live_parameters(controllers: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
@@ -51,7 +91,7 @@ def live_gains(parameters: Any, live: frozenset[str]) -> dict[str, dict[str, Any
     at run time or is not numbers."""
     grouped: dict[str, dict[str, Any]] = {}
     for parameter in parameters:
-        if parameter.name in ROS_ONLY:
+        if parameter.name in ROS_ONLY or parameter.name in PAYLOAD_PARAMETERS:
             continue  # range-checked by its descriptor, read where it is used
         if parameter.name not in live:
             raise ValueError(f"'{parameter.name}' cannot be changed at run time")
@@ -223,6 +263,8 @@ def declare_all(node: Any) -> dict[str, Any]:
                 values[name] = declare_entry(
                     node, name, default, spec.describe(), spec.live, spec.bounds
                 )
+    for name, (default, description) in PAYLOAD_PARAMETERS.items():
+        values[name] = declare_entry(node, name, default, description, live=True)
     for name, (default, description) in ROS_ONLY.items():
         node.declare_parameter(
             name,

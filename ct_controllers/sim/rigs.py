@@ -26,12 +26,14 @@ from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import RobotDescription, load_description
+from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
 from ct_controllers.sim.drives_process import DrivesProcess, drives_process_for
 from ct_controllers.sim.fault_injection import InjectingSystem
 from ct_controllers.sim.gains import slow_loop_gains
+from ct_controllers.sim.payload_plant import load_mujoco_scene
 from ct_controllers.sim.ros2_control_plant import PlantProcess
 
 BACKENDS = ("mujoco", "ros2_control_bridge", "canopen")
@@ -169,6 +171,8 @@ def make_rig(
     object_width: float | None = None,
     drives_process: bool = False,
     config_path: str | None = None,
+    plant_payload: Payload | None = None,
+    plant_effort_noise: float = 0.0,
     **overrides: Any,
 ) -> Rig:
     """The stack for ``backend``, configured and active (brought up), not yet ticking.
@@ -176,7 +180,13 @@ def make_rig(
     the start (None: none; :meth:`Rig.place_object` changes it); ``drives_process``: CANopen's
     simulated drives in a process of their own (:class:`DrivesProcess`) rather than this one;
     ``config_path``: the controllers.yaml (None: the bundled one), whose robot_description the
-    rig builds; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
+    rig builds; ``plant_payload``: a payload the plant's arm carries at the TCP (MuJoCo: composed
+    into its TCP body; the bridge's plant process and CANopen's in-process drives: in their
+    plant model; not for CANopen drives in a process of their own), which the stack's model
+    does not know; ``plant_effort_noise`` [N·m | N]: σ of Gaussian noise on the bridge plant's
+    published efforts; ``overrides``: configuration (e.g. a mode's, :data:`MODES`)."""
+    if plant_payload is not None and backend == "canopen" and drives_process:
+        raise ValueError("plant_payload: CANopen drives in a process of their own carry none")
     description = _description(config_path, backend)
 
     def slow_gains() -> dict[str, Any]:  # the plant rigs' (a user's robot's: a design, seconds)
@@ -187,7 +197,13 @@ def make_rig(
             raise ValueError("the MuJoCo rig's scene has its own cube; object_width is for plants")
         config = load_config(config_path, overrides={"mujoco.mode": "lockstep", **overrides})
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
-        return Rig(backend, config, stack).brought_up()
+        rig = Rig(backend, config, stack).brought_up()
+        if plant_payload is not None:
+            system: MujocoSystem = stack.hardware.inner  # type: ignore[attr-defined]
+            assert system.model is not None
+            with system.lock:
+                load_mujoco_scene(system.model, config.tcp_frame, plant_payload)
+        return rig
     if backend == "ros2_control_bridge":
         n = next(_unique)
         states = f"/ct_contract_{os.getpid()}_{n}/joint_states"
@@ -216,6 +232,8 @@ def make_rig(
             interface=config.section("ros2_control_bridge")["command_interface"],
             object_width=object_width,
             config_path=config_path,
+            payload=plant_payload,
+            effort_noise=plant_effort_noise,
         )
         stack = build_stack(config, description, wrap_hardware=InjectingSystem)
         return Rig(backend, config, stack, plant).brought_up()
@@ -256,7 +274,7 @@ def make_rig(
         drives: SimulatedDrives | DrivesProcess = (
             drives_process_for(inner, description.urdf, home)
             if drives_process
-            else simulated_drives_for(inner, robot, home)
+            else simulated_drives_for(inner, robot.with_payload(plant_payload), home)
         )
         if object_width is not None:
             drives.place_object(object_width, config.gripper_joints)

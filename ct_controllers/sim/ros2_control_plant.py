@@ -15,6 +15,11 @@ the simulated CiA 402 drives use too): the fingers close on it and a grasp runs 
 The published finger effort stays the motor's (the command, or the servo's torque), not the
 contact force; ``report`` gives the contact forces separately.
 
+With ``--payload M CX CY CZ`` the plant's arm carries M [kg] at (CX, CY, CZ) [m] in the TCP
+frame (its model is the configuration's robot with that payload at ``tcp_frame``), which the
+stack's model does not know; ``--effort-noise S`` adds Gaussian noise of σ = S [N·m | N] to each
+published effort (a torque sensor's).
+
 ``python -m ct_controllers.sim.ros2_control_plant [--config FILE] [--rate HZ]
 [--order j1,j2,...] [--interface effort|position] [--object-width W]``: the robot, its joints,
 home and the bridge's command order come from the configuration FILE (default: the bundled
@@ -54,6 +59,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from ct_controllers.config import load_config  # noqa: E402
 from ct_controllers.model.description import load_description  # noqa: E402
+from ct_controllers.model.payload import Payload  # noqa: E402
 from ct_controllers.model.robot import RobotModel  # noqa: E402
 from ct_controllers.sim.drives import (  # noqa: E402
     SERVO_BANDWIDTH,
@@ -79,12 +85,21 @@ class Plant:
         contact_stiffness: float = CONTACT_STIFFNESS,
         contact_damping: float = CONTACT_DAMPING,
         config_path: str | None = None,
+        payload: Payload | None = None,
+        effort_noise: float = 0.0,
     ) -> None:
         config = load_config(config_path)
         description = load_description(
             config.robot_description or None, mappings={"backend": config.backend}
         )
-        self.model = RobotModel(description.urdf)  # dynamics only: no frame needed
+        if payload is None:
+            self.model = RobotModel(description.urdf)  # dynamics only: no frame needed
+        else:  # the payload sits at the TCP
+            self.model = RobotModel(
+                description.urdf, config.tcp_frame, config.base_frame
+            ).with_payload(payload)
+        self.effort_noise = float(effort_noise)  # [N·m | N] σ on the published effort
+        self.noise = np.random.default_rng()
         self.fingers = tuple(config.gripper_joints)
         self.contact_stiffness = contact_stiffness
         self.contact_damping = contact_damping
@@ -157,6 +172,8 @@ class Plant:
             position = self.q[self.index].copy()
             velocity = self.v[self.index].copy()
             effort = self.effort[self.index].copy()
+        if self.effort_noise > 0.0:
+            effort += self.noise.normal(0.0, self.effort_noise, effort.shape)
         names = list(self.names)
         if mode == "nan":
             position[1] = np.nan
@@ -248,10 +265,18 @@ class PlantProcess:
         interface: str = "effort",
         object_width: float | None = None,
         config_path: str | os.PathLike[str] | None = None,
+        payload: Payload | None = None,
+        effort_noise: float = 0.0,
     ) -> None:
         """``object_width`` [m]: an object between the fingers from the start (None: none;
         :meth:`place_object` changes it); ``config_path``: the configuration whose robot the
-        plant simulates (None: the bundled one)."""
+        plant simulates (None: the bundled one); ``payload``: carried at the TCP by the plant's
+        arm; ``effort_noise`` [N·m | N]: σ of Gaussian noise on the published efforts."""
+        carried = (
+            []
+            if payload is None
+            else ["--payload", repr(payload.mass), *(repr(float(c)) for c in payload.com)]
+        )
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "ct_controllers.sim.ros2_control_plant",
@@ -260,6 +285,7 @@ class PlantProcess:
                 "--interface", interface,
                 *(["--object-width", repr(object_width)] if object_width is not None else []),
                 *(["--config", os.fspath(config_path)] if config_path is not None else []),
+                *carried, "--effort-noise", repr(float(effort_noise)),
             ],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ),
         )  # fmt: skip
@@ -317,6 +343,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--config", default=None, help="configuration file (default: the bundled one)"
     )
+    parser.add_argument(
+        "--payload",
+        type=float,
+        nargs=4,
+        default=None,
+        metavar=("M", "CX", "CY", "CZ"),
+        help="[kg], [m] a payload at the TCP (TCP frame)",
+    )
+    parser.add_argument(
+        "--effort-noise", type=float, default=0.0, help="[N·m | N] σ on published efforts"
+    )
     args = parser.parse_args(argv)
     sys.setswitchinterval(0.0005)
     rclpy.init()
@@ -324,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         args.rate, args.order.split(",") if args.order else None, args.states_topic,
         args.command_topic, args.interface, args.object_width, args.contact_stiffness,
         args.contact_damping, args.config,
+        None if args.payload is None else Payload(args.payload[0], np.array(args.payload[1:])),
+        args.effort_noise,
     )  # fmt: skip
     executor = SingleThreadedExecutor()
     executor.add_node(plant.node)
