@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ct_controllers.errors import CtError
 from ct_controllers.runtime.control_loop import ControlLoop
 from ct_controllers.types import FloatArray
 
@@ -32,7 +33,7 @@ class HoldSamples:
     effort: FloatArray
 
 
-class HoldError(RuntimeError):
+class HoldError(CtError, RuntimeError):
     """A hold could not be measured: the motion to it did not succeed, or no snapshot came."""
 
 
