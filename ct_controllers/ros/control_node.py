@@ -6,7 +6,8 @@ control loop and publishes snapshots. It never calls the hardware; the loop thre
 Publishes ``/ct/joint_states`` (sensor_msgs/JointState, stamped with the measurement time),
 ``/ct/controller_state``, ``/diagnostics``, ``/robot_description``, ``/tf_static``, ``/tf`` and,
 with the MuJoCo backend, ``/clock`` (sim time).
-Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``/ct/<gripper controller>/
+Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``~/identify_payload``
+(``ros/identify_payload.py``), ``/ct/<gripper controller>/
 gripper_cmd`` (control_msgs GripperCommand / ParallelGripperCommand), ros2_control's controller
 manager services (``~/list_controllers``, ``~/switch_controller``, ``~/load_controller``, ...:
 ``ros/controller_manager_services.py``) and ``~/reset_fault``. Gains are live parameters (see
@@ -52,6 +53,7 @@ from ct_controllers.ros.follow_joint_trajectory import (  # noqa: E402
 from ct_controllers.ros.goals import RESULT_TIMEOUT, GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.gripper_command_action import gripper_servers  # noqa: E402
+from ct_controllers.ros.identify_payload import IdentifyPayloadServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
 from ct_controllers.ros.node_uniqueness import UniquenessCheck, standard_actions  # noqa: E402
@@ -140,6 +142,10 @@ class ControlNode(Node):
         self.move_to_pose = MoveToPoseServer(self, self.stack, self.manager, self.arbiter, group)
         self.grasp = GraspServer(
             self, self.stack, self.manager, self.arbiter, self.move_to_pose.ik, group
+        )
+        # ~/identify_payload: a motion goal; an accepted estimate is set as payload.mass/.com.
+        self.identify_payload = IdentifyPayloadServer(
+            self, self.stack, self.manager, self.arbiter, group
         )
         self.trajectory_controllers = [
             JointTrajectoryControllerServer(
