@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 import rclpy
 from ct_interfaces.action import IdentifyPayload, MoveJoints
 from rclpy.action import ActionClient
-from ros_helpers import ARM, HOME, NODE, Client, goal, start_node, stop_node
+from ros_helpers import ARM, HOME, NODE, Client, bridge_node, goal, start_node, stop_node
 
 MASS = 1.0  # [kg] the simulated object's
 COM = [0.01, -0.015, 0.04]  # [m] TCP frame
@@ -48,9 +49,8 @@ class IdentifyClient(Client):
         return mass, list(self.get_parameter("payload.com").double_array_value)
 
 
-def _client(*arguments: str) -> Iterator[IdentifyClient]:
-    """A node started with ``arguments`` and a client of it, stopped afterwards."""
-    process = start_node("--ros-args", *arguments)
+def _connected() -> Iterator[IdentifyClient]:
+    """A client of the running node (rclpy initialised for it, shut down afterwards)."""
     rclpy.init()
     client = IdentifyClient("ct_identify_client")
     try:
@@ -59,7 +59,35 @@ def _client(*arguments: str) -> Iterator[IdentifyClient]:
     finally:
         client.node.destroy_node()
         rclpy.shutdown()
+
+
+def _client(*arguments: str) -> Iterator[IdentifyClient]:
+    """A node started with ``arguments`` and a client of it, stopped afterwards."""
+    process = start_node("--ros-args", *arguments)
+    try:
+        yield from _connected()
+    finally:
         stop_node(process)
+
+
+def test_refused_with_no_measured_effort_and_nothing_moves(tmp_path: Path) -> None:
+    """The node on the ros2_control bridge whose joint states carry no effort (the plant
+    publishes an empty effort field, as joint_state_broadcaster does for hardware without
+    effort state interfaces), a rated payload configured: REFUSED (``no_effort``, naming the
+    joints and the backend) before anything moves; payload.mass stays 0. (Before the module's
+    node starts: one node of this name at a time.)"""
+    with bridge_node(tmp_path, "ct_identify_node", **{"payload.rated_mass": 3.0}) as (_, plant):
+        plant.send("no_effort")
+        for client in _connected():
+            client.spin_until(lambda: False, 0.3)  # states without effort have arrived
+            start = client.latest_arm_positions()
+            result = client.run(IdentifyPayload.Goal(), timeout=10.0)
+            assert result.error_code == Result.REFUSED, result
+            assert result.refusal == "no_effort", result
+            assert "measures no effort on joint1" in result.message, result.message
+            client.spin_until(lambda: False, 0.3)
+            np.testing.assert_allclose(client.latest_arm_positions(), start, atol=2e-3)
+            assert client.payload_parameters()[0] == 0.0
 
 
 @pytest.fixture(scope="module")
