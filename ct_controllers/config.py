@@ -243,6 +243,11 @@ class StackConfig:
             **params,
         }
         values = STACK_PARAMETERS.parse(params)
+        if values["grasp.identify_payload"] and values["payload.rated_mass"] <= 0.0:
+            raise ConfigError(
+                "parameter 'grasp.identify_payload' is true but 'payload.rated_mass' is 0: state "
+                "the arm's rated payload, or no identified payload could be carried"
+            )
         joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
         interface_controllers: dict[str, dict[str, Any]] = {}

@@ -130,6 +130,7 @@ def test_identification_is_accepted_staged_and_shown_in_the_parameters(
     start = loaded.latest_arm_positions()
     feedback: list[Any] = []
     result = loaded.run(IdentifyPayload.Goal(settle=SETTLE), feedback)
+    print(f"identify_payload: {result.message}")  # shown on a failure (and with -s)
     assert result.error_code == Result.SUCCESS, result.message
     assert result.accepted and result.refusal == "", result
     assert abs(result.mass - MASS) <= 0.05 * MASS, result

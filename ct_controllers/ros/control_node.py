@@ -181,9 +181,25 @@ class ControlNode(Node):
             self.manager,
             goal_target=self.arbiter.target,
             recorder=self.recorder,
+            extra_values=self._payload_diagnostics,
         )
         self.state_publishers.start()
         self.viewer = self._open_viewer() if viewer else None
+
+    def _payload_diagnostics(self) -> dict[str, str]:
+        """/diagnostics: the payload the controllers carry (the parameters', or a grasp's
+        identified one until its RELEASE) and the last grasp's identification."""
+        carried = self.stack.controllers[self.manager.selected].payload
+        values = {
+            "payload_mass": "0" if carried is None else f"{carried.mass:.4g}",
+            "payload_com": "" if carried is None else " ".join(f"{c:.4g}" for c in carried.com),
+        }
+        outcome = self.grasp.last_payload
+        if outcome is not None:
+            values["grasp_payload_status"] = outcome.status
+            values["grasp_payload_mass"] = f"{outcome.mass:.4g}"
+            values["grasp_payload_message"] = outcome.message
+        return values
 
     def _carrying(self, factory: ControllerFactory) -> ControllerFactory:
         """``factory``, its controllers (loaded later by the controller manager's services)
