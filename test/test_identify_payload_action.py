@@ -37,7 +37,8 @@ class IdentifyClient(Client):
         timeout: float = 90.0,
     ) -> Any:
         """Send ``request`` and wait for its result."""
-        assert self.identify.wait_for_server(timeout_sec=20.0), "no identify_payload server"
+        # Generous: discovering an action's five endpoints took over 20 s at load 9 (2 cores).
+        assert self.identify.wait_for_server(timeout_sec=45.0), "no identify_payload server"
         future = self.identify.send_goal_async(
             request, feedback_callback=(feedback.append if feedback is not None else None)
         )
