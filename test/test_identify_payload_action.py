@@ -150,6 +150,25 @@ def test_identification_is_accepted_staged_and_shown_in_the_parameters(
     np.testing.assert_allclose(loaded.latest_arm_positions(), start, atol=5e-3)
 
 
+def test_holds_too_close_together_are_refused_after_measuring_and_change_nothing(
+    loaded: IdentifyClient,
+) -> None:
+    """Holds with the wrist turned by 0.01 rad only: measured, then REFUSED by the core as
+    ``uncertain`` (the COM's 3σ far above 1 cm), its message naming the COM's spread; the
+    estimate fields stay NaN, the payload parameters are unchanged and the arm is back where it
+    started (5 mrad)."""
+    loaded.wait_at_rest()
+    before = loaded.payload_parameters()
+    start = loaded.latest_arm_positions()
+    result = loaded.run(IdentifyPayload.Goal(amplitude=0.01, settle=SETTLE))
+    assert result.error_code == Result.REFUSED and not result.accepted, result
+    assert result.refusal == "uncertain" and "com ±" in result.message, result
+    assert np.isnan(result.mass) and result.samples == 8, result
+    assert loaded.payload_parameters() == before
+    loaded.wait_at_rest()
+    np.testing.assert_allclose(loaded.latest_arm_positions(), start, atol=5e-3)
+
+
 def test_refused_while_a_goal_moves_the_arm_and_the_goal_goes_on(loaded: IdentifyClient) -> None:
     """While a MoveJoints goal moves the arm, an identification is REFUSED (``busy``) at once,
     naming the running goal; the MoveJoints goal is not preempted (it ends SUCCESS) and the
