@@ -31,7 +31,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import rclpy
@@ -64,8 +64,11 @@ class StateMessages:
         active: Callable[[], str],
         gc_monitor: Any = None,
         node: str = "/ct/controller_manager",
+        extra_values: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.stack = stack
+        # More key/values for the diagnostic status, asked when it is built (the payload).
+        self.extra_values = extra_values
         self.diagnostic_name = f"{node.lstrip('/')}: control loop"
         self.config = stack.config
         self.active = active
@@ -168,6 +171,10 @@ class StateMessages:
                     KeyValue(key=key, value=str(value))
                     for key, value in self.stack.loop.diagnostics().items()
                 ),
+                *(
+                    KeyValue(key=key, value=value)
+                    for key, value in (self.extra_values() if self.extra_values else {}).items()
+                ),
             ],
         )
         message = DiagnosticArray(status=[status])
@@ -201,12 +208,14 @@ class StatePublishers:
         diagnostics_rate: float = 1.0,  # [Hz]
         goal_target: Callable[[], Any] | None = None,
         recorder: Any = None,
+        extra_values: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """Creates the publishers; :meth:`start` starts publishing, :meth:`stop` ends it.
         ``goal_target``: the running goal's TCP target or None (``GoalArbiter.target``), drawn
         as the ``ct_goal`` TF frame. ``recorder``: a
         :class:`~ct_controllers.ros.recorder.McapRecorder` that gets every message published
-        here (but /clock), stamped with the node's clock."""
+        here (but /clock), stamped with the node's clock. ``extra_values``: more key/values
+        for the diagnostic status (asked at each)."""
         self.node, self.stack, self.manager = node, stack, manager
         self.config = stack.config
         self.recorder = recorder
@@ -215,6 +224,7 @@ class StatePublishers:
             lambda: str(manager.active),
             getattr(node, "gc_monitor", None),
             node=node.get_fully_qualified_name(),
+            extra_values=extra_values,
         )
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
         # The same message on joint_state_broadcaster's topic for robot_state_publisher, MoveIt
