@@ -31,6 +31,7 @@ import numpy as np
 from ct_interfaces.action import IdentifyPayload
 from rclpy.parameter import Parameter
 
+from ct_controllers.errors import CtError
 from ct_controllers.model.payload_identification import (
     IdentificationSettings,
     PayloadEstimate,
@@ -53,7 +54,7 @@ HOLD_TIMEOUT = 20.0  # [s] for a motion to a hold to end
 POLL = 0.005  # [s] wall time between looks at the loop's clock while waiting
 
 
-class Interrupted(Exception):
+class Interrupted(CtError):
     """The goal must end now: ``code`` (CANCELED, PREEMPTED, FAULT) and why."""
 
     def __init__(self, code: int, message: str) -> None:
