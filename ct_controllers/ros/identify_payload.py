@@ -54,7 +54,7 @@ HOLD_TIMEOUT = 20.0  # [s] for a motion to a hold to end
 POLL = 0.005  # [s] wall time between looks at the loop's clock while waiting
 
 
-class Interrupted(CtError):
+class Interrupted(CtError, RuntimeError):
     """The goal must end now: ``code`` (CANCELED, PREEMPTED, FAULT) and why."""
 
     def __init__(self, code: int, message: str) -> None:
