@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import rclpy
@@ -170,6 +170,23 @@ def stop_node(process: subprocess.Popen) -> None:  # type: ignore[type-arg]
     if process.poll() is None:
         process.kill()
         process.wait(5)
+
+
+ClientType = TypeVar("ClientType", bound="Client")
+
+
+@contextmanager
+def connected_client(name: str, kind: type[ClientType]) -> Iterator[ClientType]:
+    """rclpy initialised in this process and a ``kind`` client that has seen the running node's
+    joint states (within 30 s); the client destroyed and rclpy shut down afterwards."""
+    rclpy.init()
+    client = kind(name)
+    try:
+        assert client.spin_until(lambda: len(client.joint_states) > 5, 30.0), "no node"
+        yield client
+    finally:
+        client.node.destroy_node()
+        rclpy.shutdown()
 
 
 @contextmanager

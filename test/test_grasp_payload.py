@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import rclpy
 from ct_interfaces.action import Grasp
 from helpers import bundled_config, home_configuration, new_robot_model
 from rclpy.action import ActionClient
-from ros_helpers import Client, pose_message, start_node, stop_node
+from ros_helpers import Client, connected_client, pose_message, start_node, stop_node
 
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.hardware.grasp_scene import CUBE_MASS
@@ -39,14 +38,10 @@ def client() -> Iterator[Client]:
     process = start_node(
         "--ros-args", "-p", "payload.rated_mass:=3.0", "-p", "grasp.identify_payload:=true"
     )
-    rclpy.init()
-    client = Client("ct_grasp_payload_client")
     try:
-        assert client.spin_until(lambda: len(client.joint_states) > 5, 30.0), "no node"
-        yield client
+        with connected_client("ct_grasp_payload_client", Client) as client:
+            yield client
     finally:
-        client.node.destroy_node()
-        rclpy.shutdown()
         stop_node(process)
 
 

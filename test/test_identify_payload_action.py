@@ -12,10 +12,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-import rclpy
 from ct_interfaces.action import IdentifyPayload, MoveJoints
 from rclpy.action import ActionClient
-from ros_helpers import ARM, HOME, NODE, Client, bridge_node, goal, start_node, stop_node
+from ros_helpers import (
+    ARM,
+    HOME,
+    NODE,
+    Client,
+    bridge_node,
+    connected_client,
+    goal,
+    start_node,
+    stop_node,
+)
 
 MASS = 1.0  # [kg] the simulated object's
 COM = [0.01, -0.015, 0.04]  # [m] TCP frame
@@ -52,14 +61,8 @@ class IdentifyClient(Client):
 
 def _connected() -> Iterator[IdentifyClient]:
     """A client of the running node (rclpy initialised for it, shut down afterwards)."""
-    rclpy.init()
-    client = IdentifyClient("ct_identify_client")
-    try:
-        assert client.spin_until(lambda: len(client.joint_states) > 5, 30.0), "no node"
+    with connected_client("ct_identify_client", IdentifyClient) as client:
         yield client
-    finally:
-        client.node.destroy_node()
-        rclpy.shutdown()
 
 
 def _client(*arguments: str) -> Iterator[IdentifyClient]:

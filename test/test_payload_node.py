@@ -10,10 +10,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import rclpy
 from helpers import new_robot_model
 from rclpy.parameter import Parameter
-from ros_helpers import ARM, CONFIG, Client, start_node, stop_node
+from ros_helpers import ARM, CONFIG, Client, connected_client, start_node, stop_node
 
 from ct_controllers.model.payload import Payload
 
@@ -24,14 +23,10 @@ COM = [0.01, -0.015, 0.04]  # [m] TCP frame
 def client() -> Iterator[Client]:
     """A node whose configuration states a rated payload of 3 kg, and a client of it."""
     process = start_node("--ros-args", "-p", "payload.rated_mass:=3.0")
-    rclpy.init()
-    client = Client("ct_payload_client")
     try:
-        assert client.spin_until(lambda: len(client.joint_states) > 5, 30.0), "no node"
-        yield client
+        with connected_client("ct_payload_client", Client) as client:
+            yield client
     finally:
-        client.node.destroy_node()
-        rclpy.shutdown()
         stop_node(process)
 
 
