@@ -31,7 +31,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import rclpy
@@ -64,8 +64,10 @@ class StateMessages:
         active: Callable[[], str],
         gc_monitor: Any = None,
         node: str = "/ct/controller_manager",
+        extra: Callable[[], Mapping[str, object]] | None = None,
     ) -> None:
         self.stack = stack
+        self.extra = extra  # more key → value pairs for the status (the streams' counters)
         self.diagnostic_name = f"{node.lstrip('/')}: control loop"
         self.config = stack.config
         self.active = active
@@ -168,6 +170,10 @@ class StateMessages:
                     KeyValue(key=key, value=str(value))
                     for key, value in self.stack.loop.diagnostics().items()
                 ),
+                *(
+                    KeyValue(key=key, value=str(value))
+                    for key, value in (self.extra() if self.extra is not None else {}).items()
+                ),
             ],
         )
         message = DiagnosticArray(status=[status])
@@ -201,6 +207,7 @@ class StatePublishers:
         diagnostics_rate: float = 1.0,  # [Hz]
         goal_target: Callable[[], Any] | None = None,
         recorder: Any = None,
+        extra_diagnostics: Callable[[], Mapping[str, object]] | None = None,
     ) -> None:
         """Creates the publishers; :meth:`start` starts publishing, :meth:`stop` ends it.
         ``goal_target``: the running goal's TCP target or None (``GoalArbiter.target``), drawn
@@ -215,6 +222,7 @@ class StatePublishers:
             lambda: str(manager.active),
             getattr(node, "gc_monitor", None),
             node=node.get_fully_qualified_name(),
+            extra=extra_diagnostics,
         )
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
         # The same message on joint_state_broadcaster's topic for robot_state_publisher, MoveIt
