@@ -7,8 +7,8 @@ here (:func:`check_pose_values`) and hands it over (:meth:`Servo.offer`); the co
 The servo (control thread, one call per tick, all in the base frame):
 
     commanded pose X_c, commanded twist v_c = (linear [m/s]; angular [rad/s], base axes)
-    e       = (p* − p_c; log3(R* R_cᵀ))                    toward the latest fresh target
-    v_des   = ê · min(k ‖e‖, √(2 a_max ‖e‖), s · v_max)   linear and angular each
+    e       = (p* − p_c; log3(R* R_cᵀ))                 toward the latest fresh target
+    v_des   = ê · min(√(2 a_max ‖e‖), s · v_max)        linear and angular each (sampled form)
     v_c⁺    = v_c + clip(v_des − v_c, a_max dt)            the change's norm bounded
     X_c⁺    = (p_c + v_c⁺ dt, exp3(ω_c⁺ dt) R_c)
 
@@ -129,14 +129,6 @@ STREAM_PARAMETERS = ParameterSchema(
             validator=Range(1e-3, 100.0),
         ),
         ParameterSpec(
-            "tracking_gain",
-            float,
-            20.0,
-            "How fast the commanded pose closes on the target: the speed per unit of error",
-            "1/s",
-            validator=Range(1e-3, 1000.0),
-        ),
-        ParameterSpec(
             "singularity_slowdown",
             float,
             0.02,
@@ -177,7 +169,6 @@ class ServoParameters:
     max_angular_speed: float = 1.0  # [rad/s]
     max_linear_acceleration: float = 1.0  # [m/s²]
     max_angular_acceleration: float = 4.0  # [rad/s²]
-    tracking_gain: float = 20.0  # [1/s]
     singularity_slowdown: float = 0.02  # [m³]
     singularity_stop: float = 0.005  # [m³]
 
@@ -373,11 +364,9 @@ class Servo:
         if fresh and target is not None and scale > 0.0:
             linear = target.pose[:3, 3] - pose[:3, 3]
             angular = pin.log3(target.pose[:3, :3].dot(pose[:3, :3].T))
-            desired[:3] = _toward(
-                linear, p.tracking_gain, p.max_linear_acceleration, scale * p.max_linear_speed
-            )
+            desired[:3] = _toward(linear, p.max_linear_acceleration, scale * p.max_linear_speed, dt)
             desired[3:] = _toward(
-                angular, p.tracking_gain, p.max_angular_acceleration, scale * p.max_angular_speed
+                angular, p.max_angular_acceleration, scale * p.max_angular_speed, dt
             )
         twist = self._twist
         twist[:3] += _clipped(desired[:3] - twist[:3], p.max_linear_acceleration * dt)
@@ -416,14 +405,17 @@ class Servo:
             self.set_status(NO_WARNING, "following the stream")
 
 
-def _toward(error: FloatArray, gain: float, acceleration: float, top: float) -> FloatArray:
-    """The velocity toward ``error`` away: gain · ‖e‖, at most what stops within it at
-    ``acceleration`` (√(2 a ‖e‖)), at most ``top``; along e."""
+def _toward(error: FloatArray, acceleration: float, top: float, dt: float) -> FloatArray:
+    """The velocity toward ``error`` away, along e: the fastest that still stops within ‖e‖
+    at ``acceleration`` in steps of ``dt`` — v with v dt + v²/(2a) + v dt/2 = ‖e‖, the sampled
+    form of √(2 a ‖e‖), which arrives without overshoot — at most ``top``."""
     x, y, z = error.tolist()
     distance = math.sqrt(x * x + y * y + z * z)
     if distance <= 0.0:
         return np.zeros(3)
-    speed = min(gain * distance, math.sqrt(2.0 * acceleration * distance), top)
+    step = acceleration * dt
+    braking = step * (math.sqrt(2.25 + 2.0 * distance / (step * dt)) - 1.5)
+    speed = min(max(braking, 0.0), top)
     return error * (speed / distance)
 
 
