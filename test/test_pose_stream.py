@@ -86,7 +86,7 @@ def publish(client: Client, pose: np.ndarray, frame: str = "base_link", stamp=No
     stamp = sim_now(client) if stamp is None else stamp
     message = PoseStamped()
     message.header.frame_id = frame
-    message.header.stamp.sec = int(math.floor(stamp))
+    message.header.stamp.sec = math.floor(stamp)
     message.header.stamp.nanosec = int((stamp - math.floor(stamp)) * 1e9)
     p, o = message.pose.position, message.pose.orientation
     p.x, p.y, p.z = pose[:3, 3].tolist()
