@@ -24,6 +24,7 @@ from ct_controllers.references.servo import (
     ServoParameters,
     StreamError,
     check_pose_values,
+    check_twist_values,
     manipulability,
     singularity_scale,
 )
@@ -195,3 +196,66 @@ def test_bad_parameters_are_refused_naming_them(field, value, words) -> None:
     it."""
     with pytest.raises(ValueError, match=words):
         ServoParameters(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"frame": "world"}, FRAME),
+        ({"stamp": 9.8}, STALE),
+        ({"stamp": 10.5}, FUTURE),
+        ({"linear": (math.nan, 0.0, 0.0)}, NOT_FINITE),
+        ({"angular": (0.0, math.inf, 0.0)}, NOT_FINITE),
+    ],
+)
+def test_each_kind_of_bad_twist_is_refused_with_its_reason(kwargs, reason) -> None:
+    """A twist in another frame, stale, from the future or non-finite is refused with its
+    reason."""
+    given = {"frame": "base_link", "stamp": 0.0, "linear": (0.1, 0.0, 0.0)}
+    given.update(kwargs)
+    with pytest.raises(StreamError) as refused:
+        check_twist_values(
+            given["frame"],
+            given["stamp"],
+            given["linear"],
+            given.get("angular", (0.0, 0.0, 0.0)),
+            10.0,
+            "base_link",
+            "tcp",
+            PARAMS,
+        )
+    assert refused.value.reason == reason
+
+
+def test_a_twist_is_integrated_within_the_bounds_in_base_or_tcp_axes() -> None:
+    """A fresh twist of 0.1 m/s along x moves the commanded pose at that speed once the
+    acceleration bound lets it (0.1 s at 1 m/s²); a twist faster than max_linear_speed is
+    scaled down to it; in TCP axes it is turned by the commanded TCP's rotation (a TCP turned
+    90° about z moves along base y for a TCP-x twist)."""
+    servo = Servo(PARAMS)
+    twist, tcp_axes, _ = check_twist_values(
+        "base_link", 0.0, (0.1, 0.0, 0.0), (0.0, 0.0, 0.0), 10.0, "base_link", "tcp", PARAMS
+    )
+    out = []
+    for k in range(5):
+        servo.offer_twist(twist, tcp_axes, k * 0.05, 0.0)
+        out += run(servo, 50, k * 0.05)
+    assert out[-1].twist[:3] == pytest.approx([0.1, 0.0, 0.0])
+    steps = np.abs(np.diff([o.twist[0] for o in out]))
+    assert steps.max() <= PARAMS.max_linear_acceleration * DT + 1e-12
+    travelled = out[-1].pose[0, 3] - START[0, 3]
+    assert travelled == pytest.approx(0.1 * 0.25 - 0.1**2 / 2, abs=2e-4)  # ramp, then cruise
+
+    fast = Servo(PARAMS)
+    for k in range(20):
+        fast.offer_twist(np.array([3.0, 4.0, 0.0, 0.0, 0.0, 0.0]), False, k * 0.05, 0.0)
+        final = run(fast, 50, k * 0.05)[-1]
+    assert np.linalg.norm(final.twist[:3]) == pytest.approx(PARAMS.max_linear_speed)
+
+    turned = START.copy()
+    turned[:3, :3] = pin.rpy.rpyToMatrix(0.0, 0.0, math.pi / 2)
+    servo = Servo(PARAMS)
+    for k in range(4):
+        servo.offer_twist(np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0]), True, k * 0.05, 0.0)
+        last = run(servo, 50, k * 0.05, pose=turned)[-1]
+    assert last.twist[:3] == pytest.approx([0.0, 0.1, 0.0], abs=1e-12)

@@ -18,6 +18,10 @@ than a_max dt a tick (linear and angular apart). s in [0, 1] is the singularity 
 measure, ``references/diff_ik_task.py``), falling linearly to 0 at ``singularity_stop``, 0
 below it (v_des = 0: the arm comes to rest with bounded deceleration).
 
+A twist stream's target is a velocity instead (``offer_twist``: base axes, or the commanded
+TCP's, turning with it): v_des = that twist, each part scaled down to s · v_max, then the same
+acceleration bound and integration — a twist integrated into the commanded pose.
+
 A target is fresh until its expiry (its arrival on the loop's clock plus what was left of
 ``incoming_command_timeout`` given the message's age). Without a fresh target: v_des = 0, and
 when the stream goes stale the commanded pose and twist restart from the *measured* TCP pose
@@ -231,18 +235,7 @@ def check_pose_values(
         raise StreamError(
             FRAME, f"frame {frame!r}: streamed targets are in '{base_frame}' or '{tcp_frame}'"
         )
-    age = 0.0 if stamp == 0.0 else now - stamp
-    if age > parameters.incoming_command_timeout:
-        raise StreamError(
-            STALE,
-            f"stamped {age:.3f} s ago (incoming_command_timeout "
-            f"{parameters.incoming_command_timeout} s)",
-        )
-    if age < -parameters.future_tolerance:
-        raise StreamError(
-            FUTURE,
-            f"stamped {-age:.3f} s in the future (tolerance {parameters.future_tolerance} s)",
-        )
+    age = _checked_age(stamp, now, parameters)
     values = (*position, *quaternion)
     if not all(math.isfinite(v) for v in values):
         raise StreamError(NOT_FINITE, f"non-finite value in {list(values)}")
@@ -263,6 +256,49 @@ def check_pose_values(
     return pose, age
 
 
+def check_twist_values(
+    frame: str,
+    stamp: float,
+    linear: tuple[float, float, float],
+    angular: tuple[float, float, float],
+    now: float,
+    base_frame: str,
+    tcp_frame: str,
+    parameters: ServoParameters,
+) -> tuple[FloatArray, bool, float]:
+    """A streamed twist (``frame`` whose axes it is in, ``stamp`` [s] on the node's clock, 0 =
+    now; linear [m/s]; angular [rad/s]) checked into (twist (6,), in TCP axes?, age [s]), or
+    :class:`StreamError` with the reason: a frame other than the base or the TCP, a stale or
+    future stamp (as :func:`check_pose_values`), a non-finite value. A speed beyond the
+    servo's bounds is not refused: it is scaled down to them, as MoveIt Servo does."""
+    if frame not in (base_frame, tcp_frame):
+        raise StreamError(
+            FRAME, f"frame {frame!r}: streamed twists are in '{base_frame}' or '{tcp_frame}'"
+        )
+    age = _checked_age(stamp, now, parameters)
+    values = (*linear, *angular)
+    if not all(math.isfinite(v) for v in values):
+        raise StreamError(NOT_FINITE, f"non-finite value in {list(values)}")
+    return np.array(values, dtype=np.float64), frame == tcp_frame, age
+
+
+def _checked_age(stamp: float, now: float, parameters: ServoParameters) -> float:
+    """A message's age [s] (stamp 0: now), or StreamError: stale or from the future."""
+    age = 0.0 if stamp == 0.0 else now - stamp
+    if age > parameters.incoming_command_timeout:
+        raise StreamError(
+            STALE,
+            f"stamped {age:.3f} s ago (incoming_command_timeout "
+            f"{parameters.incoming_command_timeout} s)",
+        )
+    if age < -parameters.future_tolerance:
+        raise StreamError(
+            FUTURE,
+            f"stamped {-age:.3f} s in the future (tolerance {parameters.future_tolerance} s)",
+        )
+    return age
+
+
 class ServoStatus(NamedTuple):
     """What the servo does: a code (this module's constants) and why, in words."""
 
@@ -280,8 +316,10 @@ class ServoOutput(NamedTuple):
 
 
 class _Target(NamedTuple):
-    pose: FloatArray  # 4x4, base frame
+    pose: FloatArray | None  # 4x4, base frame (a pose stream's)
     expires: float  # [s] loop clock
+    twist: FloatArray | None = None  # (6,) a twist stream's, in base or TCP axes
+    tcp_axes: bool = False  # the twist's axes: the commanded TCP's (else the base's)
 
 
 STATUS_HISTORY = 64  # status changes kept for the publisher between two of its reads
@@ -308,6 +346,16 @@ class Servo:
         thread; the newest offer wins."""
         expires = arrival + self.parameters.incoming_command_timeout - max(age, 0.0)
         target = _Target(np.array(pose, dtype=np.float64), expires)
+        with self._lock:
+            self._offered = target
+
+    def offer_twist(self, twist: FloatArray, tcp_axes: bool, arrival: float, age: float) -> None:
+        """A checked twist (:func:`check_twist_values`: linear [m/s]; angular [rad/s] of the TCP
+        origin, in the base's axes or, ``tcp_axes``, the commanded TCP's) received at
+        ``arrival`` [s, loop clock], ``age`` [s] old: the commanded pose moves at it (within the
+        speed and acceleration bounds) while it is fresh. Any thread; the newest offer wins."""
+        expires = arrival + self.parameters.incoming_command_timeout - max(age, 0.0)
+        target = _Target(None, expires, np.array(twist, dtype=np.float64), tcp_axes)
         with self._lock:
             self._offered = target
 
@@ -361,7 +409,14 @@ class Servo:
         scale = singularity_scale(measure, p)
         pose = self._pose
         desired = np.zeros(6)
-        if fresh and target is not None and scale > 0.0:
+        if fresh and target is not None and target.twist is not None and scale > 0.0:
+            desired[:] = target.twist
+            if target.tcp_axes:  # the commanded TCP's axes, as they turn
+                desired[:3] = pose[:3, :3].dot(desired[:3])
+                desired[3:] = pose[:3, :3].dot(desired[3:])
+            desired[:3] = _clipped(desired[:3], scale * p.max_linear_speed)
+            desired[3:] = _clipped(desired[3:], scale * p.max_angular_speed)
+        elif fresh and target is not None and target.pose is not None and scale > 0.0:
             linear = target.pose[:3, 3] - pose[:3, 3]
             angular = pin.log3(target.pose[:3, :3].dot(pose[:3, :3].T))
             desired[:3] = _toward(linear, p.max_linear_acceleration, scale * p.max_linear_speed, dt)

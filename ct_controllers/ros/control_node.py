@@ -64,9 +64,9 @@ from ct_controllers.ros.parameters import (  # noqa: E402
     live_parameters,
     payload_from_parameters,
 )
-from ct_controllers.ros.pose_stream import PoseStreamServer  # noqa: E402
 from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
+from ct_controllers.ros.streams import StreamServer  # noqa: E402
 from ct_controllers.runtime.controller_claims import interface_controller_joints  # noqa: E402
 from ct_controllers.runtime.controller_manager import (  # noqa: E402
     ControllerFactory,
@@ -151,8 +151,8 @@ class ControlNode(Node):
         # control_msgs GripperCommand / ParallelGripperCommand on <entry>/gripper_cmd
         self.gripper_servers = gripper_servers(self, self.stack, self.manager, self.arbiter, group)
         self.controller_services = ControllerManagerServices(self, self.stack, self.manager, group)
-        # ~/target_pose, selected by the live parameter stream.command_type
-        self.pose_stream = PoseStreamServer(self, self.stack, self.manager, self.arbiter, group)
+        # ~/target_pose, ~/target_twist: selected by the live parameter stream.command_type
+        self.streams = StreamServer(self, self.stack, self.manager, self.arbiter, group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # Everything built so far lives for the node's life: move it out of the collector's
         # generations so that collections (which stop every thread, the control thread too)
@@ -178,7 +178,7 @@ class ControlNode(Node):
             self.manager,
             goal_target=self.arbiter.target,
             recorder=self.recorder,
-            extra_diagnostics=self.pose_stream.diagnostics,
+            extra_diagnostics=self.streams.diagnostics,
         )
         self.state_publishers.start()
         self.viewer = self._open_viewer() if viewer else None
@@ -218,10 +218,10 @@ class ControlNode(Node):
         # <controller>.type / .params_file (the spawner's) are the services' to check.
         parameters = [p for p in parameters if not self.controller_services.owns(p.name)]
         # stream.command_type: the stream's own check; selected once the whole set passed.
-        streams = [p for p in parameters if self.pose_stream.owns(p.name)]
-        parameters = [p for p in parameters if not self.pose_stream.owns(p.name)]
+        streams = [p for p in parameters if self.streams.owns(p.name)]
+        parameters = [p for p in parameters if not self.streams.owns(p.name)]
         for stream in streams:
-            problem = self.pose_stream.check(stream.value)
+            problem = self.streams.check(stream.value)
             if problem is not None:
                 return SetParametersResult(successful=False, reason=problem)
         given = {p.name: _plain(p.value) for p in parameters if p.name in PAYLOAD_PARAMETERS}
@@ -257,7 +257,7 @@ class ControlNode(Node):
             self.payload = payload
             stage_payload(self.stack.controllers, payload, self.config.payload_limits)
         for stream in streams:
-            self.pose_stream.select(stream.value)
+            self.streams.select(stream.value)
         return SetParametersResult(successful=True)
 
     def _check_stability(self, controller: str, gains: dict[str, Any]) -> list[str]:
