@@ -9,7 +9,9 @@ with the MuJoCo backend, ``/clock`` (sim time).
 Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``/ct/<gripper controller>/
 gripper_cmd`` (control_msgs GripperCommand / ParallelGripperCommand), ros2_control's controller
 manager services (``~/list_controllers``, ``~/switch_controller``, ``~/load_controller``, ...:
-``ros/controller_manager_services.py``) and ``~/reset_fault``. Gains are live parameters (see
+``ros/controller_manager_services.py``) and ``~/reset_fault``. Takes streamed TCP targets on
+``~/target_pose`` and ``~/target_twist`` while the live parameter ``stream.command_type`` selects
+one, with ``~/servo_status`` (``ros/streams.py``). Gains are live parameters (see
 ``ros/parameters.py``).
 """
 
