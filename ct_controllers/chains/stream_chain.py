@@ -50,6 +50,11 @@ class StreamChain(Controller):
         self.stage_breakdown: dict[str, float] = {"servo": 0.0, "inner": 0.0}
 
     @property
+    def moving(self) -> bool:
+        """Whether the commanded pose moves (for the end of a deselected stream)."""
+        return self.servo.moving
+
+    @property
     def payload(self) -> Payload | None:
         return self.inner.payload
 

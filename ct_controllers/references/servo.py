@@ -56,7 +56,9 @@ NOT_FINITE = "not_finite"
 QUATERNION = "quaternion"
 FAR = "far"
 NOT_SELECTED = "not_selected"
-DROP_REASONS = (STALE, FUTURE, FRAME, NOT_FINITE, QUATERNION, FAR, NOT_SELECTED)
+JOINT = "joint"  # a jog's unknown or duplicate joint name, or lengths that disagree
+UNSUPPORTED = "unsupported"  # a jog's displacements without velocities: not served
+DROP_REASONS = (STALE, FUTURE, FRAME, NOT_FINITE, QUATERNION, FAR, JOINT, UNSUPPORTED, NOT_SELECTED)
 
 # ~/servo_status codes: MoveIt Servo's (moveit_msgs/ServoStatus) where the meaning is the same,
 # ours above 10.
@@ -235,7 +237,7 @@ def check_pose_values(
         raise StreamError(
             FRAME, f"frame {frame!r}: streamed targets are in '{base_frame}' or '{tcp_frame}'"
         )
-    age = _checked_age(stamp, now, parameters)
+    age = checked_age(stamp, now, parameters)
     values = (*position, *quaternion)
     if not all(math.isfinite(v) for v in values):
         raise StreamError(NOT_FINITE, f"non-finite value in {list(values)}")
@@ -275,15 +277,15 @@ def check_twist_values(
         raise StreamError(
             FRAME, f"frame {frame!r}: streamed twists are in '{base_frame}' or '{tcp_frame}'"
         )
-    age = _checked_age(stamp, now, parameters)
+    age = checked_age(stamp, now, parameters)
     values = (*linear, *angular)
     if not all(math.isfinite(v) for v in values):
         raise StreamError(NOT_FINITE, f"non-finite value in {list(values)}")
     return np.array(values, dtype=np.float64), frame == tcp_frame, age
 
 
-def _checked_age(stamp: float, now: float, parameters: ServoParameters) -> float:
-    """A message's age [s] (stamp 0: now), or StreamError: stale or from the future."""
+def checked_age(stamp: float, now: float, parameters: ServoParameters) -> float:
+    """A streamed message's age [s] (stamp 0: now), or StreamError: stale or from the future."""
     age = 0.0 if stamp == 0.0 else now - stamp
     if age > parameters.incoming_command_timeout:
         raise StreamError(
@@ -325,20 +327,43 @@ class _Target(NamedTuple):
 STATUS_HISTORY = 64  # status changes kept for the publisher between two of its reads
 
 
-class Servo:
+class StatusLog:
+    """A stream's status (control thread) and its changes, queued for the publisher."""
+
+    def __init__(self) -> None:
+        self._status_lock = threading.Lock()
+        self.status = ServoStatus(INACTIVE, "no stream selected")
+        self._changes: collections.deque[ServoStatus] = collections.deque(maxlen=STATUS_HISTORY)
+        self._changes.append(self.status)
+
+    def set_status(self, code: int, message: str) -> None:
+        """Record a status (kept if it differs from the current one)."""
+        status = ServoStatus(code, message)
+        if status != self.status:
+            self.status = status
+            with self._status_lock:
+                self._changes.append(status)
+
+    def take_statuses(self) -> list[ServoStatus]:
+        """Every status change since the last call, oldest first. Any thread."""
+        with self._status_lock:
+            changes = list(self._changes)
+            self._changes.clear()
+        return changes
+
+
+class Servo(StatusLog):
     """See the module docstring. :meth:`offer` from any thread; :meth:`update` and
     :meth:`restart` on the control thread; :meth:`take_statuses` from the publisher's."""
 
     def __init__(self, parameters: ServoParameters) -> None:
+        super().__init__()
         self.parameters = parameters
         self._lock = threading.Lock()
         self._offered: _Target | None = None
         self._pose: FloatArray | None = None  # commanded, 4x4
         self._twist = np.zeros(6)  # commanded
         self._fresh = False
-        self.status = ServoStatus(INACTIVE, "no stream selected")
-        self._changes: collections.deque[ServoStatus] = collections.deque(maxlen=STATUS_HISTORY)
-        self._changes.append(self.status)
 
     def offer(self, pose: FloatArray, arrival: float, age: float) -> None:
         """A checked target (4x4, base frame; :func:`check_pose_values`) received at ``arrival``
@@ -359,6 +384,11 @@ class Servo:
         with self._lock:
             self._offered = target
 
+    def drop_target(self) -> None:
+        """No target from now on: the next tick halts from the measured state. Any thread."""
+        with self._lock:
+            self._offered = None
+
     def restart(self) -> None:
         """Forget the commanded pose and any target: the next :meth:`update` starts from the
         measured state (a stream (re)selected)."""
@@ -366,20 +396,10 @@ class Servo:
             self._offered = None
         self._pose = None
 
-    def set_status(self, code: int, message: str) -> None:
-        """Record a status (kept if it differs from the current one)."""
-        status = ServoStatus(code, message)
-        if status != self.status:
-            self.status = status
-            with self._lock:
-                self._changes.append(status)
-
-    def take_statuses(self) -> list[ServoStatus]:
-        """Every status change since the last call, oldest first. Any thread."""
-        with self._lock:
-            changes = list(self._changes)
-            self._changes.clear()
-        return changes
+    @property
+    def moving(self) -> bool:
+        """Whether the commanded twist is not zero (control thread's; any thread may read)."""
+        return bool(np.any(self._twist != 0.0))
 
     @property
     def commanded_pose(self) -> FloatArray | None:

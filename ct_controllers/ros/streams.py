@@ -1,10 +1,13 @@
-"""Streamed TCP targets, as MoveIt Servo and crisp take them (issue 26, item 3): ``~/target_pose``
-(geometry_msgs/PoseStamped, ``ros/pose_stream.py``) and ``~/target_twist``
-(geometry_msgs/TwistStamped, ``ros/twist_stream.py``). Thin: each message is checked
-(``references/servo.py``) and handed to the servo; the control thread does the rest
+"""Streamed targets, as MoveIt Servo and crisp take them (issue 26, item 3): ``~/target_pose``
+(geometry_msgs/PoseStamped, ``ros/pose_stream.py``), ``~/target_twist``
+(geometry_msgs/TwistStamped, ``ros/twist_stream.py``) and ``~/joint_jog`` (control_msgs/JointJog
+velocities, ``ros/joint_jog_stream.py``; where the installed control_msgs has JointJog). Thin:
+each message is checked (``references/servo.py``, ``references/joint_jog.py``) and handed to its
+servo; the control thread does the rest
 (``chains/stream_chain.py``). This module: the selection, the status, the counters.
 
-Selection: the live parameter ``stream.command_type`` (``none`` | ``pose`` | ``twist``), set with
+Selection: the live parameter ``stream.command_type`` (``none`` | ``pose`` | ``twist`` |
+``joint_jog``), set with
 ``ros2 param set /ct/controller_manager stream.command_type pose`` — MoveIt Servo's command-type
 switch, over the standard parameter service (no std_srvs in this venv; no interface to build).
 Selecting takes the arm as a goal does (a running goal ends PREEMPTED); a goal arriving while a
@@ -27,8 +30,10 @@ from typing import Any
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.qos import QoSProfile
 
+from ct_controllers.chains.jog_chain import JogChain
 from ct_controllers.chains.stream_chain import StreamChain, stream_chain
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec
+from ct_controllers.references.joint_jog import JogServo
 from ct_controllers.references.servo import (
     DECELERATE_FOR_SINGULARITY,
     DROP_REASONS,
@@ -39,8 +44,10 @@ from ct_controllers.references.servo import (
     STREAM_PARAMETERS,
     Servo,
     ServoParameters,
+    StatusLog,
     StreamError,
 )
+from ct_controllers.ros.joint_jog_stream import JointJogStream, joint_jog_available
 from ct_controllers.ros.parameters import declare_entry
 from ct_controllers.ros.pose_stream import PoseStream
 from ct_controllers.ros.twist_stream import TwistStream
@@ -48,7 +55,8 @@ from ct_controllers.ros.twist_stream import TwistStream
 NONE = "none"
 POSE = "pose"
 TWIST = "twist"
-COMMAND_TYPES = (NONE, POSE, TWIST)
+JOINT_JOG = "joint_jog"
+COMMAND_TYPES = (NONE, POSE, TWIST, JOINT_JOG)
 COMMAND_TYPE = "stream.command_type"
 SELECTION = ParameterSchema(
     "stream",
@@ -57,7 +65,8 @@ SELECTION = ParameterSchema(
             "command_type",
             str,
             NONE,
-            "The stream that drives the TCP: none | pose (~/target_pose) | twist (~/target_twist)",
+            "The stream that drives the arm: none | pose (~/target_pose) | twist "
+            "(~/target_twist) | joint_jog (~/joint_jog)",
             live=True,
             validator=lambda v: None if v in COMMAND_TYPES else f"not one of {COMMAND_TYPES}",
         ),
@@ -88,22 +97,26 @@ class StreamServer:
         spec = SELECTION.parameters[0]
         declare_entry(node, COMMAND_TYPE, NONE, spec.describe(), live=True)
         self.parameters = ServoParameters.from_values(values)  # ValueError naming one
-        self.servo = Servo(self.parameters)
+        self.servo = Servo(self.parameters)  # the pose and twist streams'
+        self.jog_servo = JogServo(self.parameters, self.loop.reference_limits)
+        self._log: StatusLog = self.servo  # the selected stream's status
         self.model = stack.model.with_own_data()  # the callbacks' (TCP-frame targets)
         self.tcp_frame = stack.model.tcp_frame
         self._lock = threading.Lock()
         self.counts = dict.fromkeys(("received", "taken", *DROP_REASONS), 0)
         self._token = 0  # the arbiter's, while a stream holds the arm
-        self._chain: StreamChain | None = None
+        self._chain: StreamChain | JogChain | None = None
         self._ending: float | None = None  # [s, monotonic] when a deselected stream began ending
         self.selected = NONE
         self.status_publisher = node.create_publisher(
             DiagnosticStatus, "~/servo_status", QoSProfile(depth=100)
         )
-        self.streams = (
+        self.streams: tuple[Any, ...] = (
             PoseStream(self, node, callback_group),
             TwistStream(self, node, callback_group),
         )
+        if joint_jog_available():
+            self.streams += (JointJogStream(self, node, callback_group),)
         self.timer = node.create_timer(MONITOR_PERIOD, self._monitor, callback_group=callback_group)
 
     # --- selection (the parameter callback's thread) ----------------------------------------
@@ -116,6 +129,11 @@ class StreamServer:
         problem = SELECTION.parameters[0].validator(value)  # type: ignore[misc]
         if problem:
             return f"{COMMAND_TYPE}: {value!r} {problem}"
+        if value == JOINT_JOG and not joint_jog_available():
+            return (
+                f"{COMMAND_TYPE}: the installed control_msgs has no JointJog (make setup "
+                "builds ours)"
+            )
         if value != NONE:
             if not self.loop.running or self.loop.snapshot() is None:
                 return f"{COMMAND_TYPE}: the control loop is not running"
@@ -128,21 +146,29 @@ class StreamServer:
         with self._lock:
             if value == NONE:
                 if self._chain is not None and self._ending is None:
-                    self.servo.restart()  # no target from now on: the servo halts
+                    self._halt()  # no target from now on: the servo halts
                     self._ending = time.monotonic()
                 self.selected = NONE
                 return
-            snapshot = self.loop.snapshot()
-            start = self.stack.model.with_own_data().frame_pose(snapshot.position)
-            self.servo.restart()
-            chain = stream_chain(
-                self.stack.model,
-                self.servo,
-                self.stack.controllers[self.manager.selected],
-                self.config.arm_joints,
-                self.config.cartesian_divisor,
-                start,
-            )
+            controller = self.stack.controllers[self.manager.selected]
+            chain: StreamChain | JogChain
+            if value == JOINT_JOG:
+                self.jog_servo.restart()
+                chain = JogChain(self.jog_servo, controller)
+                self._log = self.jog_servo
+            else:
+                snapshot = self.loop.snapshot()
+                start = self.stack.model.with_own_data().frame_pose(snapshot.position)
+                self.servo.restart()
+                chain = stream_chain(
+                    self.stack.model,
+                    self.servo,
+                    controller,
+                    self.config.arm_joints,
+                    self.config.cartesian_divisor,
+                    start,
+                )
+                self._log = self.servo
             name = f"{value} stream → {self.manager.selected}"
             self._token, _ = self.arbiter.start(
                 lambda: self.manager.use_chain(name, chain),
@@ -150,6 +176,13 @@ class StreamServer:
             )
             self._chain, self._ending, self.selected = chain, None, value
         self.node.get_logger().info(f"{COMMAND_TYPE}: {value} ({name})")
+
+    def _halt(self) -> None:
+        """No target from now on (the chain halts from the measured state)."""
+        if isinstance(self._chain, JogChain):
+            self.jog_servo.drop_jog()
+        else:
+            self.servo.drop_target()
 
     # --- messages (executor threads) ----------------------------------------------------------
     def _count(self, key: str) -> None:
@@ -190,8 +223,9 @@ class StreamServer:
         try:
             self._watch()
         finally:
-            for status in self.servo.take_statuses():
-                self._publish(status.code, status.message)
+            for log in (self.servo, self.jog_servo):
+                for status in log.take_statuses():
+                    self._publish(status.code, status.message)
 
     def _watch(self) -> None:
         with self._lock:
@@ -202,11 +236,8 @@ class StreamServer:
             self._ended("a goal took the arm", release=False)
         elif self.loop.fault is not None or not self.loop.running:
             self._ended(f"fault: {self.loop.fault or self.loop.stopped_reason}", release=True)
-        elif ending is not None:
-            last = chain.last
-            halted = last is not None and not last.twist.any()
-            if halted or time.monotonic() - ending > END_TIMEOUT:
-                self._ended("stream deselected", release=True)
+        elif ending is not None and (not chain.moving or time.monotonic() - ending > END_TIMEOUT):
+            self._ended("stream deselected", release=True)
 
     def _ended(self, why: str, release: bool) -> None:
         """The stream gives the arm up: to the selected controller holding where the arm is
@@ -225,7 +256,7 @@ class StreamServer:
         if clear is not None:  # Cartesian impedance: its joint reference's FK again
             clear()
         self.arbiter.finish(token)
-        self.servo.set_status(INACTIVE, f"no stream selected: {why}")
+        self._log.set_status(INACTIVE, f"no stream selected: {why}")
         if was != NONE:  # the parameter says what runs
             from rclpy.parameter import Parameter
 
@@ -249,5 +280,6 @@ class StreamServer:
         out["stream_received"] = counts.pop("received")
         out["stream_taken"] = counts.pop("taken")
         out.update({f"stream_dropped_{reason}": n for reason, n in counts.items()})
-        out["servo_status"] = f"{self.servo.status.code}: {self.servo.status.message}"
+        status = self._log.status
+        out["servo_status"] = f"{status.code}: {status.message}"
         return out
