@@ -1,7 +1,8 @@
 """The stream chain (``chains/stream_chain.py``) as the loop runs it, without ROS: the servo's
 target through the differential IK to the joint law, and straight to Cartesian impedance, on
 MuJoCo (lockstep) and on the ros2_control bridge's plant; the loop surviving a servo that
-raises. Targets are offered from this thread between ticks, as the ROS callbacks do."""
+raises; the joint jog's chain on MuJoCo. Targets are offered from this thread between ticks,
+as the ROS callbacks do."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 from backends import make_rig
 from helpers import new_robot_model
 
+from ct_controllers.chains.jog_chain import JogChain
 from ct_controllers.chains.stream_chain import StreamChain, stream_chain
 from ct_controllers.controllers.cartesian_impedance import CartesianImpedanceController
+from ct_controllers.references.joint_jog import JogServo, check_jog_values
 from ct_controllers.references.servo import (
     HALTING_NO_COMMAND,
     NO_WARNING,
@@ -176,5 +179,49 @@ def test_a_servo_that_raises_latches_a_fault_and_the_loop_runs_on() -> None:
         assert loop.fault is not None and "injected servo failure" in loop.fault
         assert loop.timing.ticks - ticks == round(1.0 / config.period)
         assert np.abs(loop.snapshot().velocity).max() < 1e-2
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("law", ["joint_impedance", "cartesian_impedance"])
+def test_on_mujoco_a_joint_jog_moves_the_joint_and_halts(law) -> None:
+    """MuJoCo in lockstep: joint1 jogged at 0.3 rad/s for 0.6 s (offers every 10 ms) turns at
+    that speed (within 0.05 rad/s at the end) under the joint impedance, or under Cartesian
+    impedance following the jog's forward kinematics; stopped, it comes to rest (below
+    0.01 rad/s within 1 s) having turned on by no more than the halt allows; no fault."""
+    rig = make_rig("mujoco")
+    loop, config = rig.stack.loop, rig.config
+    try:
+        loop.run_ticks(round(0.1 / config.period))
+        model = rig.stack.model
+        servo = JogServo(PARAMS, loop.reference_limits)
+        controller = (
+            CartesianImpedanceController(model.with_own_data())
+            if law == "cartesian_impedance"
+            else rig.stack.controllers[config.default_controller]
+        )
+        loop.switch_controller(JogChain(servo, controller))
+        jog, _ = check_jog_values(model, ["joint1"], [0.3], [], 0.0, 0.0, PARAMS)
+        j1 = model.q_index("joint1")
+        every = round(0.01 / config.period)
+        t0 = loop.now()
+        while loop.now() - t0 < 0.6:
+            servo.offer(jog, loop.now(), 0.0)
+            loop.run_ticks(every)
+        moving = loop.snapshot()
+        loop.run_ticks(round(1.0 / config.period))
+        rest = loop.snapshot()
+        turned_on = rest.position[j1] - moving.position[j1]
+        acceleration = float(loop.reference_limits.acceleration[j1])
+        print(
+            f"{law}: joint1 at {moving.velocity[j1]:.3f} rad/s while jogged, "
+            f"{rest.velocity[j1]:.1e} at rest, turned on {turned_on:.4f} rad"
+        )
+        assert abs(moving.velocity[j1] - 0.3) <= 0.05
+        assert abs(rest.velocity[j1]) < 0.01
+        assert (
+            turned_on <= 0.3 * PARAMS.incoming_command_timeout + 0.3**2 / (2 * acceleration) + 0.01
+        )
+        assert loop.fault is None
     finally:
         rig.close()

@@ -5,8 +5,9 @@ Plain Python; the ROS side is ``ros/joint_jog_stream.py``, the chain ``chains/jo
 Per tick and joint (model order), from the reference q*, v*:
 
     v_des = the jog's velocity (0 for a joint it does not name, or with no fresh jog), clipped
-            to the reference velocity limit, and toward a limit of the joint range to what
-            stops before it at the reference acceleration (√(2 a d), sampled form)
+            to the reference velocity limit, and toward an end of the joint range to what
+            stops the limit approach's margin inside it at the reference acceleration
+            (√(2 a d), sampled form)
     v*⁺ = v* + clip(v_des − v*, a dt)      q*⁺ = q* + v*⁺ dt      a* = (v*⁺ − v*) / dt
 
 The jog starts from the loop's reference (bumpless); when it goes stale, the joints it named
@@ -70,7 +71,7 @@ def check_jog_values(
         raise StreamError(JOINT, f"{len(names)} joint names but {len(velocities)} velocities")
     try:
         indices = model.indices(names)
-    except UnknownNameError as exc:
+    except (UnknownNameError, ValueError) as exc:  # unknown; listed twice
         raise StreamError(JOINT, str(exc)) from None
     values = np.array(velocities, dtype=np.float64)
     if not np.all(np.isfinite(values)):
@@ -146,10 +147,10 @@ class JogServo(StatusLog):
             self._named = jog.indices
             desired[jog.indices] = np.clip(jog.velocities, -limit[jog.indices], limit[jog.indices])
             approach = self.limits.approach
-            if approach is not None:  # stop before the range's ends, at the acceleration
+            if approach is not None:  # stop the margin inside the range, at the acceleration
                 step = acceleration * dt
-                room_up = np.maximum(approach.upper - q, 0.0)
-                room_down = np.maximum(q - approach.lower, 0.0)
+                room_up = np.maximum(approach.upper - approach.margin - q, 0.0)
+                room_down = np.maximum(q - approach.lower - approach.margin, 0.0)
                 up = step * (np.sqrt(2.25 + 2.0 * room_up / (step * dt)) - 1.5)
                 down = step * (np.sqrt(2.25 + 2.0 * room_down / (step * dt)) - 1.5)
                 clipped = np.clip(desired, -np.maximum(down, 0.0), np.maximum(up, 0.0))
