@@ -172,7 +172,8 @@ class StreamServer:
             name = f"{value} stream → {self.manager.selected}"
             self._token, _ = self.arbiter.start(
                 lambda: self.manager.use_chain(name, chain),
-                target=lambda: self.servo.commanded_pose,
+                # The ct_goal TF frame: the commanded TCP pose (a jog has none).
+                target=None if value == JOINT_JOG else (lambda: self.servo.commanded_pose),
             )
             self._chain, self._ending, self.selected = chain, None, value
         self.node.get_logger().info(f"{COMMAND_TYPE}: {value} ({name})")
