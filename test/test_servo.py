@@ -152,8 +152,8 @@ def test_a_message_aged_on_arrival_expires_sooner() -> None:
 
 def test_near_a_singularity_the_speed_is_scaled_then_stopped() -> None:
     """The scale is 1 above the slowdown threshold, linear between the thresholds, 0 below the
-    stop threshold; the commanded speed follows it (bounded by scale · v_max), and the status
-    names the reason."""
+    stop threshold; the commanded speed is bounded by scale · v_max at every tick (0 below the
+    stop threshold, at once), and the status names the reason."""
     assert singularity_scale(0.05, PARAMS) == 1.0
     middle = (PARAMS.singularity_slowdown + PARAMS.singularity_stop) / 2
     assert singularity_scale(middle, PARAMS) == pytest.approx(0.5)
@@ -168,9 +168,7 @@ def test_near_a_singularity_the_speed_is_scaled_then_stopped() -> None:
     assert servo.status.code == DECELERATE_FOR_SINGULARITY
     servo.offer(target, 0.09, 0.0)  # fresh on: the stop is the singularity's, not staleness
     out = run(servo, 90, 0.09, measure=PARAMS.singularity_stop / 2)
-    speeds = [np.linalg.norm(o.twist[:3]) for o in out]
-    assert speeds[-1] == 0.0
-    assert np.abs(np.diff(speeds)).max() <= PARAMS.max_linear_acceleration * DT + 1e-12
+    assert all(not o.twist.any() for o in out)  # at once: the singularity's bound, not a_max's
     assert servo.status.code == HALT_FOR_SINGULARITY
 
 
@@ -188,7 +186,7 @@ def test_manipulability_is_the_product_of_singular_values() -> None:
     [
         ("incoming_command_timeout", 0.0, "incoming_command_timeout"),
         ("max_linear_speed", -1.0, "max_linear_speed"),
-        ("singularity_stop", 0.03, "must be below"),
+        ("singularity_stop", 0.05, "must be below"),
     ],
 )
 def test_bad_parameters_are_refused_naming_them(field, value, words) -> None:

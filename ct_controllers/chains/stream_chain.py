@@ -47,6 +47,7 @@ class StreamChain(Controller):
         self.inner = inner
         self.base_frame = model.model.frames[model.base_frame_id].name
         self.last: ServoOutput | None = None  # the last tick's (status, tests)
+        self._commanded_q: FloatArray | None = None  # the IK's last joint reference
         self.stage_breakdown: dict[str, float] = {"servo": 0.0, "inner": 0.0}
 
     @property
@@ -72,6 +73,7 @@ class StreamChain(Controller):
         prepares (the IK warms toward the measured TCP pose; Cartesian impedance restarts its
         commanded pose)."""
         self.servo.restart()
+        self._commanded_q = None
         self.inner.prepare(state, dt)
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
@@ -83,9 +85,15 @@ class StreamChain(Controller):
         start = time.perf_counter()
         pose = self.model.frame_pose(state.q)
         jacobian = self.model.frame_jacobian(state.q)
-        out = self.servo.update(
-            float(state.stamp), pose, jacobian.dot(state.v), manipulability(jacobian), dt
-        )
+        measure = manipulability(jacobian)
+        commanded = self._commanded_q
+        if commanded is not None:
+            # Through the IK, the arm goes where its joint reference leads, which runs ahead
+            # of the measured state: near a singularity a millimetre of lag is a large joint
+            # motion, so the singularity is judged where the reference is too (measured: the
+            # measured manipulability alone let the arm end at 0.0007 m³, the stop at 0.005).
+            measure = min(measure, manipulability(self.model.frame_jacobian(commanded)))
+        out = self.servo.update(float(state.stamp), pose, jacobian.dot(state.v), measure, dt)
         self.last = out
         inner = self.inner
         if isinstance(inner, CartesianChain):
@@ -94,6 +102,8 @@ class StreamChain(Controller):
             inner.set_target(CartesianTarget(out.pose, self.base_frame, twist=out.twist))  # type: ignore[attr-defined]
         after = time.perf_counter()
         output = inner.step(state, reference, dt)
+        if isinstance(inner, CartesianChain):
+            self._commanded_q = output.reference.q
         self.stage_breakdown["servo"] = after - start
         self.stage_breakdown["inner"] = time.perf_counter() - after
         return output

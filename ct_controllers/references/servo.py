@@ -16,7 +16,9 @@ so the commanded pose never moves more than v_max dt a tick and its speed never 
 than a_max dt a tick (linear and angular apart). s in [0, 1] is the singularity scale: 1 above
 ``singularity_slowdown`` of the manipulability ∏σᵢ of the TCP Jacobian (the differential IK's
 measure, ``references/diff_ik_task.py``), falling linearly to 0 at ``singularity_stop``, 0
-below it (v_des = 0: the arm comes to rest with bounded deceleration).
+below it: the commanded speed is held within s · v_max at once (not through a_max's ramp: near
+a stretched arm's singularity the manipulability falls faster than a_max could slow the
+motion), so the commanded pose creeps up to the stop threshold and stops there.
 
 A twist stream's target is a velocity instead (``offer_twist``: base axes, or the commanded
 TCP's, turning with it): v_des = that twist, each part scaled down to s · v_max, then the same
@@ -137,7 +139,7 @@ STREAM_PARAMETERS = ParameterSchema(
         ParameterSpec(
             "singularity_slowdown",
             float,
-            0.02,
+            0.04,
             "Manipulability ∏σᵢ of the TCP Jacobian below which the streamed speed is scaled "
             "down (linearly to 0 at singularity_stop)",
             "m³",
@@ -146,7 +148,7 @@ STREAM_PARAMETERS = ParameterSchema(
         ParameterSpec(
             "singularity_stop",
             float,
-            0.005,
+            0.015,
             "Manipulability below which the stream's motion stops (< singularity_slowdown)",
             "m³",
             validator=Range(0.0, math.inf),
@@ -175,8 +177,8 @@ class ServoParameters:
     max_angular_speed: float = 1.0  # [rad/s]
     max_linear_acceleration: float = 1.0  # [m/s²]
     max_angular_acceleration: float = 4.0  # [rad/s²]
-    singularity_slowdown: float = 0.02  # [m³]
-    singularity_stop: float = 0.005  # [m³]
+    singularity_slowdown: float = 0.04  # [m³]
+    singularity_stop: float = 0.015  # [m³]
 
     def __post_init__(self) -> None:
         values = {f"stream.{k}": v for k, v in self.__dict__.items()}
@@ -446,6 +448,13 @@ class Servo(StatusLog):
         twist = self._twist
         twist[:3] += _clipped(desired[:3] - twist[:3], p.max_linear_acceleration * dt)
         twist[3:] += _clipped(desired[3:] - twist[3:], p.max_angular_acceleration * dt)
+        if scale < 1.0:
+            # Near a singularity the scaled bound holds at once, not after a_max's ramp: the
+            # manipulability falls fast near a stretched arm's singularity (0.08 to 0 m³ in
+            # 0.2 s at 0.25 m/s, measured), faster than a_max could bring the speed down, and
+            # the arm ended inside the stop band. This deceleration is the singularity's.
+            twist[:3] = _clipped(twist[:3], scale * p.max_linear_speed)
+            twist[3:] = _clipped(twist[3:], scale * p.max_angular_speed)
         moved = np.empty((4, 4))
         moved[3] = (0.0, 0.0, 0.0, 1.0)
         moved[:3, 3] = pose[:3, 3] + twist[:3] * dt
