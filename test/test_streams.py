@@ -215,9 +215,9 @@ def test_a_moving_stream_is_followed_and_its_end_halts_smoothly(client: Client) 
 def test_bad_messages_are_counted_and_ignored(client: Client) -> None:
     """While selected, messages 5 cm away that are stale (0.5 s old), from the future (0.5 s),
     in another frame, with a NaN or a non-unit quaternion (5 of each) are each counted under
-    their reason on /diagnostics (at least 1 of the 5, at most 5: see below), none is taken, and they move
-    nothing (the TCP stays within 1 mm); not selected, a good message is
-    counted as not_selected and moves nothing."""
+    their reason on /diagnostics (at least 1 of the 5, at most 5: see below), none is taken,
+    and they move nothing (the TCP stays within 1 mm); not selected, a good message is counted
+    as not_selected and moves nothing."""
     at_home(client)
     start, _ = tcp(client)
     away = start.copy()
