@@ -68,7 +68,11 @@ OPTIONAL_WIDTH_FRAMES = "gripper.width_frames"  # may be left out: [] (from_para
 # Came after the first ct-setup files too: left out, it is "auto" (stack_parameters).
 OPTIONAL_JOINT_STATES_TOPIC = "joint_states_topic"
 # May be left out (files written before them): no payload may be set, as by default.
-OPTIONAL_PAYLOAD = {"payload.rated_mass": 0.0, "payload.max_com_distance": 0.3}
+OPTIONAL_PAYLOAD = {
+    "payload.rated_mass": 0.0,
+    "payload.max_com_distance": 0.3,
+    "grasp.identify_payload": False,
+}
 
 # The sections a parameters file may give the controller manager in, first found wins;
 # "/**/controller_manager" (the bundled file's) applies in every namespace
@@ -161,6 +165,8 @@ class StackConfig:
     # payload.rated_mass [kg] (0: no payload may be set), payload.max_com_distance [m].
     payload_rated_mass: float = 0.0
     payload_max_com_distance: float = 0.3
+    # grasp.identify_payload: the Grasp identifies the held object's mass in HOLD.
+    grasp_identify_payload: bool = False
     # Every parameter as given, flattened (a controller instance's entries, tools that show
     # the file).
     parameters: Mapping[str, Any] = field(default_factory=dict)
@@ -237,6 +243,11 @@ class StackConfig:
             **params,
         }
         values = STACK_PARAMETERS.parse(params)
+        if values["grasp.identify_payload"] and values["payload.rated_mass"] <= 0.0:
+            raise ConfigError(
+                "parameter 'grasp.identify_payload' is true but 'payload.rated_mass' is 0: state "
+                "the arm's rated payload, or no identified payload could be carried"
+            )
         joints = values["arm_joints"] + values["gripper_joints"]
         controllers: dict[str, dict[str, Any]] = {}
         interface_controllers: dict[str, dict[str, Any]] = {}
@@ -302,6 +313,7 @@ class StackConfig:
             joint_states_topic=values["joint_states_topic"],
             payload_rated_mass=values["payload.rated_mass"],
             payload_max_com_distance=values["payload.max_com_distance"],
+            grasp_identify_payload=values["grasp.identify_payload"],
             parameters=dict(params),
             sections=sections,
         )

@@ -252,6 +252,13 @@ PARAMETERS = ParameterSchema(
             "m",
             validator=positive,
         ),
+        ParameterSpec(
+            "grasp.identify_payload",
+            bool,
+            False,
+            "Grasp: identify the held object's mass in HOLD (held still at the lifted pose) and "
+            "carry it in the controllers' model until RELEASE; needs payload.rated_mass",
+        ),
         ParameterSpec("hardware.armed", bool, False, "Real drives refuse to activate unless true"),
         ParameterSpec(
             "hardware.max_state_age",

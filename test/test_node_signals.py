@@ -118,8 +118,11 @@ def test_a_signal_mid_goal_aborts_it_with_a_result_and_exits_cleanly(case):
 
 # --- a double Ctrl-C under launch, many times ---------------------------------------------------
 SIGINT_GAPS = (0.05, 0.3, 1.0)  # [s] from the terminal's SIGINT to launch's own
-# The gaps in turn, >= 20 runs (issue 23): seen before, exit -2 in 1 of 5 runs at 0.3 s.
-DOUBLE_SIGINT_RUNS = 21
+# The gaps in turn. Issue 23 asked for >= 20 runs (seen before its fix: exit -2 in 1 of 5 runs
+# at 0.3 s) and was shown with 21; the suite runs 9 (3 per gap: a 1-in-5 failure at 0.3 s is
+# caught with p ≈ 0.5 per run of the suite, a 1-in-2 one with p ≈ 0.9) — each run starts the
+# node, 166 s for 21 on a loaded machine. CT_DOUBLE_SIGINT_RUNS=21 runs the issue's count.
+DOUBLE_SIGINT_RUNS = int(os.environ.get("CT_DOUBLE_SIGINT_RUNS", "9"))
 START_BOUND = 60.0  # [s] from the start to the node's first /clock (a loaded 2-core machine)
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -128,7 +131,7 @@ def test_a_double_sigint_under_launch_never_ends_the_node_by_the_signal(tmp_path
     """The node started as launch_ros starts it (the installed executable found through the
     ament index, one ``--ros-args`` section with the params file and the name remaps, from a
     directory outside the tree, in its own process group), then SIGINT to the group twice,
-    0.05, 0.3 or 1 s apart (a terminal's Ctrl-C, then launch's own), in turn, 21 times: every
+    0.05, 0.3 or 1 s apart (a terminal's Ctrl-C, then launch's own), in turn, 9 times: every
     run ends with the node's normal exit code 0, its summary printed and no traceback — never by
     the signal (exit -2: a SIGINT that arrived while the interpreter was finalizing, when CPython
     has put SIGINT back to its default action). Each run's node is brought up to its first

@@ -18,6 +18,7 @@ from ct_controllers.model.payload_identification import (
     PayloadRefusal,
     PayloadRegressor,
     Refusal,
+    identify_mass,
     identify_payload,
     plan_holds,
     supporting_joints,
@@ -265,4 +266,43 @@ def test_per_joint_noise_weights_the_precise_joints() -> None:
             holds.q,
             holds.effort,
             settings=IdentificationSettings(joint_noise={unused: 0.1}),
+        )
+
+
+@pytest.mark.parametrize("mass", [0.1, 1.0])
+def test_the_mass_alone_from_one_configuration(mass: float) -> None:
+    """One MuJoCo hold (the first planned configuration) does not determine the COM
+    (identify_payload: unexcited) but does determine the mass: identify_mass gives it within
+    1 % of MuJoCo's with 3σ under 25 g, ``com_determined`` False and NaN COM errors; the COM it
+    returns reproduces the payload's gravity torques at that configuration (Pinocchio, 1e-3
+    N·m), though not the true COM (its component along gravity is not determined)."""
+    holds = _holds(mass)
+    q, effort, v = holds.q[:1], holds.effort[:1], holds.v[:1]
+    model = new_robot_model()
+    refused = identify_payload(model, q, effort, v)
+    assert isinstance(refused, PayloadRefusal) and refused.reason == Refusal.UNEXCITED
+    result = identify_mass(model, q, effort, v)
+    assert isinstance(result, PayloadEstimate), result
+    assert abs(result.payload.mass - mass) <= 0.01 * mass, result
+    assert 3 * result.mass_std <= 0.025 and not result.com_determined
+    assert np.all(np.isnan(result.com_std)) and result.condition < 50.0
+    joints = model.indices(supporting_joints(model))
+    truth = model.with_payload(Payload(mass, COM)).gravity(q[0]) - model.gravity(q[0])
+    staged = model.with_payload(result.payload).gravity(q[0]) - model.gravity(q[0])
+    np.testing.assert_allclose(staged[joints], truth[joints], atol=1e-3 + 0.01 * mass)
+
+
+def test_the_mass_alone_is_refused_when_nothing_carries_it() -> None:
+    """Empty-gripper holds at one configuration: identify_mass refuses (no mass distinguishable
+    from zero), never a mass; bias estimation with it is a caller's error (ValueError)."""
+    holds = _holds(None)
+    model = new_robot_model()
+    result = identify_mass(model, holds.q[:1], holds.effort[:1], holds.v[:1])
+    assert isinstance(result, PayloadRefusal) and result.reason == Refusal.NO_MASS, result
+    with pytest.raises(ValueError, match="bias"):
+        identify_mass(
+            model,
+            holds.q[:1],
+            holds.effort[:1],
+            settings=IdentificationSettings(estimate_bias=True),
         )

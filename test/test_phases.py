@@ -476,3 +476,37 @@ def test_a_measured_grip_width_is_what_hold_judges() -> None:
     assert task.phase == Phase.FAILED and task.failure is not None
     assert task.failure.source == Phase.HOLD and "grip width changed" in task.failure.reason
     assert task.failure.values["grip_width_change"] >= drift - 1e-9
+
+
+@pytest.mark.parametrize("finish_after", [0.4, None])
+def test_the_identify_stage_holds_the_lifted_pose_until_the_identification_is_done(
+    finish_after: float | None,
+) -> None:
+    """With identify_payload, HOLD goes lift → identify → hold → put_down; the identify stage
+    outputs the lifted pose (the hold stage's) and does not end before the outside calls
+    identification_finished (``finish_after`` [s] into the stage), or, without it, before
+    identify_timeout (then ``identification_timed_out``); the pick still ends DONE."""
+    parameters = GraspParameters(identify_payload=True, identify_timeout=1.0)
+    task, world = GraspTask(parameters), World()
+    task.start(GOAL)
+    entered: list[float] = []
+    stages: list[str] = []
+
+    def watch(task: GraspTask, world: World) -> None:
+        if task.phase == Phase.HOLD and (not stages or stages[-1] != task.stage):
+            stages.append(task.stage)
+        if task.identifying:
+            if not entered:
+                entered.append(world.time)
+            if finish_after is not None and world.time - entered[0] >= finish_after:
+                task.identification_finished()
+
+    outputs = run(task, world, 15.0, event=watch)
+    assert task.phase == Phase.DONE, task.failure
+    assert stages == ["lift", "identify", "hold", "put_down"]
+    identify = [o for o in outputs if o.stage == "identify"]
+    lifted = [o for o in outputs if o.stage == "lift"][-1].tcp_target
+    np.testing.assert_allclose(identify[0].tcp_target, lifted)
+    least = finish_after if finish_after is not None else parameters.identify_timeout
+    assert len(identify) * DT >= least
+    assert task.identification_timed_out == (finish_after is None)

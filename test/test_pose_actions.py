@@ -168,7 +168,8 @@ def test_cancel_of_move_to_pose_stops_the_arm(client: Client) -> None:
 
 def test_grasp_picks_the_cube_and_reports_each_phase(client: Client) -> None:
     """A Grasp goal at the cube (on the table at x 0.5 m): SUCCESS with final phase DONE, the
-    four phase durations, and feedback naming the phases as they pass."""
+    four phase durations, and feedback naming the phases as they pass; without
+    grasp.identify_payload its payload fields say nothing was identified ("", NaN)."""
     client.wait_at_rest()
     goal = Grasp.Goal(
         grasp_pose=pose_message((0.5, 0.0, 0.025)),
@@ -181,6 +182,7 @@ def test_grasp_picks_the_cube_and_reports_each_phase(client: Client) -> None:
     result, feedback = send(client, client.grasp, goal, 30.0)  # type: ignore[attr-defined]
     assert result.error_code == Grasp.Result.SUCCESS, result.message
     assert result.final_phase == "DONE"
+    assert result.payload_status == "" and math.isnan(result.payload_mass)
     assert len(result.phase_durations) == 4 and all(d > 0 for d in result.phase_durations)
     phases = [f.phase for f in feedback]
     assert {"APPROACH", "CLOSE", "HOLD", "RELEASE"} <= set(phases)

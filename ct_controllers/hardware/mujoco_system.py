@@ -72,9 +72,11 @@ from ct_controllers.hardware.mujoco_scene import (
     ServoGains,
     build_scene,
     compile_scene,
+    compose_payload,
 )
 from ct_controllers.model.description import RobotDescription
 from ct_controllers.model.grip_geometry import gripper_geometry
+from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, one_of, positive
 
@@ -133,6 +135,12 @@ PARAMETERS = ParameterSchema(
 # working directory] to simulate the robot from (e.g. a MuJoCo Menagerie model), matched to the
 # URDF by joint name (hardware/mujoco_mjcf.py); absent or "" = MuJoCo's import of the URDF.
 SCENE = f"{SECTION}.scene"
+# Optional entries, simulation only: an object fixed at the TCP of the *simulated* arm — mass
+# [kg] (0 = none) and centre of mass [m] in the TCP frame — composed into the TCP's body; the
+# controllers' model knows nothing of it (the truth a payload identification is checked against,
+# as a grasped object would be). The node declares them read-only with the MuJoCo backend.
+SIM_PAYLOAD_MASS = f"{SECTION}.payload_mass"
+SIM_PAYLOAD_COM = f"{SECTION}.payload_com"
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,8 @@ class MujocoConfig:
     width_frames: tuple[str, ...] = ()
     # The table and cube from the robot's reach and gripper (None: the bundled arm's constants).
     objects: GraspScene | None = None
+    # An object fixed at the TCP of the simulated arm (None: none): ``mujoco.payload_*``.
+    payload: Payload | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in (LOCKSTEP, PACED):
@@ -226,6 +236,19 @@ class MujocoSystem(SystemInterface):
         if not isinstance(scene, str):
             raise ConfigError(f"parameter '{SCENE}': expected a path (a string), got {scene!r}")
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
+        mass = config.parameters.get(SIM_PAYLOAD_MASS, 0.0)
+        com = config.parameters.get(SIM_PAYLOAD_COM, (0.0, 0.0, 0.0))
+        try:
+            payload = None if mass == 0.0 else Payload(float(mass), com)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"parameters '{SIM_PAYLOAD_MASS}', '{SIM_PAYLOAD_COM}': {exc}"
+            ) from None
+        if payload is not None and (payload.mass < 0.0 or config.tcp_frame is None):
+            raise ConfigError(
+                f"parameter '{SIM_PAYLOAD_MASS}': a simulated payload needs a mass ≥ 0 and a "
+                f"tcp_frame, got {mass} kg"
+            )
         per_joint = params["command_interfaces"]
         if len(per_joint) == 1:
             per_joint *= len(config.joint_names)
@@ -250,6 +273,7 @@ class MujocoSystem(SystemInterface):
                 gripper_joints=config.gripper_joints,
                 width_frames=config.grip_width_frames,
                 objects=grasp_scene(model, grip),
+                payload=payload,
             ),
         )
 
@@ -274,6 +298,8 @@ class MujocoSystem(SystemInterface):
     # --- lifecycle -------------------------------------------------------------------------
     def _on_configure(self) -> None:
         model = compile_scene(self.scene_spec())
+        if self.config.payload is not None and self.config.tcp_frame is not None:
+            compose_payload(model, self.config.tcp_frame, self.config.payload)
         self.model, self.data = model, mujoco.MjData(model)
         # MjData's arrays as numpy views, taken once (each attribute access builds a new view;
         # MjData never moves them): what every read and write indexes.

@@ -111,6 +111,9 @@ class PayloadEstimate:
     residual_rms: float
     samples: int
     bias: FloatArray
+    # False for a mass-only estimate (:func:`identify_mass`): ``com_std`` is NaN and
+    # ``payload.com`` only the part the holds determine (see there).
+    com_determined: bool = True
 
 
 @dataclass(frozen=True)
@@ -204,8 +207,10 @@ def identify_payload(
     empty_effort: FloatArray | None = None,
     joints: Sequence[str] | None = None,
     settings: IdentificationSettings = IdentificationSettings(),
+    mass_only: bool = False,
 ) -> PayloadResult:
     """Identify the payload at the TCP of ``model`` (its unloaded model is used) from holds.
+    ``mass_only``: :func:`identify_mass` (the same checks of the samples first).
 
     ``q`` (N × nv, model order) [rad | m] the hold configurations, ``effort`` (N × nv) [N·m | N]
     the joint torques measured there (averaged over the hold), ``v`` (N × nv) the joint speeds
@@ -215,6 +220,8 @@ def identify_payload(
     without a torque measurement). Returns a :class:`PayloadEstimate` or a
     :class:`PayloadRefusal`; ValueError for arrays of the wrong shape (a caller's mistake, not
     the data's)."""
+    if mass_only and settings.estimate_bias:
+        raise ValueError("a mass-only identification estimates no bias: difference instead")
     regressor = PayloadRegressor(model, joints)
     q = _samples(q, model.nv, "q")
     effort = _samples(effort, model.nv, "effort")
@@ -263,6 +270,8 @@ def identify_payload(
                 math.nan,
                 count,
             )
+    if mass_only:
+        return _solve_mass(regressor, q, effort, count, empty_q, empty_effort, settings)
     rows = len(regressor.joints)
     blocks, targets = [], []
     for i in range(count):
@@ -350,6 +359,117 @@ def identify_payload(
         residual_rms=float(np.sqrt(np.mean(fitted**2))),
         samples=count,
         bias=bias,
+    )
+
+
+def identify_mass(
+    model: RobotModel,
+    q: FloatArray,
+    effort: FloatArray,
+    v: FloatArray | None = None,
+    joints: Sequence[str] | None = None,
+    settings: IdentificationSettings = IdentificationSettings(),
+) -> PayloadResult:
+    """The payload's mass alone, from holds that need not determine its centre of mass — one
+    configuration is enough (a grasp holding its object still at one pose).
+
+    At one configuration the component of h = m c along gravity (in the TCP frame, R_tcpᵀ ĝ)
+    moves no joint: A(q) has that null direction, and θ = [m, h] is not determined (κ = ∞,
+    :func:`identify_payload` refuses it as unexcited). The mass is: its column has no part in
+    the null direction (e₁ ⟂ null(A)), so it is an estimable function of θ. Solved by the
+    truncated pseudo-inverse of the weighted, column-scaled regressor: singular directions
+    below σ_max / ``max_condition`` are dropped (the null direction), θ̂ is the solution with
+    no part along them, m̂ = θ̂₀ and cov = σ̂² V_r S_r⁻² V_rᵀ (scaled back), σ̂² as in
+    :func:`identify_payload`. The condition reported is that of the kept directions.
+
+    The estimate's ``payload.com`` is ĥ/m̂ with no part along the dropped directions: not the
+    object's centre of mass, but one that gives the same gravity torques at every
+    configuration whose TCP has the same orientation as the holds' (the gravity direction in
+    the TCP frame unchanged: a lift, a carry at a constant tool orientation); ``com_std`` is NaN
+    and ``com_determined`` False. Refusals as :func:`identify_payload`, plus ``unexcited`` when
+    the mass itself is not determined (its column in a dropped direction); ``uncertain`` judges
+    the mass alone."""
+    return identify_payload(model, q, effort, v, joints=joints, settings=settings, mass_only=True)
+
+
+def _solve_mass(
+    regressor: PayloadRegressor,
+    q: FloatArray,
+    effort: FloatArray,
+    count: int,
+    empty_q: FloatArray | None,
+    empty_effort: FloatArray | None,
+    settings: IdentificationSettings,
+) -> PayloadResult:
+    """:func:`identify_mass` on checked samples."""
+    blocks, targets = [], []
+    for i in range(count):
+        blocks.append(regressor.matrix(q[i]))
+        residual = effort[i, regressor.rows] - regressor.unloaded_gravity(q[i])
+        if empty_q is not None and empty_effort is not None:
+            residual -= empty_effort[i, regressor.rows] - regressor.unloaded_gravity(empty_q[i])
+        targets.append(residual)
+    matrix, target = np.vstack(blocks), np.concatenate(targets)
+    weights = np.tile(1.0 / _joint_noise(settings, regressor.joints), count)
+    weighted, weighted_target = matrix * weights[:, None], target * weights
+    norms = np.linalg.norm(weighted, axis=0)
+    if not norms[0] > 0.0:
+        return PayloadRefusal(
+            Refusal.UNEXCITED, "the mass moves no joint used at these holds", math.inf, count
+        )
+    norms[norms == 0.0] = 1.0
+    left, singular, right = np.linalg.svd(weighted / norms, full_matrices=False)
+    kept = int(np.sum(singular > singular[0] / settings.max_condition))
+    if weighted.shape[0] < kept + 1:
+        return PayloadRefusal(
+            Refusal.TOO_FEW,
+            f"{weighted.shape[0]} equations for {kept} determined unknowns: hold longer or in "
+            "more configurations",
+            math.nan,
+            count,
+        )
+    dropped = right[kept:]
+    if dropped.size and float(np.max(np.abs(dropped[:, 0]))) > 1e-3:
+        return PayloadRefusal(
+            Refusal.UNEXCITED,
+            "the holds do not determine the mass: it shares an unexcited direction with the "
+            f"centre of mass (its part {float(np.max(np.abs(dropped[:, 0]))):.2g})",
+            math.inf,
+            count,
+        )
+    condition = float(singular[0] / singular[kept - 1])
+    basis, inverse = right[:kept].T, 1.0 / singular[:kept]
+    scaled = basis @ (inverse * (left[:, :kept].T @ weighted_target))
+    solution = scaled / norms
+    fitted = target - matrix @ solution  # [N·m | N]
+    dof = weighted.shape[0] - kept
+    scale = max(float(np.sum((fitted * weights) ** 2)) / dof, 1.0)
+    covariance = scale * (basis * inverse**2) @ basis.T / np.outer(norms, norms)
+    mass, mass_std = float(solution[0]), math.sqrt(max(float(covariance[0, 0]), 0.0))
+    if not mass > 3.0 * mass_std:
+        return PayloadRefusal(
+            Refusal.NO_MASS,
+            f"mass {mass:.4g} ± {mass_std:.2g} kg is not distinguishable from zero: no payload",
+            condition,
+            count,
+        )
+    if 3.0 * mass_std > settings.mass_tolerance:
+        return PayloadRefusal(
+            Refusal.UNCERTAIN,
+            f"estimate m = {mass:.4g} kg too uncertain: mass ± {mass_std:.3g} kg (3σ limit "
+            f"{settings.mass_tolerance:g})",
+            condition,
+            count,
+        )
+    return PayloadEstimate(
+        payload=Payload(mass, np.asarray(solution[1:4] / mass, dtype=np.float64)),
+        mass_std=mass_std,
+        com_std=np.full(3, math.nan),
+        condition=condition,
+        residual_rms=float(np.sqrt(np.mean(fitted**2))),
+        samples=count,
+        bias=np.zeros(regressor.model.nv),
+        com_determined=False,
     )
 
 

@@ -6,7 +6,8 @@ control loop and publishes snapshots. It never calls the hardware; the loop thre
 Publishes ``/ct/joint_states`` (sensor_msgs/JointState, stamped with the measurement time),
 ``/ct/controller_state``, ``/diagnostics``, ``/robot_description``, ``/tf_static``, ``/tf`` and,
 with the MuJoCo backend, ``/clock`` (sim time).
-Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``/ct/<gripper controller>/
+Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``~/identify_payload``
+(``ros/identify_payload.py``), ``/ct/<gripper controller>/
 gripper_cmd`` (control_msgs GripperCommand / ParallelGripperCommand), ros2_control's controller
 manager services (``~/list_controllers``, ``~/switch_controller``, ``~/load_controller``, ...:
 ``ros/controller_manager_services.py``) and ``~/reset_fault``. Takes streamed TCP targets on
@@ -54,6 +55,7 @@ from ct_controllers.ros.follow_joint_trajectory import (  # noqa: E402
 from ct_controllers.ros.goals import RESULT_TIMEOUT, GoalArbiter  # noqa: E402
 from ct_controllers.ros.grasp_action import GraspServer  # noqa: E402
 from ct_controllers.ros.gripper_command_action import gripper_servers  # noqa: E402
+from ct_controllers.ros.identify_payload import IdentifyPayloadServer  # noqa: E402
 from ct_controllers.ros.move_joints import MoveJointsServer  # noqa: E402
 from ct_controllers.ros.move_to_pose import MoveToPoseServer  # noqa: E402
 from ct_controllers.ros.node_uniqueness import UniquenessCheck, standard_actions  # noqa: E402
@@ -144,6 +146,10 @@ class ControlNode(Node):
         self.grasp = GraspServer(
             self, self.stack, self.manager, self.arbiter, self.move_to_pose.ik, group
         )
+        # ~/identify_payload: a motion goal; an accepted estimate is set as payload.mass/.com.
+        self.identify_payload = IdentifyPayloadServer(
+            self, self.stack, self.manager, self.arbiter, group
+        )
         self.trajectory_controllers = [
             JointTrajectoryControllerServer(
                 self, self.stack, self.manager, self.arbiter, group, name, entries
@@ -180,10 +186,31 @@ class ControlNode(Node):
             self.manager,
             goal_target=self.arbiter.target,
             recorder=self.recorder,
-            extra_diagnostics=self.streams.diagnostics,
+            extra_values=self._diagnostic_values,
         )
         self.state_publishers.start()
         self.viewer = self._open_viewer() if viewer else None
+
+    def _diagnostic_values(self) -> dict[str, str]:
+        """/diagnostics' values of the node's own: the payload's and the streams' counters."""
+        values = self._payload_diagnostics()
+        values.update({key: str(value) for key, value in self.streams.diagnostics().items()})
+        return values
+
+    def _payload_diagnostics(self) -> dict[str, str]:
+        """/diagnostics: the payload the controllers carry (the parameters', or a grasp's
+        identified one until its RELEASE) and the last grasp's identification."""
+        carried = self.stack.controllers[self.manager.selected].payload
+        values = {
+            "payload_mass": "0" if carried is None else f"{carried.mass:.4g}",
+            "payload_com": "" if carried is None else " ".join(f"{c:.4g}" for c in carried.com),
+        }
+        outcome = self.grasp.last_payload
+        if outcome is not None:
+            values["grasp_payload_status"] = outcome.status
+            values["grasp_payload_mass"] = f"{outcome.mass:.4g}"
+            values["grasp_payload_message"] = outcome.message
+        return values
 
     def _carrying(self, factory: ControllerFactory) -> ControllerFactory:
         """``factory``, its controllers (loaded later by the controller manager's services)

@@ -83,6 +83,21 @@ class GoalArbiter:
             self._target = target
             return self._current, result
 
+    def start_if_idle(
+        self, take_over: Callable[[], T], target: Callable[[], Any] | None = None
+    ) -> tuple[int, T] | None:
+        """As :meth:`start`, but only when no goal is current (None then, and ``take_over`` is
+        not called): for a goal that must not preempt a running one (an identification
+        refuses to run while another goal moves the arm). The check and the start under one
+        lock: a goal starting at the same moment is either seen or starts after this one."""
+        with self._lock:
+            if self._current != 0:
+                return None
+            result = take_over()
+            self._current = next(self._counter)
+            self._target = target
+            return self._current, result
+
     def target(self) -> Any:
         """The current goal's TCP target (a copy of a 4x4 pose in the base frame), or None when
         no goal runs or it has no pose target now. Any thread."""
@@ -289,6 +304,8 @@ def motion_action_server(
 
 def _action_topic(node: Any, name: str) -> str:
     """The action's full name: ``name`` if absolute, else under the node's namespace."""
+    if name.startswith("~"):  # private: under the node's own name
+        return f"{node.get_fully_qualified_name()}{name[1:]}"
     return name if name.startswith("/") else f"{node.get_namespace().rstrip('/')}/{name}"
 
 

@@ -41,7 +41,14 @@ from ct_controllers.ros.pose_goals import (
     pose_from_message,
     summarize_pose,
 )
-from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
+from ct_controllers.runtime.grasp_payload import NOT_RUN, GraspPayload, GraspPayloadOutcome
+from ct_controllers.tasks.phases import (
+    ACTIVE_PHASES,
+    GraspGoal,
+    GraspParameters,
+    GraspTask,
+    Phase,
+)
 
 Result = Grasp.Result
 FEEDBACK_PERIOD = 0.05  # [s]
@@ -62,6 +69,11 @@ class GraspServer:
         self.loop = stack.loop
         self._feedback_model = stack.model.with_own_data()  # this node's goal threads
         self.minimum_effort = minimum_grasp_effort(stack)  # [N] per finger
+        # grasp.identify_payload: HOLD identifies the object's mass (runtime/grasp_payload.py).
+        self.identify = bool(self.config.grasp_identify_payload)
+        self._identification_model = stack.model.with_own_data() if self.identify else None
+        # The last grasp's identification (for /diagnostics), None before any.
+        self.last_payload: GraspPayloadOutcome | None = None
         self.server = motion_action_server(
             node,
             Grasp,
@@ -166,52 +178,78 @@ class GraspServer:
             return self._result(rejection.code, str(rejection), None)
         runner = self._runner()
         runner.task.start(request)
+        payload = self._payload()
         token, _ = self.arbiter.start(
             lambda: self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner),
             target=lambda: _tcp_target(runner),  # the ct_goal TF frame
         )
         try:
-            return self._follow(goal_handle, token, runner)
+            return self._follow(goal_handle, token, runner, payload)
         finally:
+            if payload is not None:
+                payload.clear()  # however the goal ended, the object is no longer the model's
             if self.arbiter.is_current(token):
                 self.loop.hold()
                 self.manager.release()
             self.arbiter.finish(token)
 
-    def _runner(self) -> GraspRunner:
-        return build_grasp_runner(self.stack, self.stack.controllers[self.manager.selected])
+    def _payload(self) -> GraspPayload | None:
+        """This goal's HOLD identification (None unless grasp.identify_payload)."""
+        if self._identification_model is None:
+            return None
+        return GraspPayload(
+            self._identification_model,
+            self.stack.controllers,
+            self.config.payload_limits,
+            restore=lambda: getattr(self.node, "payload", None),  # the node's parameters'
+        )
 
-    def _follow(self, goal_handle: Any, token: int, runner: GraspRunner) -> Any:
+    def _runner(self) -> GraspRunner:
+        return build_grasp_runner(
+            self.stack,
+            self.stack.controllers[self.manager.selected],
+            task=GraspTask(GraspParameters(identify_payload=self.identify)),
+        )
+
+    def _follow(
+        self, goal_handle: Any, token: int, runner: GraspRunner, payload: GraspPayload | None
+    ) -> Any:
         task = runner.task
+
+        def result(code: int, message: str) -> Any:
+            return self._result(code, message, task, self._payload_outcome(task, payload))
+
         last_tick = -1
         while not self.arbiter.stopping.is_set():
             snapshot = self.loop.wait_for_snapshot(last_tick, timeout=1.0)
             if not self.loop.running:
                 goal_handle.abort()
                 message = self.loop.stopped_reason or "the control loop is not running"
-                return self._result(Result.FAULT, message, task)
+                return result(Result.FAULT, message)
             if snapshot is None or snapshot.tick == last_tick:
                 goal_handle.abort()
-                return self._result(Result.FAULT, "no state from the control loop", task)
+                return result(Result.FAULT, "no state from the control loop")
             last_tick = snapshot.tick
+            if payload is not None:
+                payload.step(task, snapshot)  # in HOLD's identify stage: measure, identify
+                if task.phase in (Phase.RELEASE, Phase.DONE, Phase.FAILED):
+                    payload.clear()  # the object is let go: out of the model
             if snapshot.fault:
                 goal_handle.abort()
-                return self._result(Result.FAULT, snapshot.fault, task)
+                return result(Result.FAULT, snapshot.fault)
             if not self.arbiter.is_current(token):
                 goal_handle.abort()
-                return self._result(Result.PREEMPTED, "preempted by a newer goal", task)
+                return result(Result.PREEMPTED, "preempted by a newer goal")
             if goal_handle.is_cancel_requested:
                 goal_handle.canceled()
-                return self._result(Result.CANCELED, "canceled; stopping and holding", task)
+                return result(Result.CANCELED, "canceled; stopping and holding")
             if task.phase == Phase.DONE:
                 goal_handle.succeed()
-                return self._result(Result.SUCCESS, _success_message(task), task)
+                return result(Result.SUCCESS, _success_message(task))
             if task.phase == Phase.FAILED and task.failure is not None:
                 goal_handle.abort()
-                return self._result(
-                    Result.PHASE_FAILED,
-                    f"{task.failure.source.value}: {task.failure.reason}",
-                    task,
+                return result(
+                    Result.PHASE_FAILED, f"{task.failure.source.value}: {task.failure.reason}"
                 )
             records = task.transitions
             entered = records[-1].time if records else snapshot.stamp
@@ -224,7 +262,7 @@ class GraspServer:
             goal_handle.publish_feedback(feedback)
             time.sleep(FEEDBACK_PERIOD)
         goal_handle.abort()
-        return self._result(Result.FAULT, SHUTTING_DOWN, task)
+        return result(Result.FAULT, SHUTTING_DOWN)
 
     def _position_error(self, runner: GraspRunner, q: np.ndarray) -> float:
         """TCP position error [m] to the phase machine's current target (feedback thread's
@@ -235,23 +273,60 @@ class GraspServer:
         tcp = self._feedback_model.frame_pose(q)
         return float(np.linalg.norm(output.tcp_target[:3, 3] - tcp[:3, 3]))
 
+    def _payload_outcome(
+        self, task: GraspTask, payload: GraspPayload | None
+    ) -> GraspPayloadOutcome | None:
+        """What the goal's HOLD identification came to (None: not configured); kept for
+        /diagnostics."""
+        if payload is None:
+            return None
+        outcome = payload.outcome
+        if not payload.done and task.identification_timed_out:
+            outcome = GraspPayloadOutcome(
+                NOT_RUN,
+                f"the identification did not finish within {task.parameters.identify_timeout} s "
+                "of HOLD's identify stage",
+            )
+        self.last_payload = outcome
+        return outcome
+
     @staticmethod
-    def _result(code: int, message: str, task: GraspTask | None) -> Any:
+    def _result(
+        code: int,
+        message: str,
+        task: GraspTask | None,
+        payload: GraspPayloadOutcome | None = None,
+    ) -> Any:
         if task is None:
-            return Result(error_code=code, message=message)
+            return _with_payload(Result(error_code=code, message=message), payload)
         final = (
             task.phase.value
             if task.phase != Phase.FAILED or task.failure is None
             else (task.failure.source.value)
         )
         durations = task.phase_durations
-        return Result(
-            error_code=code,
-            message=message,
-            final_phase=final,
-            phase_durations=[float(durations.get(p, 0.0)) for p in ACTIVE_PHASES],
-            checks=list(task.checks),
+        return _with_payload(
+            Result(
+                error_code=code,
+                message=message,
+                final_phase=final,
+                phase_durations=[float(durations.get(p, 0.0)) for p in ACTIVE_PHASES],
+                checks=list(task.checks),
+            ),
+            payload,
         )
+
+
+def _with_payload(result: Any, payload: GraspPayloadOutcome | None) -> Any:
+    """``result`` with its payload fields: the outcome's, or "" and NaN when the grasp does
+    not identify (grasp.identify_payload false)."""
+    outcome = payload or GraspPayloadOutcome("", "")
+    result.payload_status = outcome.status
+    result.payload_message = outcome.message
+    result.payload_mass = float(outcome.mass)
+    result.payload_mass_std = float(outcome.mass_std)
+    result.payload_condition = float(outcome.condition)
+    return result
 
 
 def no_gripper_refusal(fingers: tuple[str, ...] | list[str]) -> str | None:

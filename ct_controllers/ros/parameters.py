@@ -53,6 +53,21 @@ PAYLOAD_PARAMETERS: dict[str, tuple[Any, str]] = {
 }
 
 
+# Simulation only (MuJoCo backend, read-only): an object fixed at the simulated arm's TCP that
+# the controllers' model does not know — the truth a payload identification is checked against.
+SIM_PAYLOAD_PARAMETERS: dict[str, tuple[Any, str]] = {
+    "mujoco.payload_mass": (
+        0.0,
+        "Simulation only: mass of an object fixed at the simulated arm's TCP [kg], unknown to "
+        "the controllers' model; 0 = none",
+    ),
+    "mujoco.payload_com": (
+        [0.0, 0.0, 0.0],
+        "Simulation only: that object's centre of mass [m], x y z in the TCP frame",
+    ),
+}
+
+
 def payload_from_parameters(mass: Any, com: Any, limits: PayloadLimits) -> Payload | None:
     """The payload ``payload.mass`` [kg] and ``payload.com`` [m] (TCP frame) describe, checked
     against the arm's ``limits``: None for mass 0 (nothing carried). PayloadError naming the
@@ -265,6 +280,9 @@ def declare_all(node: Any) -> dict[str, Any]:
                 )
     for name, (default, description) in PAYLOAD_PARAMETERS.items():
         values[name] = declare_entry(node, name, default, description, live=True)
+    if values["backend"] == "mujoco":  # the simulated arm's own load (read-only)
+        for name, (default, description) in SIM_PAYLOAD_PARAMETERS.items():
+            values[name] = declare_entry(node, name, default, description)
     for name, (default, description) in ROS_ONLY.items():
         node.declare_parameter(
             name,

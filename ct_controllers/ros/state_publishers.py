@@ -64,10 +64,11 @@ class StateMessages:
         active: Callable[[], str],
         gc_monitor: Any = None,
         node: str = "/ct/controller_manager",
-        extra: Callable[[], Mapping[str, object]] | None = None,
+        extra_values: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.stack = stack
-        self.extra = extra  # more key → value pairs for the status (the streams' counters)
+        # More key/values for the diagnostic status, asked when it is built (the payload).
+        self.extra_values = extra_values
         self.diagnostic_name = f"{node.lstrip('/')}: control loop"
         self.config = stack.config
         self.active = active
@@ -171,8 +172,8 @@ class StateMessages:
                     for key, value in self.stack.loop.diagnostics().items()
                 ),
                 *(
-                    KeyValue(key=key, value=str(value))
-                    for key, value in (self.extra() if self.extra is not None else {}).items()
+                    KeyValue(key=key, value=value)
+                    for key, value in (self.extra_values() if self.extra_values else {}).items()
                 ),
             ],
         )
@@ -207,13 +208,14 @@ class StatePublishers:
         diagnostics_rate: float = 1.0,  # [Hz]
         goal_target: Callable[[], Any] | None = None,
         recorder: Any = None,
-        extra_diagnostics: Callable[[], Mapping[str, object]] | None = None,
+        extra_values: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """Creates the publishers; :meth:`start` starts publishing, :meth:`stop` ends it.
         ``goal_target``: the running goal's TCP target or None (``GoalArbiter.target``), drawn
         as the ``ct_goal`` TF frame. ``recorder``: a
         :class:`~ct_controllers.ros.recorder.McapRecorder` that gets every message published
-        here (but /clock), stamped with the node's clock."""
+        here (but /clock), stamped with the node's clock. ``extra_values``: more key/values
+        for the diagnostic status (asked at each)."""
         self.node, self.stack, self.manager = node, stack, manager
         self.config = stack.config
         self.recorder = recorder
@@ -222,7 +224,7 @@ class StatePublishers:
             lambda: str(manager.active),
             getattr(node, "gc_monitor", None),
             node=node.get_fully_qualified_name(),
-            extra=extra_diagnostics,
+            extra_values=extra_values,
         )
         self.joint_states = node.create_publisher(JointState, "joint_states", 10)
         # The same message on joint_state_broadcaster's topic for robot_state_publisher, MoveIt

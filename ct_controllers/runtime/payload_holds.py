@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ct_controllers.errors import CtError
 from ct_controllers.runtime.control_loop import ControlLoop
 from ct_controllers.types import FloatArray
 
@@ -32,7 +33,7 @@ class HoldSamples:
     effort: FloatArray
 
 
-class HoldError(RuntimeError):
+class HoldError(CtError, RuntimeError):
     """A hold could not be measured: the motion to it did not succeed, or no snapshot came."""
 
 
@@ -44,6 +45,7 @@ def measure_holds(
     settle: float = 1.0,
     average: float = 0.2,
     timeout: float = 20.0,
+    progress: Callable[[int, str], None] | None = None,
 ) -> HoldSamples:
     """For each of ``configurations`` (model order; the joints ``joint_names`` are moved, the
     others held by the loop as they are): a joint motion there, then ``settle`` [s] of holding,
@@ -51,7 +53,10 @@ def measure_holds(
     of the loop's time pass. :class:`HoldError` when a motion of the loop is running (nothing is
     moved), or naming the hold when its motion fails or does not end within ``timeout`` [s], or
     no snapshot comes. (A goal run by a chain controller is not a loop motion: the caller
-    checks its own goals.)"""
+    checks its own goals.) ``progress(hold, stage)``, if given, is told each hold's stages as
+    they begin (``moving``, ``settling``, ``measuring``); an exception ``advance`` or
+    ``progress`` raises (a canceled goal) ends the measurement there and propagates, the arm
+    left to the loop (the caller holds it)."""
     model = loop.model
     indices = model.indices(joint_names)
     latest = loop.snapshot()
@@ -64,6 +69,8 @@ def measure_holds(
     rows: list[tuple[FloatArray, FloatArray, FloatArray]] = []
     for number, configuration in enumerate(configurations):
         target = np.asarray(configuration, dtype=np.float64)[indices]
+        if progress is not None:
+            progress(number, "moving")
         motion = loop.request_motion(list(joint_names), target)
         waited = 0.0
         while True:
@@ -79,7 +86,11 @@ def measure_holds(
             if loop.fault is not None:
                 why += f" (fault latched: {loop.fault})"
             raise HoldError(f"hold {number}: the motion to it ended {status.state}{why}")
+        if progress is not None:
+            progress(number, "settling")
         advance(settle)
+        if progress is not None:
+            progress(number, "measuring")
         sums = [np.zeros(model.nv) for _ in range(3)]
         count, last, tries = 0, -1, 0
         while count * step < average:

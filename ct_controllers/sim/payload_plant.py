@@ -21,7 +21,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
+from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene, compose_payload
 from ct_controllers.model.description import RobotDescription
 from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
@@ -157,55 +157,7 @@ def static_holds(
     return Holds(q, v, effort)
 
 
-def _rotation(quaternion: FloatArray) -> FloatArray:
-    """The 3 x 3 rotation of a MuJoCo quaternion (w, x, y, z)."""
-    flat = np.zeros(9)
-    mujoco.mju_quat2Mat(flat, np.asarray(quaternion, dtype=np.float64))
-    return flat.reshape(3, 3)
-
-
 def load_mujoco_scene(model: mujoco.MjModel, tcp_frame: str, payload: Payload) -> None:
-    """Add ``payload`` to a compiled scene (the MuJoCo backend's, under its lock): the body that
-    carries the TCP site becomes that body and the payload composed into one rigid body — mass
-    m₁ + m, centre of mass (m₁ p₁ + m p)/(m₁ + m), inertia Σ Iᵢ + mᵢ (|dᵢ|² E − dᵢ dᵢᵀ) about it
-    (dᵢ from the new centre of mass) in principal axes — and MuJoCo's derived constants are
-    recomputed (``mj_setConst``). The simulator's *model* changes, as a grasp would change the
-    real arm; its state is untouched."""
-    site = model.site(tcp_frame)
-    body = int(site.bodyid[0])
-    site_rotation = _rotation(model.site_quat[site.id])
-    # The payload in the body's frame.
-    payload_com = model.site_pos[site.id] + site_rotation @ payload.com
-    payload_inertia = (
-        np.zeros((3, 3))
-        if payload.inertia is None
-        else site_rotation @ payload.inertia @ site_rotation.T
-    )
-    # The body's own inertia in its frame (principal axes iquat, moments body_inertia).
-    frame = _rotation(model.body_iquat[body])
-    own_mass = float(model.body_mass[body])
-    own_com = model.body_ipos[body].copy()
-    own_inertia = frame @ np.diag(model.body_inertia[body]) @ frame.T
-    mass = own_mass + payload.mass
-    com = (own_mass * own_com + payload.mass * payload_com) / mass
-    inertia = np.zeros((3, 3))
-    for part_mass, part_com, part_inertia in (
-        (own_mass, own_com, own_inertia),
-        (payload.mass, payload_com, payload_inertia),
-    ):
-        offset = part_com - com
-        inertia += part_inertia + part_mass * (
-            offset @ offset * np.eye(3) - np.outer(offset, offset)
-        )
-    moments, axes = np.linalg.eigh(inertia)
-    if np.linalg.det(axes) < 0:
-        axes[:, 0] = -axes[:, 0]  # a rotation, not a reflection
-    quaternion = np.zeros(4)
-    mujoco.mju_mat2Quat(quaternion, axes.ravel())
-    model.body_mass[body] = mass
-    model.body_ipos[body] = com
-    model.body_iquat[body] = quaternion
-    model.body_inertia[body] = moments
-    # On scratch data of its own: mj_setConst evaluates the model at qpos0 in the data it is
-    # given, and the backend's state must stay as it is.
-    mujoco.mj_setConst(model, mujoco.MjData(model))
+    """Add ``payload`` to a compiled scene: :func:`~ct_controllers.hardware.mujoco_scene.
+    compose_payload` (kept under this name for the benches and tests that use it)."""
+    compose_payload(model, tcp_frame, payload)

@@ -27,7 +27,8 @@ home and the bridge's command order come from the configuration FILE (default: t
 
 Lines on standard input change its behaviour, for fault injection: ``nan`` (positions NaN),
 ``unknown`` (one joint renamed), ``shuffle`` (joints published in reverse order), ``unstamped``
-(zero stamps), ``ok`` (back to normal), ``object W`` / ``object none`` (an object W [m] wide
+(zero stamps), ``no_effort`` (an empty effort field, as for hardware without effort state
+interfaces), ``ok`` (back to normal), ``object W`` / ``object none`` (an object W [m] wide
 between the fingers from now on, or none), ``report`` (one JSON line on standard output: true
 positions and velocities by name, commands received, non-finite or malformed commands, the
 largest |command| per joint, the fingers' contact forces, when the mode last changed), ``quit``.
@@ -194,7 +195,9 @@ class Plant:
         message.name = names
         message.position = position.tolist()
         message.velocity = velocity.tolist()
-        message.effort = effort.tolist()
+        # no_effort: as joint_state_broadcaster publishes for hardware without effort state
+        # interfaces (a position-only robot): an empty effort field.
+        message.effort = [] if mode == "no_effort" else effort.tolist()
         self.publisher.publish(message)
 
     def _servos(self) -> dict[int, tuple[float, float, float, float]]:
@@ -377,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(plant.report()), flush=True)
             elif word == "quit":
                 break
-            elif word in ("nan", "unknown", "shuffle", "unstamped", "ok"):
+            elif word in ("nan", "unknown", "shuffle", "unstamped", "no_effort", "ok"):
                 with plant.lock:
                     plant.mode = word
                     plant.mode_since = time.time()

@@ -22,6 +22,9 @@ Phase by phase, what it writes and the observed condition that ends it:
   grip_effort_fraction of grasp_effort — and, where the object's pose is observed, the object to
   rise with the lift and stay put relative to the TCP for hold_duration. The fingers closing to
   the empty minimum, or the width changing by more than slip_failure, is a lost object: FAILED.
+  With ``identify_payload``, an ``identify`` stage before ``hold`` at the same pose: the same
+  grip checks, and it ends only once the outside says the payload identification is done
+  (:meth:`GraspTask.identification_finished`) or after ``identify_timeout``.
 - RELEASE: open, then retreat along −tool z; ends when the fingers are open past release_width
   (a measured grip width: past that fraction of the full opening) and the TCP moved away (and,
   where observed, the object stayed).
@@ -155,6 +158,12 @@ class GraspParameters:
     # of the gripper's full opening, release_width / open_width).
     release_width: float = 0.03
     retreat_distance: float = 0.03  # TCP travel away from the object before DONE [m]
+    # HOLD's "identify" stage (before "hold", at the same pose): the arm held still while the
+    # outside identifies the payload from the joint torques and says it is done
+    # (:meth:`GraspTask.identification_finished`); at most identify_timeout [s], which HOLD's
+    # timeout grows by. False: no such stage.
+    identify_payload: bool = False
+    identify_timeout: float = 4.0
 
 
 class GraspObservation(NamedTuple):
@@ -288,12 +297,27 @@ class GraspTask:
         self._stage_output: TaskOutput | None = None  # of the current stage
         self._grip_width: float | None = None  # [m] the grip width when CLOSE ended
         self._checks: dict[str, None] = {}  # the checks that ended a phase or stage, in order
+        # Set by another thread (the one identifying the payload) when it is done: a bool
+        # written once, read by the control thread's ticks.
+        self._identified = False
+        self.identification_timed_out = False
 
     def start(self, goal: GraspGoal) -> None:
         """Begin a run. Refused unless freshly reset (no implicit restart after DONE/FAILED)."""
         if self.goal is not None:
             raise RuntimeError(f"task already ran (phase {self.phase.value}); call reset() first")
         self.goal = goal
+
+    def identification_finished(self) -> None:
+        """The payload identification of HOLD's ``identify`` stage is done (whatever its
+        outcome): the stage may end once its other conditions hold. Any thread."""
+        self._identified = True
+
+    @property
+    def identifying(self) -> bool:
+        """In HOLD's ``identify`` stage: the arm is held at the lifted pose for the outside to
+        identify the payload."""
+        return self.phase == Phase.HOLD and self.stage == "identify"
 
     @property
     def finished(self) -> bool:
@@ -346,11 +370,12 @@ class GraspTask:
                 now, f"observations stale for more than {p.stale_limit} s", {"observation_age": age}
             )
         elapsed = now - self._phase_start
-        if elapsed > p.timeouts[self.phase]:
+        limit = p.timeouts[self.phase]
+        if self.phase == Phase.HOLD and p.identify_payload:
+            limit += p.identify_timeout  # the identify stage's own time
+        if elapsed > limit:
             return self._fail(
-                now,
-                f"{self.phase.value} timed out after {p.timeouts[self.phase]} s",
-                {"elapsed": elapsed},
+                now, f"{self.phase.value} timed out after {limit} s", {"elapsed": elapsed}
             )
         result = self._handlers[self.phase](now, observation, usable)
         return result if result is not None else self._output()
@@ -429,7 +454,7 @@ class GraspTask:
         return None
 
     def _hold(self, now: float, obs: GraspObservation, usable: bool) -> TaskOutput | None:
-        """Stages lift → (carry) → hold → put_down. Losing the object (slip beyond
+        """Stages lift → (carry) → (identify) → hold → put_down. Losing the object (slip beyond
         slip_failure from the grasp) fails at any stage; the hold stage needs the object's pose
         relative to the TCP to stay within slip_tolerance of what it was when the hold began,
         for hold_duration; the lift needs the object to have risen with the TCP."""
@@ -468,6 +493,12 @@ class GraspTask:
         if self.stage == "hold" and obs.object_pose is not None:
             hold_slip = self._slip(obs, self._object_in_tcp_at_hold) if usable else math.inf
             condition = condition and hold_slip <= p.slip_tolerance
+        if self.stage == "identify" and not self._identified:
+            assert self._stage_start is not None
+            if now - self._stage_start <= p.identify_timeout:
+                condition = False  # held still for the identification until it is done
+            else:
+                self.identification_timed_out = True
         if self._judge(now, obs, condition):
             # The verdict's values and checks, built only when it is reached (not every tick).
             values = {
@@ -555,6 +586,8 @@ class GraspTask:
         stages = [("lift", _translated(goal.grasp_pose, up))]
         if goal.place_pose is not None:
             stages.append(("carry", _translated(place, up)))
+        if self.parameters.identify_payload:  # held still at the lifted (carried) pose
+            stages.append(("identify", stages[-1][1]))
         stages.append(("hold", stages[-1][1]))
         stages.append(("put_down", np.array(place)))
         return stages
