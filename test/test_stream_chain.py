@@ -68,9 +68,9 @@ def stream_and_stop(
 
 
 def _check_halt(speeds, positions, target, speed, dt, rest=1e-3) -> None:
-    """At rest (below ``rest`` [m/s], 1 mm/s) at the end, no farther past the last target along y than the servo's
-    stop allows (a 3 mm margin for the arm's own lag), and the speed falls at no more than 1.5
-    times the servo's deceleration over any 30 ms."""
+    """At rest (below ``rest`` [m/s], 1 mm/s by default) at the end, no farther past the last
+    target along y than the servo's stop allows (a 3 mm margin for the arm's own lag), and the
+    speed falls at no more than 1.5 times the servo's deceleration over any 30 ms."""
     assert speeds[-1] < rest
     stop = speed**2 / (2 * PARAMS.max_linear_acceleration) + speed * PARAMS.incoming_command_timeout
     assert positions[-1][1] - target[1, 3] <= stop + 0.003
