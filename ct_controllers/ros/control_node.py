@@ -10,7 +10,9 @@ Serves ``/ct/move_joints``, ``/ct/move_to_pose``, ``/ct/grasp``, ``~/identify_pa
 (``ros/identify_payload.py``), ``/ct/<gripper controller>/
 gripper_cmd`` (control_msgs GripperCommand / ParallelGripperCommand), ros2_control's controller
 manager services (``~/list_controllers``, ``~/switch_controller``, ``~/load_controller``, ...:
-``ros/controller_manager_services.py``) and ``~/reset_fault``. Gains are live parameters (see
+``ros/controller_manager_services.py``) and ``~/reset_fault``. Takes streamed TCP targets on
+``~/target_pose`` and ``~/target_twist`` while the live parameter ``stream.command_type`` selects
+one, with ``~/servo_status`` (``ros/streams.py``). Gains are live parameters (see
 ``ros/parameters.py``).
 """
 
@@ -68,6 +70,7 @@ from ct_controllers.ros.parameters import (  # noqa: E402
 )
 from ct_controllers.ros.recorder import McapRecorder  # noqa: E402
 from ct_controllers.ros.state_publishers import StatePublishers  # noqa: E402
+from ct_controllers.ros.streams import StreamServer  # noqa: E402
 from ct_controllers.runtime.controller_claims import interface_controller_joints  # noqa: E402
 from ct_controllers.runtime.controller_manager import (  # noqa: E402
     ControllerFactory,
@@ -156,6 +159,8 @@ class ControlNode(Node):
         # control_msgs GripperCommand / ParallelGripperCommand on <entry>/gripper_cmd
         self.gripper_servers = gripper_servers(self, self.stack, self.manager, self.arbiter, group)
         self.controller_services = ControllerManagerServices(self, self.stack, self.manager, group)
+        # ~/target_pose, ~/target_twist: selected by the live parameter stream.command_type
+        self.streams = StreamServer(self, self.stack, self.manager, self.arbiter, group)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # Everything built so far lives for the node's life: move it out of the collector's
         # generations so that collections (which stop every thread, the control thread too)
@@ -181,10 +186,16 @@ class ControlNode(Node):
             self.manager,
             goal_target=self.arbiter.target,
             recorder=self.recorder,
-            extra_values=self._payload_diagnostics,
+            extra_values=self._diagnostic_values,
         )
         self.state_publishers.start()
         self.viewer = self._open_viewer() if viewer else None
+
+    def _diagnostic_values(self) -> dict[str, str]:
+        """/diagnostics' values of the node's own: the payload's and the streams' counters."""
+        values = self._payload_diagnostics()
+        values.update({key: str(value) for key, value in self.streams.diagnostics().items()})
+        return values
 
     def _payload_diagnostics(self) -> dict[str, str]:
         """/diagnostics: the payload the controllers carry (the parameters', or a grasp's
@@ -235,6 +246,13 @@ class ControlNode(Node):
         is staged unless every parameter in the set is valid."""
         # <controller>.type / .params_file (the spawner's) are the services' to check.
         parameters = [p for p in parameters if not self.controller_services.owns(p.name)]
+        # stream.command_type: the stream's own check; selected once the whole set passed.
+        streams = [p for p in parameters if self.streams.owns(p.name)]
+        parameters = [p for p in parameters if not self.streams.owns(p.name)]
+        for stream in streams:
+            problem = self.streams.check(stream.value)
+            if problem is not None:
+                return SetParametersResult(successful=False, reason=problem)
         given = {p.name: _plain(p.value) for p in parameters if p.name in PAYLOAD_PARAMETERS}
         try:
             payload_set = bool(given)
@@ -267,6 +285,8 @@ class ControlNode(Node):
         if payload_set:  # checked above: taken at each controller's next tick, with the gains
             self.payload = payload
             stage_payload(self.stack.controllers, payload, self.config.payload_limits)
+        for stream in streams:
+            self.streams.select(stream.value)
         return SetParametersResult(successful=True)
 
     def _check_stability(self, controller: str, gains: dict[str, Any]) -> list[str]:
