@@ -30,6 +30,7 @@ from control_msgs.action import FollowJointTrajectory, GripperCommand, ParallelG
 from control_msgs.msg import GripperCommand as GripperCommandMessage
 from control_msgs.msg import (
     JointComponentTolerance,
+    JointJog,
     JointTolerance,
     JointTrajectoryControllerState,
 )
@@ -198,6 +199,11 @@ JAZZY_TYPE_HASHES: dict[str, str] = {
     ),
     "control_msgs/msg/JointComponentTolerance": (
         "RIHS01_739ea7566931944d33830fa10f1bf5e7a7fbdc3172bce7a7eaac642bd6e3ffa4"
+    ),
+    # JointJog (MoveIt Servo's joint jog, added in session 11): upstream's jazzy JointJog.msg at
+    # the same commit built alone in a scratch folder, its JSON type description's hash.
+    "control_msgs/msg/JointJog": (
+        "RIHS01_ba249455a20f70168a1acb7bf43b776b72ff1f7eb5fc4cfea443f749e963c6e7"
     ),
     "control_msgs/msg/JointTolerance": (
         "RIHS01_c254f9cece0f3b733017b6990fd46d1326e25242d6b8844398c97d9a88e7d648"
@@ -392,6 +398,7 @@ JAZZY_CONSTANTS: list[tuple[Any, str, int]] = [
 INTERFACES: dict[str, Any] = {
     "control_msgs/msg/GripperCommand": GripperCommandMessage,
     "control_msgs/msg/JointComponentTolerance": JointComponentTolerance,
+    "control_msgs/msg/JointJog": JointJog,
     "control_msgs/msg/JointTolerance": JointTolerance,
     "control_msgs/msg/JointTrajectoryControllerState": JointTrajectoryControllerState,
     "control_msgs/srv/QueryTrajectoryState": QueryTrajectoryState,
