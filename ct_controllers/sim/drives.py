@@ -57,6 +57,7 @@ from ct_controllers.hardware.canopen.object_dictionary import cia402_object_dict
 from ct_controllers.hardware.canopen.scheduling import threads_started_with
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState, JointScaling
+from ct_controllers.model.configuration import ConfigurationMap
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.sim.object_contact import (
     CONTACT_DAMPING,
@@ -97,19 +98,39 @@ def rotor_inertia(model: RobotModel) -> np.ndarray:
 
 class RotorDynamics:
     """The arm with its drives' reflected rotor inertia ``rotor`` (:func:`rotor_inertia`) as
-    Pinocchio armature, on a model copy and scratch data of its own: the articulated-body
-    algorithm then gives q̈ = (M(q) + diag(rotor))⁻¹ (τ − b(q, v)) in O(n) compiled code — the
-    motor model's free-joint step without forming M or solving with it in Python (which took
-    longer than the 10 ms it simulated on a loaded machine)."""
+    Pinocchio armature, on a model copy and scratch data of its own: q̈ = (M(q) + diag(rotor))⁻¹
+    (τ − b(q, v)) for any arm the model layer takes — joint positions one per joint (model
+    order), converted to Pinocchio's configuration here (a continuous joint's (cos θ, sin θ)).
+
+    Where the articulated-body algorithm takes the model (no ``<mimic>`` joint), q̈ comes from it
+    in O(n) compiled code — the motor model's free-joint step without forming M or solving with
+    it in Python (which took longer than the 10 ms it simulated on a loaded machine). Pinocchio's
+    ABA and M⁻¹ recursion refuse a mimic joint; on such a model q̈ comes from the same equation
+    in reduced coordinates — M(q) and b(q, v) of the independent joints (Pinocchio's CRBA and
+    RNEA take the follower's inertia and its forces through its master: Gᵀ M G and Gᵀ b of the
+    model with the follower free, G the mimic map) — solved in Python: the follower moves with
+    its master exactly, as MuJoCo's equality holds it (to its solver's tolerance)."""
 
     def __init__(self, model: RobotModel, rotor: np.ndarray) -> None:
         self.model = pin.Model(model.model)  # a copy: the caller's model keeps its armature
         self.model.armature = model.model.armature + rotor
         self.data = self.model.createData()
+        self._configuration = ConfigurationMap(self.model).to_pinocchio  # scratch of its own
+        # Pinocchio's aba and computeMinverse refuse a model with mimic joints.
+        self.articulated = len(self.model.mimicking_joints) == 0
+
+    def mass_matrix(self, q: np.ndarray) -> np.ndarray:
+        """M(q) + diag(rotor), symmetric [kg·m² | kg] (model order)."""
+        upper = pin.crba(self.model, self.data, self._configuration(q))
+        return np.triu(upper) + np.triu(upper, 1).T
 
     def acceleration(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
         """q̈ [rad/s² | m/s²] under ``tau`` [N·m | N] (model order)."""
-        return np.asarray(pin.aba(self.model, self.data, q, v, tau))
+        configuration = self._configuration(q)
+        if self.articulated:
+            return np.asarray(pin.aba(self.model, self.data, configuration, v, tau))
+        bias = pin.nonLinearEffects(self.model, self.data, configuration, v)
+        return np.linalg.solve(self.mass_matrix(q), tau - bias)
 
     def constrained_acceleration(
         self,
@@ -127,9 +148,21 @@ class RotorDynamics:
         (ABA) acceleration. M⁻¹ comes from Pinocchio's O(n²) recursion; only a |p|×|p| system
         is solved in Python. The same solution as M_ff q̈_f = τ_f − b_f − M_fp q̈ₚ, without
         forming and factoring M on every sub-step (7× slower: a braked joint made the
-        simulated drives fall behind the bus, so their torques reached the motors late)."""
-        unconstrained = np.asarray(pin.aba(self.model, self.data, q, v, tau))
-        inverse = pin.computeMinverse(self.model, self.data, q)  # its upper triangle is set
+        simulated drives fall behind the bus, so their torques reached the motors late) —
+        which is the way on a model with mimic joints (no ABA, no M⁻¹ recursion there)."""
+        if not self.articulated:
+            configuration = self._configuration(q)
+            mass = self.mass_matrix(q)
+            bias = pin.nonLinearEffects(self.model, self.data, configuration, v)
+            acceleration = np.array(prescribed_acceleration, dtype=float)
+            acceleration[~prescribed] = 0.0
+            free = ~prescribed
+            force = (tau - bias - mass @ acceleration)[free]
+            acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force)
+            return acceleration
+        configuration = self._configuration(q)
+        unconstrained = np.asarray(pin.aba(self.model, self.data, configuration, v, tau))
+        inverse = pin.computeMinverse(self.model, self.data, configuration)  # upper triangle
         held = np.flatnonzero(prescribed)
         # The columns of the symmetric M⁻¹ for the held joints, from the upper triangle.
         columns = np.empty((self.model.nv, held.size))
@@ -728,14 +761,14 @@ class SimulatedDrives:
             self.contact = contact
 
     def contact_forces(self) -> dict[str, float]:
-        """Finger joint → the normal force [N] between it and the object now (none: empty)."""
+        """Finger (a gripper joint, or a mimic follower of one) → the normal force [N] between
+        it and the object now (none: empty)."""
         with self._lock:
             contact = self.contact
             if contact is None:
                 return {}
             forces = contact.finger_forces(self.q, self.v)
-        names = {self.model.v_index(n): n for n in self.model.joint_names}
-        return {names[i]: float(f) for i, f in zip(contact.v_indices, forces, strict=True)}
+        return {name: float(f) for name, f in zip(contact.fingers, forces, strict=True)}
 
     def last_target_torques(self) -> dict[str, int]:
         """Joint → the target torque [‰ of rated] its drive last took in (an RPDO1)."""

@@ -1,19 +1,30 @@
 """An object between the fingers, as the finger joints of a simulated plant feel it — the one
 contact model of the rigs without a physics engine (the bridge's plant process and the simulated
 CiA 402 drives, both through :func:`~ct_controllers.sim.drives.motor_step`; MuJoCo has a
-real cube). The object is centred between the fingers and rigid but for a contact stiffness:
-each finger joint meets a one-sided spring-damper at its share w/n of the object's width w, n
-the prismatic fingers the listed joints move (each listed joint one, plus its ``<mimic>``
-followers × their multipliers) — half for two fingers, or for one joint whose mimic moves the
-other; all of it for one jaw against a fixed jaw closed at the jaw's zero —
+real cube). The object is centred between the fingers and rigid but for a contact stiffness.
 
-    f_i = max(0, k (w/n − q_i) − d q̇_i)   while q_i < w/n (the finger pressed into it), else 0,
+A finger is a listed gripper joint or one of its ``<mimic>`` followers. Each finger's surface
+opening o_i [m] is linear in its joint's coordinate q (the listed joint's, model order):
 
-a force [N] on the finger joint along +q (it pushes the finger back open; q is each finger's
-opening [m]). It never pulls: a finger leaving the object feels nothing.
+    o_i = s_i (q − c_i)
+
+with c_i the coordinate at which the finger is closed and s_i [m/rad | m/m] how far its surface
+moves per unit of q: the gripper's lever (:class:`~ct_controllers.model.grip_geometry.
+GripGeometry`, from the width frames: ~ a revolute jaw's length, 1 for a prismatic finger)
+times |multiplier| for a follower; without width frames every listed joint is a prismatic
+finger closed at 0 (s = 1, c = 0), a follower s = |multiplier|, c = −offset / multiplier.
+Each finger meets a one-sided spring-damper at its share w/n of the object's width w, n the
+fingers — half for two fingers, or for one joint whose mimic moves the other; all of it for one
+jaw against a fixed jaw —
+
+    f_i = max(0, k (w/n − o_i) − d ȯ_i)   while o_i < w/n (the finger pressed into it), else 0,
+
+a force [N] on the finger's surface, pushing it back open; its joint feels s_i f_i [N·m | N]
+(virtual work: a follower's through its master, a revolute jaw's through its lever). It never
+pulls: a finger leaving the object feels nothing.
 
 The object enters between the fingers as they open around it: each finger's stop engages the
-first time that finger is at or beyond w/2, and stays engaged until the object is replaced or
+first time that finger is at or beyond w/n, and stays engaged until the object is replaced or
 removed. A gripper that starts narrower than the object (the rigs' home opening is 0.02 m per
 finger, a 5 cm object needs 0.025 m) is not inside it from the start; the grasp's APPROACH opens
 the fingers, and from then on CLOSE closes them on the object.
@@ -34,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from ct_controllers.model.grip_geometry import grip_geometry
 from ct_controllers.model.robot import RobotModel
 
 FloatArray = NDArray[np.float64]
@@ -44,28 +56,37 @@ CONTACT_DAMPING = 20.0  # [N·s/m] per finger
 
 @dataclass
 class ObjectBetweenFingers:
-    """An object ``width`` [m] wide between the fingers at model indices ``q_indices`` (position)
-    and ``v_indices`` (velocity, force), with contact ``stiffness`` [N/m] and ``damping``
-    [N·s/m] per finger. Build it with :meth:`for_model`."""
+    """An object ``width`` [m] wide between the fingers ``fingers`` (names: listed gripper joints
+    and their mimic followers), finger i on the coordinate at model index ``indices[i]`` with
+    surface scale ``scales[i]`` [m/rad | m/m] and closed coordinate ``closed[i]`` [rad | m]
+    (module docstring), contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger. Build it
+    with :meth:`for_model`."""
 
-    q_indices: tuple[int, ...]
-    v_indices: tuple[int, ...]
+    fingers: tuple[str, ...]
+    indices: tuple[int, ...]
+    scales: tuple[float, ...]
+    closed: tuple[float, ...]
     width: float
     stiffness: float = CONTACT_STIFFNESS
     damping: float = CONTACT_DAMPING
-    moving: float = 0.0  # n of the module docstring (0: one finger per listed joint)
     engaged: np.ndarray = field(init=False)  # per finger: its stop has engaged
 
     def __post_init__(self) -> None:
-        if len(self.q_indices) != len(self.v_indices) or not self.q_indices:
-            raise ValueError("an object between the fingers needs one index pair per finger")
+        sizes = {len(self.fingers), len(self.indices), len(self.scales), len(self.closed)}
+        if len(sizes) != 1 or not self.fingers:
+            raise ValueError("an object between the fingers needs one row per finger")
+        if not all(math.isfinite(s) and s != 0 for s in self.scales):
+            raise ValueError(f"finger scales must be finite and non-zero, got {self.scales}")
         if not (math.isfinite(self.width) and self.width > 0):
             raise ValueError(f"object width must be finite and > 0 m, got {self.width}")
         if not (math.isfinite(self.stiffness) and self.stiffness > 0):
             raise ValueError(f"contact stiffness must be finite and > 0 N/m, got {self.stiffness}")
         if not (math.isfinite(self.damping) and self.damping >= 0):
             raise ValueError(f"contact damping must be finite and >= 0 N·s/m, got {self.damping}")
-        self.engaged = np.zeros(len(self.q_indices), dtype=bool)
+        self.engaged = np.zeros(len(self.fingers), dtype=bool)
+        self._indices = np.array(self.indices, dtype=np.intp)
+        self._scales = np.array(self.scales, dtype=float)
+        self._closed = np.array(self.closed, dtype=float)
 
     @classmethod
     def for_model(
@@ -75,42 +96,64 @@ class ObjectBetweenFingers:
         width: float,
         stiffness: float = CONTACT_STIFFNESS,
         damping: float = CONTACT_DAMPING,
+        width_frames: Sequence[str] = (),
     ) -> ObjectBetweenFingers:
-        """The object between the named finger joints of ``model`` (their mimic followers
-        moving with them)."""
-        moving = sum(
-            1.0 + sum(abs(m.multiplier) for m in model.mimic.values() if m.master == name)
-            for name in fingers
-        )
+        """The object between the named gripper joints of ``model`` and their mimic followers;
+        with ``width_frames`` (the configuration's ``gripper.width_frames``, or those the stack
+        found) each joint's lever and closed end come from the grip geometry between them
+        (:func:`~ct_controllers.model.grip_geometry.grip_geometry`), else every joint is a
+        prismatic finger closed at 0 (module docstring)."""
+        fingers = list(fingers)
+        indices = [model.q_index(n) for n in fingers]  # the error names an unknown one
+        if width_frames:
+            geometry = grip_geometry(model, fingers, width_frames)
+            levers, closed = list(geometry.levers), list(geometry.closed)
+        else:
+            levers, closed = [1.0] * len(fingers), [0.0] * len(fingers)
+        names, rows, scales, ends = list(fingers), list(indices), list(levers), list(closed)
+        for k, name in enumerate(fingers):
+            for follower in model.mimic.values():
+                if follower.master != name or follower.multiplier == 0:
+                    continue
+                names.append(follower.name)
+                rows.append(indices[k])
+                scales.append(levers[k] * abs(follower.multiplier))
+                ends.append(closed[k] if width_frames else -follower.offset / follower.multiplier)
         return cls(
-            tuple(model.q_index(n) for n in fingers),
-            tuple(model.v_index(n) for n in fingers),
+            tuple(names),
+            tuple(rows),
+            tuple(float(s) for s in scales),
+            tuple(float(c) for c in ends),
             float(width),
             float(stiffness),
             float(damping),
-            float(moving),
         )
 
     @property
     def stop(self) -> float:
-        """[m] the finger opening at which a finger touches the object: its share of the
-        width (half for two fingers, all of it for one jaw)."""
-        return self.width / (self.moving or len(self.q_indices))
+        """[m] the opening at which a finger touches the object: its share of the width (half
+        for two fingers, all of it for one jaw)."""
+        return self.width / len(self.fingers)
+
+    def openings(self, q: FloatArray) -> FloatArray:
+        """Each finger's surface opening o_i [m] at positions ``q`` (model order)."""
+        return self._scales * (q[self._indices] - self._closed)
 
     def engage(self, q: FloatArray) -> None:
         """Engage the stop of every finger at or beyond it (``q`` the plant's positions)."""
-        self.engaged |= q[list(self.q_indices)] >= self.stop
+        self.engaged |= self.openings(q) >= self.stop
 
     def finger_forces(self, q: FloatArray, v: FloatArray) -> FloatArray:
-        """The normal force [N] between each finger and the object (0 = no contact)."""
-        opening = q[list(self.q_indices)]
-        speed = v[list(self.v_indices)]
+        """The normal force [N] between each finger and the object (0 = no contact), in
+        :attr:`fingers` order."""
+        opening = self.openings(q)
+        speed = self._scales * v[self._indices]
         force = self.stiffness * (self.stop - opening) - self.damping * speed
         return np.where(self.engaged & (opening < self.stop), np.maximum(force, 0.0), 0.0)
 
     def add_joint_forces(self, q: FloatArray, v: FloatArray, force: FloatArray) -> None:
-        """Engage, then add the contact forces to the generalized forces ``force`` [N] (in
-        place, model order), as :func:`~ct_controllers.sim.drives.motor_step` does at
-        every sub-step."""
+        """Engage, then add the contact forces to the generalized forces ``force`` [N·m | N] (in
+        place, model order) — each finger's through its scale — as
+        :func:`~ct_controllers.sim.drives.motor_step` does at every sub-step."""
         self.engage(q)
-        force[list(self.v_indices)] += self.finger_forces(q, v)
+        np.add.at(force, self._indices, self._scales * self.finger_forces(q, v))

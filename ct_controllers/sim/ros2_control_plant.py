@@ -230,7 +230,7 @@ class Plant:
                 if self.contact is None
                 else dict(
                     zip(
-                        self.fingers,
+                        self.contact.fingers,
                         self.contact.finger_forces(self.q, self.v).tolist(),
                         strict=True,
                     )
