@@ -22,7 +22,18 @@ from ct_controllers.hardware.canopen.object_dictionary import cia402_object_dict
 from ct_controllers.hardware.cia402 import DriveState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.control_loop import SUCCEEDED
-from ct_controllers.sim.drives import RotorDynamics, _PdoCodec, motor_step, rotor_inertia
+from ct_controllers.sim.drives import (
+    FRICTION,
+    MECHANICAL_TIME,
+    ROTOR_INERTIA,
+    ROTOR_MASS,
+    SIZE_RATIO,
+    RotorDynamics,
+    _PdoCodec,
+    drive_friction,
+    motor_step,
+    rotor_inertia,
+)
 from ct_controllers.sim.drives_process import DrivesProcess, DrivesProcessError
 from ct_controllers.sim.object_contact import ObjectBetweenFingers
 from ct_controllers.sim.rigs import make_rig
@@ -241,3 +252,40 @@ def test_drives_in_a_process_of_their_own_serve_the_stack() -> None:
     finally:
         rig.close()
     assert drives.process.poll() is not None
+
+
+def test_the_drives_are_sized_for_their_joints() -> None:
+    """The simulated drives' reflected rotor inertia [kg·m² | kg] and viscous friction
+    [N·m·s/rad | N·s/m] fit each joint: on the bundled arm as before (no rotor beyond its arm's
+    0.1 kg·m² armature, 1 kg on each finger, 0.5 everywhere: what the other tests pin); on the
+    Panda and the UR5 the full drives (0.1 kg·m², 1 kg; 0.5 plus the URDF's own damping: 0.003
+    on the Panda's arm, 0.3 on its finger); on a 10 cm revolute jaw (the one-jaw variant of the
+    bundled arm) SIZE_RATIO × its inertia about the hinge — Ixx + m (y² + z²) of its link's
+    URDF inertial, 1.69e-4 kg·m², computed here by hand — and that inertia plus the rotor over
+    MECHANICAL_TIME (0.2 s), where the full drive (0.1, 0.5) had dwarfed it."""
+    from test_one_jaw_gripper import JAW, one_jaw_urdf
+
+    bundled = new_robot_model()
+    fingers = [bundled.v_index(n) for n in FINGERS]
+    expected = np.zeros(bundled.nv)
+    expected[fingers] = ROTOR_MASS
+    np.testing.assert_array_equal(rotor_inertia(bundled), expected)
+    np.testing.assert_array_equal(drive_friction(bundled), FRICTION)
+    panda = RobotModel(_panda_urdf())
+    finger = panda.v_index("panda_finger_joint1")
+    expected = np.full(panda.nv, ROTOR_INERTIA)
+    expected[finger] = ROTOR_MASS
+    np.testing.assert_array_equal(rotor_inertia(panda), expected)
+    damping = np.full(panda.nv, 0.003)
+    damping[finger] = 0.3
+    np.testing.assert_allclose(drive_friction(panda), FRICTION + damping, rtol=1e-12)
+    ur5 = RobotModel(example_robot_path("ur_description/urdf/ur5_robot.urdf").read_text())
+    np.testing.assert_array_equal(rotor_inertia(ur5), ROTOR_INERTIA)
+    np.testing.assert_array_equal(drive_friction(ur5), FRICTION)
+    jaw_arm = RobotModel(one_jaw_urdf("revolute"))
+    jaw = jaw_arm.v_index(JAW)
+    hinge = 4.2e-5 + 0.05 * (0.006**2 + 0.05**2)  # the long finger's inertial, about x
+    assert rotor_inertia(jaw_arm)[jaw] == pytest.approx(SIZE_RATIO * hinge, rel=1e-9)
+    friction = (1 + SIZE_RATIO) * hinge / MECHANICAL_TIME
+    assert drive_friction(jaw_arm)[jaw] == pytest.approx(friction, rel=1e-9)
+    assert rotor_inertia(jaw_arm)[jaw] < 0.1 * ROTOR_INERTIA and friction < 0.1 * FRICTION

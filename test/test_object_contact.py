@@ -10,6 +10,7 @@ import pytest
 from helpers import home_by_name, new_robot_model
 
 from ct_controllers.bench.robots import example_robot_path
+from ct_controllers.model.grip_geometry import grip_geometry
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.sim.drives import motor_step, rotor_inertia
 from ct_controllers.sim.object_contact import CONTACT_STIFFNESS, ObjectBetweenFingers
@@ -129,3 +130,45 @@ def test_a_mimic_follower_is_a_finger_whose_force_reaches_its_master() -> None:
     contact.add_joint_forces(q, v, generalized)
     np.testing.assert_allclose(generalized[master], forces.sum())
     assert np.count_nonzero(generalized) == 1
+
+
+def test_a_revolute_jaw_meets_the_object_through_its_lever() -> None:
+    """One revolute jaw against a fixed one (the one-jaw variant of the bundled arm: a 10 cm
+    finger hinged on the hand, closed at its upper limit 0.5 rad), the object 25 mm wide, the
+    width between the fingertip frames by forward kinematics: the jaw opened around the object
+    and then closed with a constant 1.5 N·m (arm locked) stalls where the width measured
+    between the frames is the object's less f/k (within 0.1 mm), pressing with 1.5 N·m over the
+    jaw's lever there — dw/dθ by a central difference of the frames' distance, computed here —
+    within 0.1 N. (The grip geometry's lever is the chord's over the whole range, 0.075 m/rad;
+    at the contact the jaw's tip moves 0.099 m/rad: a linear model would stall it 4 mm short.)"""
+    from test_one_jaw_gripper import JAW, one_jaw_urdf
+
+    frames = ("left_tip", "right_tip")
+    model = RobotModel(one_jaw_urdf("revolute"))
+    geometry = grip_geometry(model, [JAW], frames)
+    assert geometry.closed == (0.5,) and geometry.opened == (0.0,)
+    contact = ObjectBetweenFingers.for_model(model, [JAW], 0.025, width_frames=frames)
+    jaw = model.v_index(JAW)
+    q, v = np.zeros(model.nq), np.zeros(model.nv)
+    q[model.v_index("joint4")] = -1.5
+    contact.engage(q)  # open (0 rad): around the object
+    assert contact.engaged.all()
+    locked = np.ones(model.nv, dtype=bool)
+    locked[jaw] = False
+    efforts = np.zeros(model.nv)
+    efforts[jaw] = 1.5  # [N·m] closing: towards the upper limit
+    rotor = rotor_inertia(model)
+    for _ in range(300):  # 3 s in 10 ms steps
+        q, v = motor_step(model, q, v, rotor, efforts, locked, {}, 0.01, contact=contact)
+    force = contact.finger_forces(q, v)[0]
+
+    def width(at: np.ndarray) -> float:
+        tips = [model.frame_pose(at, name)[:3, 3] for name in frames]
+        return float(np.linalg.norm(tips[0] - tips[1])) - geometry.closed_distance
+
+    assert width(q) == pytest.approx(0.025 - force / CONTACT_STIFFNESS, abs=1e-4)
+    step = np.zeros(model.nq)
+    step[jaw] = 1e-6
+    lever = abs(width(q + step) - width(q - step)) / 2e-6  # [m/rad]
+    assert force == pytest.approx(1.5 / lever, abs=0.1)
+    assert lever > 1.2 * geometry.levers[0]

@@ -9,7 +9,8 @@ opening o_i [m] is linear in its joint's coordinate q (the listed joint's, model
     o_i = s_i (q − c_i)
 
 with c_i the coordinate at which the finger is closed and s_i [m/rad | m/m] how far its surface
-moves per unit of q: the gripper's lever (:class:`~ct_controllers.model.grip_geometry.
+moves per unit of q (negative for a joint that closes towards its upper limit): the gripper's
+lever (:class:`~ct_controllers.model.grip_geometry.
 GripGeometry`, from the width frames: ~ a revolute jaw's length, 1 for a prismatic finger)
 times |multiplier| for a follower; without width frames every listed joint is a prismatic
 finger closed at 0 (s = 1, c = 0), a follower s = |multiplier|, c = −offset / multiplier.
@@ -69,6 +70,9 @@ class ObjectBetweenFingers:
     width: float
     stiffness: float = CONTACT_STIFFNESS
     damping: float = CONTACT_DAMPING
+    # Per finger, where the width frames give it: (coordinate samples [rad | m], the finger's
+    # opening there [m]) — its opening by forward kinematics, interpolated (None: linear).
+    curves: tuple[tuple[FloatArray, FloatArray], ...] | None = None
     engaged: np.ndarray = field(init=False)  # per finger: its stop has engaged
 
     def __post_init__(self) -> None:
@@ -87,6 +91,14 @@ class ObjectBetweenFingers:
         self._indices = np.array(self.indices, dtype=np.intp)
         self._scales = np.array(self.scales, dtype=float)
         self._closed = np.array(self.closed, dtype=float)
+        if self.curves is not None and len(self.curves) != len(self.fingers):
+            raise ValueError("an object between the fingers needs one curve per finger")
+        # Each curve's slope do/dq [m/rad | m/m] between its samples, at the samples' midpoints.
+        self._slopes = (
+            None
+            if self.curves is None
+            else tuple((0.5 * (q[1:] + q[:-1]), np.diff(o) / np.diff(q)) for q, o in self.curves)
+        )
 
     @classmethod
     def for_model(
@@ -107,7 +119,17 @@ class ObjectBetweenFingers:
         indices = [model.q_index(n) for n in fingers]  # the error names an unknown one
         if width_frames:
             geometry = grip_geometry(model, fingers, width_frames)
-            levers, closed = list(geometry.levers), list(geometry.closed)
+            # A joint that closes towards its upper limit opens as its coordinate falls.
+            levers = [
+                lever if opened > shut else -lever
+                for lever, shut, opened in zip(
+                    geometry.levers, geometry.closed, geometry.opened, strict=True
+                )
+            ]
+            closed = list(geometry.closed)
+            widths = [
+                _width_curve(model, fingers, k, width_frames, closed) for k in range(len(fingers))
+            ]
         else:
             levers, closed = [1.0] * len(fingers), [0.0] * len(fingers)
         names, rows, scales, ends = list(fingers), list(indices), list(levers), list(closed)
@@ -119,6 +141,15 @@ class ObjectBetweenFingers:
                 rows.append(indices[k])
                 scales.append(levers[k] * abs(follower.multiplier))
                 ends.append(closed[k] if width_frames else -follower.offset / follower.multiplier)
+        curves = None
+        if width_frames:  # the joint's width, shared among its fingers by their scales
+            total = {k: sum(abs(c) for r, c in zip(rows, scales, strict=True) if r == i)
+                     for k, i in enumerate(indices)}  # fmt: skip
+            owner = {i: k for k, i in enumerate(indices)}
+            curves = tuple(
+                (widths[owner[r]][0], widths[owner[r]][1] * abs(c) / total[owner[r]])
+                for r, c in zip(rows, scales, strict=True)
+            )
         return cls(
             tuple(names),
             tuple(rows),
@@ -127,6 +158,7 @@ class ObjectBetweenFingers:
             float(width),
             float(stiffness),
             float(damping),
+            curves,
         )
 
     @property
@@ -137,7 +169,20 @@ class ObjectBetweenFingers:
 
     def openings(self, q: FloatArray) -> FloatArray:
         """Each finger's surface opening o_i [m] at positions ``q`` (model order)."""
-        return self._scales * (q[self._indices] - self._closed)
+        if self.curves is None:
+            return self._scales * (q[self._indices] - self._closed)
+        return np.array(
+            [np.interp(q[i], *curve) for i, curve in zip(self.indices, self.curves, strict=True)]
+        )
+
+    def rates(self, q: FloatArray) -> FloatArray:
+        """Each finger's do_i/dq [m/rad | m/m] at ``q``: the rate of its surface per unit of
+        its joint, through which its force reaches the joint."""
+        if self._slopes is None:
+            return self._scales
+        return np.array(
+            [np.interp(q[i], *slope) for i, slope in zip(self.indices, self._slopes, strict=True)]
+        )
 
     def engage(self, q: FloatArray) -> None:
         """Engage the stop of every finger at or beyond it (``q`` the plant's positions)."""
@@ -147,7 +192,7 @@ class ObjectBetweenFingers:
         """The normal force [N] between each finger and the object (0 = no contact), in
         :attr:`fingers` order."""
         opening = self.openings(q)
-        speed = self._scales * v[self._indices]
+        speed = self.rates(q) * v[self._indices]
         force = self.stiffness * (self.stop - opening) - self.damping * speed
         return np.where(self.engaged & (opening < self.stop), np.maximum(force, 0.0), 0.0)
 
@@ -156,4 +201,37 @@ class ObjectBetweenFingers:
         place, model order) — each finger's through its scale — as
         :func:`~ct_controllers.sim.drives.motor_step` does at every sub-step."""
         self.engage(q)
-        np.add.at(force, self._indices, self._scales * self.finger_forces(q, v))
+        np.add.at(force, self._indices, self.rates(q) * self.finger_forces(q, v))
+
+
+CURVE_SAMPLES = 201  # per gripper joint's range: the width curve's samples
+
+
+def _width_curve(
+    model: RobotModel,
+    joints: Sequence[str],
+    k: int,
+    frames: Sequence[str],
+    closed: Sequence[float],
+) -> tuple[FloatArray, FloatArray]:
+    """Gripper joint ``joints[k]``'s width curve: samples of its range [rad | m] and the width
+    w [m] between ``frames`` there (their distance less the closed one), the other gripper joints
+    closed, by forward kinematics (the gripper's frames ride on the hand: the arm's joints do not
+    change their distance)."""
+    index = model.q_index(joints[k])
+    lower, upper = float(model.limits.lower[index]), float(model.limits.upper[index])
+    q = np.zeros(model.nq)
+    q[[model.q_index(n) for n in joints]] = closed
+    ids = [model.frame_id(f) for f in frames]
+
+    def distance(at: FloatArray) -> float:
+        a, b = (model.frame_pose(at, model.model.frames[i].name)[:3, 3] for i in ids)
+        return float(np.linalg.norm(a - b))
+
+    shut = distance(q)
+    samples = np.linspace(lower, upper, CURVE_SAMPLES)
+    widths = np.empty(CURVE_SAMPLES)
+    for n, value in enumerate(samples):
+        q[index] = value
+        widths[n] = distance(q) - shut
+    return samples, widths
