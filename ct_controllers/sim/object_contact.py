@@ -150,6 +150,12 @@ class ObjectBetweenFingers:
                 (widths[owner[r]][0], widths[owner[r]][1] * abs(c) / total[owner[r]])
                 for r, c in zip(rows, scales, strict=True)
             )
+            # A straight curve (a prismatic finger's) is its line: the linear rows, cheaper.
+            lines = [_line(samples, opening) for samples, opening in curves]
+            if all(line is not None for line in lines):
+                scales = [line[0] for line in lines if line is not None]
+                ends = [line[1] for line in lines if line is not None]
+                curves = None
         return cls(
             tuple(names),
             tuple(rows),
@@ -191,17 +197,21 @@ class ObjectBetweenFingers:
     def finger_forces(self, q: FloatArray, v: FloatArray) -> FloatArray:
         """The normal force [N] between each finger and the object (0 = no contact), in
         :attr:`fingers` order."""
-        opening = self.openings(q)
-        speed = self.rates(q) * v[self._indices]
+        return self._forces(self.openings(q), self.rates(q), v)
+
+    def _forces(self, opening: FloatArray, rate: FloatArray, v: FloatArray) -> FloatArray:
+        speed = rate * v[self._indices]
         force = self.stiffness * (self.stop - opening) - self.damping * speed
         return np.where(self.engaged & (opening < self.stop), np.maximum(force, 0.0), 0.0)
 
     def add_joint_forces(self, q: FloatArray, v: FloatArray, force: FloatArray) -> None:
         """Engage, then add the contact forces to the generalized forces ``force`` [N·m | N] (in
-        place, model order) — each finger's through its scale — as
+        place, model order) — each finger's through its rate do_i/dq (its lever) — as
         :func:`~ct_controllers.sim.drives.motor_step` does at every sub-step."""
-        self.engage(q)
-        np.add.at(force, self._indices, self.rates(q) * self.finger_forces(q, v))
+        opening, rate = self.openings(q), self.rates(q)
+        self.engaged |= opening >= self.stop
+        for index, value in zip(self.indices, rate * self._forces(opening, rate, v), strict=True):
+            force[index] += value  # a mimic follower's onto its master's: rows may share one
 
 
 CURVE_SAMPLES = 201  # per gripper joint's range: the width curve's samples
@@ -235,3 +245,12 @@ def _width_curve(
         q[index] = value
         widths[n] = distance(q) - shut
     return samples, widths
+
+
+def _line(samples: FloatArray, opening: FloatArray) -> tuple[float, float] | None:
+    """(scale, closed) of o = scale (q − closed) when the curve is a line within 1e-9 m (and
+    not flat), else None."""
+    slope, intercept = np.polyfit(samples, opening, 1)
+    if slope == 0 or np.abs(slope * samples + intercept - opening).max() > 1e-9:
+        return None
+    return float(slope), float(-intercept / slope)
