@@ -9,7 +9,10 @@ does with a mapped object), steps its CiA 402 state machine
 answers with its TPDOs (statusword, mode display, torque, position and velocity actual).
 
 The motor model: the arm's rigid-body dynamics from its URDF (Pinocchio: M(q) plus a reflected
-rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction, and per drive
+rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction — both sized for each
+joint (:func:`rotor_inertia`, :func:`drive_friction`), the friction plus the URDF's own
+``<dynamics damping>`` — for any arm the model layer takes (a ``<mimic>`` follower moves with
+its master, a continuous joint keeps its unwrapped angle: :class:`RotorDynamics`), and per drive
 - OPERATION ENABLED, cyclic synchronous torque: the target torque (per-mille of rated);
 - OPERATION ENABLED, cyclic synchronous position: a stiff PD servo on the target position;
 - QUICK STOP ACTIVE: the drive ramps its joint's speed to zero at the quick stop deceleration
