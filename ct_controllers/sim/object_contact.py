@@ -3,26 +3,24 @@ contact model of the rigs without a physics engine (the bridge's plant process a
 CiA 402 drives, both through :func:`~ct_controllers.sim.drives.motor_step`; MuJoCo has a
 real cube). The object is centred between the fingers and rigid but for a contact stiffness.
 
-A finger is a listed gripper joint or one of its ``<mimic>`` followers. Each finger's surface
-opening o_i [m] is linear in its joint's coordinate q (the listed joint's, model order):
-
-    o_i = s_i (q − c_i)
-
-with c_i the coordinate at which the finger is closed and s_i [m/rad | m/m] how far its surface
-moves per unit of q (negative for a joint that closes towards its upper limit): the gripper's
-lever (:class:`~ct_controllers.model.grip_geometry.
-GripGeometry`, from the width frames: ~ a revolute jaw's length, 1 for a prismatic finger)
-times |multiplier| for a follower; without width frames every listed joint is a prismatic
-finger closed at 0 (s = 1, c = 0), a follower s = |multiplier|, c = −offset / multiplier.
+A finger is a listed gripper joint or one of its ``<mimic>`` followers. Its surface opening
+o_i(q) [m] is a function of its joint's coordinate q (the listed joint's, model order). With
+width frames (the stack's ``gripper.width_frames``, configured or found) it is the width w(q)
+between them by forward kinematics, the other gripper joints closed, less the closed width, shared
+among the joint's fingers (a follower's share × |multiplier|): a curve, interpolated, for a
+revolute jaw (its tip swings on an arc), a line for a prismatic finger. Without width frames
+every listed joint is a prismatic finger closed at 0 (o = q), a follower's o = |multiplier| ·
+(q + offset / multiplier). The rate r_i = do_i/dq [m/rad | m/m] is the finger's lever where it
+is (1 for a prismatic finger, ~ the tip's distance from the hinge for a revolute jaw).
 Each finger meets a one-sided spring-damper at its share w/n of the object's width w, n the
 fingers — half for two fingers, or for one joint whose mimic moves the other; all of it for one
 jaw against a fixed jaw —
 
     f_i = max(0, k (w/n − o_i) − d ȯ_i)   while o_i < w/n (the finger pressed into it), else 0,
 
-a force [N] on the finger's surface, pushing it back open; its joint feels s_i f_i [N·m | N]
-(virtual work: a follower's through its master, a revolute jaw's through its lever). It never
-pulls: a finger leaving the object feels nothing.
+with ȯ_i = r_i q̇: a force [N] on the finger's surface, pushing it back open; its joint feels
+r_i f_i [N·m | N] (virtual work: a follower's through its master, a revolute jaw's through its
+lever at the contact). It never pulls: a finger leaving the object feels nothing.
 
 The object enters between the fingers as they open around it: each finger's stop engages the
 first time that finger is at or beyond w/n, and stays engaged until the object is replaced or
@@ -60,7 +58,7 @@ class ObjectBetweenFingers:
     """An object ``width`` [m] wide between the fingers ``fingers`` (names: listed gripper joints
     and their mimic followers), finger i on the coordinate at model index ``indices[i]`` with
     surface scale ``scales[i]`` [m/rad | m/m] and closed coordinate ``closed[i]`` [rad | m]
-    (module docstring), contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger. Build it
+    (a line: o = s (q − c)) or, where given, ``curves[i]`` (module docstring), contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger. Build it
     with :meth:`for_model`."""
 
     fingers: tuple[str, ...]
