@@ -56,10 +56,11 @@ CONTACT_DAMPING = 20.0  # [N·s/m] per finger
 @dataclass
 class ObjectBetweenFingers:
     """An object ``width`` [m] wide between the fingers ``fingers`` (names: listed gripper joints
-    and their mimic followers), finger i on the coordinate at model index ``indices[i]`` with
-    surface scale ``scales[i]`` [m/rad | m/m] and closed coordinate ``closed[i]`` [rad | m]
-    (a line: o = s (q − c)) or, where given, ``curves[i]`` (module docstring), contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger. Build it
-    with :meth:`for_model`."""
+    and their mimic followers), finger i on the coordinate at model index ``indices[i]``, its
+    opening a line o = s (q − c) of surface scale ``scales[i]`` [m/rad | m/m] and closed
+    coordinate ``closed[i]`` [rad | m], or, where given, the curve ``curves[i]`` (module
+    docstring); contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger. Build it with
+    :meth:`for_model`."""
 
     fingers: tuple[str, ...]
     indices: tuple[int, ...]
