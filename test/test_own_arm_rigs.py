@@ -36,9 +36,13 @@ OBJECT_WIDTH = 0.05  # [m] between the Panda's fingers (0.08 m fully open)
 GOAL_TOLERANCE = 0.01  # [rad] MoveJoints' tolerance, on the plant's own positions
 CONTINUOUS = "wrist_3_joint"
 # (robot, backend, mode, drives in a process of their own)
+# CANopen torque with the drives in a process of their own, as the bench runs it: in this
+# process, on a loaded machine, the 100 Hz computed-torque design (stable with one period of
+# delay) met stalls of the shared GIL as extra delay and diverged at times (the UR5's on main
+# too); the position mode's drives servo themselves, and run in this process.
 PANDA_RIGS = [
-    ("canopen", "torque", False),
-    ("canopen", "position", True),
+    ("canopen", "torque", True),
+    ("canopen", "position", False),
     ("ros2_control_bridge", "effort", False),
 ]
 UR5_RIGS = [("canopen", "torque", True), ("ros2_control_bridge", "effort", False)]
