@@ -497,7 +497,9 @@ def test_the_discovery_window_follows_the_dds_profile_in_use() -> None:
 def test_the_checked_actions_are_the_ones_the_node_serves(
     two_arms: tuple[Watcher, dict[str, NodeProcess]],
 ) -> None:
-    """The uniqueness check looks for the servers of exactly the actions the node serves."""
+    """The uniqueness check looks for the servers of exactly the actions the node serves in its
+    namespace; the node's private ones (``~/identify_payload``) are under its own name, which
+    the node-name check covers."""
     watcher, _ = two_arms
     from rclpy.action import get_action_server_names_and_types_by_node
 
@@ -512,7 +514,8 @@ def test_the_checked_actions_are_the_ones_the_node_serves(
         "joint_trajectory_controller/follow_joint_trajectory",
         "gripper_controller/gripper_cmd",
     }
-    assert served == {f"/arm2/{name}" for name, _ in (*MOTION_ACTIONS, *standard)}
+    private = {"/arm2/controller_manager/identify_payload"}
+    assert served == {f"/arm2/{name}" for name, _ in (*MOTION_ACTIONS, *standard)} | private
 
 
 def test_a_node_of_another_name_serving_the_same_actions_is_refused(
