@@ -91,7 +91,11 @@ FAULTS = {
 # The first and fourth arm joints' steps from home [rad], alternated (on the bundled arm the
 # targets joint1 0.3 / joint4 −1.3 and joint1 −0.2 / joint4 −1.8).
 MOVES = ((0.3, 0.3), (-0.2, -0.2))
-MAX_RETRIES = 3  # per injection, when a fault came before it
+# Per injection, when a fault came before it (the try measures nothing and is reset). On this
+# 2-vCPU VM the CANopen rig's 30 ms deadlines fault before the injection 4-24 times per run of
+# the four classes (2026-12-01, the same before and after that day's changes), and 4 tries in a
+# row failed now and then: 8 keep a class measurable; no bound is changed by a retry.
+MAX_RETRIES = 7
 MARGIN_PCT = 10.0  # [%] of the limit a row is expected to keep; below it, a note says why
 # Rows whose bound leaves no margin by design: why, printed beside a margin under MARGIN_PCT.
 NOTES = {
