@@ -7,10 +7,10 @@ position interface follow the IK as effort joints do."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 import numpy as np
 
+from ct_controllers.chains.wrapping import WrappingController
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -19,12 +19,11 @@ from ct_controllers.controllers.controller import (
     JointState,
 )
 from ct_controllers.model.frames import pose_error_norms
-from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
 
 
-class CartesianChain(Controller):
+class CartesianChain(WrappingController):
     def __init__(
         self,
         model: RobotModel,
@@ -64,20 +63,8 @@ class CartesianChain(Controller):
         return pose_error_norms(self._error_model.frame_pose(q), self._target.pose)
 
     @property
-    def payload(self) -> Payload | None:
-        """The payload the joint controller's model carries (the chain's efforts are its)."""
-        return self.joint_controller.payload
-
-    def stage_payload(self, payload: Payload | None) -> None:
-        """Staged on the joint controller, whose efforts carry it (its kinematics are
-        the chain's own, unchanged by a payload)."""
-        self.joint_controller.stage_payload(payload)
-
-    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        return self.joint_controller.validate_gains(gains)
-
-    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
-        self.joint_controller.apply_gains(gains)
+    def wrapped(self) -> Controller:
+        return self.joint_controller
 
     def prepare(self, state: JointState, dt: float) -> None:
         """Warm the differential IK (its own model and solver) toward the current target; the

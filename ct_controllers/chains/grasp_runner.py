@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
 import numpy as np
 
+from ct_controllers.chains.wrapping import WrappingController
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -50,7 +51,6 @@ from ct_controllers.hardware.interface import (
 )
 from ct_controllers.model.grip_geometry import GripGeometry
 from ct_controllers.model.model_state import ModelState
-from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
@@ -79,7 +79,7 @@ class TaskRecord:
         return self.object_position[2]
 
 
-class GraspRunner(Controller):
+class GraspRunner(WrappingController):
     def __init__(
         self,
         model: RobotModel,
@@ -148,20 +148,8 @@ class GraspRunner(Controller):
         self._frozen_reference: JointReference | None = None  # DONE/FAILED: hold where it froze
 
     @property
-    def payload(self) -> Payload | None:
-        """The payload the arm controller's model carries (the chain's efforts are its)."""
-        return self.arm_controller.payload
-
-    def stage_payload(self, payload: Payload | None) -> None:
-        """Staged on the arm controller, whose efforts carry it (its kinematics are
-        the chain's own, unchanged by a payload)."""
-        self.arm_controller.stage_payload(payload)
-
-    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        return self.arm_controller.validate_gains(gains)
-
-    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
-        self.arm_controller.apply_gains(gains)
+    def wrapped(self) -> Controller:
+        return self.arm_controller
 
     def observe(self, state: JointState, evaluated: ModelState) -> GraspObservation:
         """The task's observation from the measured state (``evaluated``: the model at it) and,

@@ -19,11 +19,12 @@ with its full effort limit. The goal's position is for one gripper joint; the ot
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ct_controllers.chains.grasp_runner import GraspRunner, finger_force_limit
+from ct_controllers.chains.wrapping import WrappingController
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -33,14 +34,13 @@ from ct_controllers.controllers.controller import (
 )
 from ct_controllers.controllers.gripper import GripperController
 from ct_controllers.model.model_state import ModelState
-from ct_controllers.model.payload import Payload
 from ct_controllers.runtime.stack import Stack
 from ct_controllers.tasks.gripper_command import GripperGoal, GripperLimits, finger_targets
 
 DEFAULT_SPEED = 0.1  # [m/s] of finger surface: the Grasp's servo speed (GripperController)
 
 
-class GripperCommandRunner(Controller):
+class GripperCommandRunner(WrappingController):
     def __init__(
         self,
         inner: Controller,
@@ -86,20 +86,8 @@ class GripperCommandRunner(Controller):
         return GripperCommandRunner(self.inner, self.gripper, list(positions), force)
 
     @property
-    def payload(self) -> Payload | None:
-        """The payload the inner's model carries (the chain's efforts are its)."""
-        return self.inner.payload
-
-    def stage_payload(self, payload: Payload | None) -> None:
-        """Staged on the inner, whose efforts carry it (its kinematics are
-        the chain's own, unchanged by a payload)."""
-        self.inner.stage_payload(payload)
-
-    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        return self.inner.validate_gains(gains)
-
-    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
-        self.inner.apply_gains(gains)
+    def wrapped(self) -> Controller:
+        return self.inner
 
     def prepare(self, state: JointState, dt: float) -> None:
         self.inner.prepare(state, dt)

@@ -6,8 +6,7 @@ a fault naming it and runs its fault reaction."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
+from ct_controllers.chains.wrapping import WrappingController
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -15,11 +14,10 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
 )
-from ct_controllers.model.payload import Payload
 from ct_controllers.references.joint_jog import JogServo
 
 
-class JogChain(Controller):
+class JogChain(WrappingController):
     def __init__(self, servo: JogServo, inner: Controller) -> None:
         super().__init__()
         self.servo = servo
@@ -31,17 +29,8 @@ class JogChain(Controller):
         return self.servo.moving
 
     @property
-    def payload(self) -> Payload | None:
-        return self.inner.payload
-
-    def stage_payload(self, payload: Payload | None) -> None:
-        self.inner.stage_payload(payload)
-
-    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        return self.inner.validate_gains(gains)
-
-    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
-        self.inner.apply_gains(gains)
+    def wrapped(self) -> Controller:
+        return self.inner
 
     def prepare(self, state: JointState, dt: float) -> None:
         """The jog restarts from the loop's reference at the first tick."""

@@ -16,12 +16,12 @@ If anything here raises, the loop latches a fault naming the stage and runs its 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 import numpy as np
 import pinocchio as pin
 
 from ct_controllers.chains.cartesian_chain import CartesianChain
+from ct_controllers.chains.wrapping import WrappingController
 from ct_controllers.controllers.controller import (
     CARTESIAN,
     Controller,
@@ -30,14 +30,13 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
 )
-from ct_controllers.model.payload import Payload
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.reference_generator import CartesianTarget
 from ct_controllers.references.servo import Servo, ServoOutput, manipulability
 
 
-class StreamChain(Controller):
+class StreamChain(WrappingController):
     """``servo`` → ``inner`` (a CartesianChain, or a controller accepting Cartesian targets).
     ``model``: the chain's own (scratch data of its own, the control thread's)."""
 
@@ -57,17 +56,8 @@ class StreamChain(Controller):
         return self.servo.moving
 
     @property
-    def payload(self) -> Payload | None:
-        return self.inner.payload
-
-    def stage_payload(self, payload: Payload | None) -> None:
-        self.inner.stage_payload(payload)
-
-    def validate_gains(self, gains: Mapping[str, object]) -> dict[str, FloatArray]:
-        return self.inner.validate_gains(gains)
-
-    def apply_gains(self, gains: Mapping[str, FloatArray]) -> None:
-        self.inner.apply_gains(gains)
+    def wrapped(self) -> Controller:
+        return self.inner
 
     def prepare(self, state: JointState, dt: float) -> None:
         """The servo restarts from the measured state at the first tick; the inner controller
