@@ -120,6 +120,16 @@ def _setup() -> tuple[Any, dict[str, Any], Any, Any]:
     return model, {"joint_impedance": controller}, state, hold
 
 
+class _Loop:
+    """What the control loop offers GraspPayload: its safe hold's payload, recorded."""
+
+    def __init__(self) -> None:
+        self.staged: list[Payload | None] = []
+
+    def stage_payload(self, payload: Payload | None) -> None:
+        self.staged.append(payload)
+
+
 def _snapshots(model: Any, effort: np.ndarray, seconds: float) -> Iterator[LoopSnapshot]:
     """Loop snapshots at 100 Hz of the arm held still at home measuring ``effort``."""
     q = home_configuration(model)
@@ -142,12 +152,16 @@ def _snapshots(model: Any, effort: np.ndarray, seconds: float) -> Iterator[LoopS
 def test_the_identified_mass_is_staged_until_cleared_and_the_task_told_once() -> None:
     """Torques of the arm holding 0.5 kg (Pinocchio's gravity of the loaded model) at one
     configuration: after the settle time and the averaging window GraspPayload identifies
-    0.5 kg (1e-6), stages it on the controller (taken at its next tick), tells the task once;
-    clear() stages the payload from before (none here) back, once."""
+    0.5 kg (1e-6), stages it on the controller (taken at its next tick) and on the loop given
+    (its safe hold), tells the task once; clear() stages the payload from before (none here)
+    back on both, once."""
     model, controllers, state, hold = _setup()
     q = home_configuration(model)
     effort = model.with_payload(OBJECT).gravity(q)
-    identification = GraspPayload(model.with_own_data(), controllers, LIMITS, lambda: None)
+    loop = _Loop()
+    identification = GraspPayload(
+        model.with_own_data(), controllers, LIMITS, lambda: None, loop=loop
+    )
     task = _Task()
     for snapshot in _snapshots(model, effort, SETTLE + AVERAGE + 0.1):
         identification.step(task, snapshot)  # type: ignore[arg-type]
@@ -160,6 +174,7 @@ def test_the_identified_mass_is_staged_until_cleared_and_the_task_told_once() ->
     assert identification.clear() and not identification.clear()
     controller.update(state, hold, 1e-3)
     assert controller.payload is None
+    assert [None if p is None else round(p.mass, 6) for p in loop.staged] == [OBJECT.mass, None]
 
 
 def test_no_effort_a_refusal_or_an_error_stage_nothing_and_the_task_goes_on() -> None:

@@ -120,7 +120,9 @@ class ControlNode(Node):
         except PayloadError as exc:
             raise ConfigError(str(exc)) from None
         if self.payload is not None:
-            stage_payload(self.stack.controllers, self.payload, self.config.payload_limits)
+            stage_payload(
+                self.stack.controllers, self.payload, self.config.payload_limits, self.stack.loop
+            )
         # Before anything is served or the hardware touched: NameTaken (exit 2) if another
         # live node has this name, serves these actions or, in simulation, this clock.
         uniqueness.verify(publishes_clock=self.stack.hardware.publishes_clock)
@@ -284,7 +286,9 @@ class ControlNode(Node):
             self.stack.controllers[controller].stage_gains(gains)
         if payload_set:  # checked above: taken at each controller's next tick, with the gains
             self.payload = payload
-            stage_payload(self.stack.controllers, payload, self.config.payload_limits)
+            stage_payload(
+                self.stack.controllers, payload, self.config.payload_limits, self.stack.loop
+            )
         for stream in streams:
             self.streams.select(stream.value)
         return SetParametersResult(successful=True)

@@ -201,6 +201,7 @@ class GraspServer:
             self._identification_model,
             self.stack.controllers,
             self.config.payload_limits,
+            loop=self.stack.loop,
             restore=lambda: getattr(self.node, "payload", None),  # the node's parameters'
         )
 

@@ -72,6 +72,7 @@ from ct_controllers.hardware.interface import (
     SystemInterface,
 )
 from ct_controllers.hardware.watchdog import Watchdog, WatchdogConfig
+from ct_controllers.model.payload import Payload, PayloadError
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.joint_trajectory import JerkLimitedTrajectory, JointLimits
 from ct_controllers.references.limit_approach import LimitApproach
@@ -164,6 +165,9 @@ class ControlLoop:
             raise ValueError(f"period must be positive, got {period}")
         self.hardware = hardware
         self.model = model
+        # Where the safe hold and the fault reactions take g(q) from: ``model``, or the model
+        # with the payload of :meth:`stage_payload` (this thread's, swapped at a tick boundary).
+        self.hold_model = model
         self.controller = controller
         self.limiter = limiter
         self.period = period
@@ -314,6 +318,21 @@ class ControlLoop:
     def hold(self) -> None:
         """Stop any motion and hold the measured position from the next tick on."""
         self._requests.post_hold()
+
+    def stage_payload(self, payload: Payload | None) -> None:
+        """Compensate gravity in the safe hold and the fault reactions with ``payload`` at the
+        TCP (None: without one) from the next tick on, as the controllers do with theirs: an
+        arm faulted while holding an object is held, not let sag under it. The loaded model is
+        built here, on the caller's thread (the tick only swaps it in); its bounds are the
+        caller's to check (:func:`~ct_controllers.model.payload.check_payload`). Any thread."""
+        if payload is not None and not self.model.has_tcp:
+            raise PayloadError("the control loop's model has no TCP to carry a payload at")
+        self._requests.post_hold_model(self.model.with_payload(payload))
+
+    @property
+    def hold_payload(self) -> Payload | None:
+        """The payload the safe hold and the fault reactions compensate now (None: none)."""
+        return self.hold_model.payload
 
     def switch_controller(self, controller: Controller) -> None:
         """Run ``controller`` from the next tick on (bumpless: the reference is kept, and the
@@ -505,7 +524,7 @@ class ControlLoop:
         the last measured state (the one this tick computed from)."""
         state = self._last_state
         assert state is not None
-        return safe_hold_effort(self.model, state.q, state.v, self.hold_damping)
+        return safe_hold_effort(self.hold_model, state.q, state.v, self.hold_damping)
 
     def _state_from(self, stamp: float) -> JointState:
         """The sample the guard just accepted, in model order: everything the backend measured —
@@ -527,9 +546,11 @@ class ControlLoop:
     def _take_requests(self, state: JointState, now: float) -> None:
         """What other threads posted, in order: a controller switch, a fault reset (then
         acknowledged), and — unless faulted: a motion then fails at once — a hold, a motion."""
-        motion, hold, reset, controller = self._requests.take()
+        motion, hold, reset, controller, hold_model = self._requests.take()
         if controller is not None:
             self.controller = controller
+        if hold_model is not None:  # the safe hold and the fault reactions' g(q) from now on
+            self.hold_model = self._supervisor.model = hold_model
         if reset:
             if self.fault is not None:
                 self._try_reset(state, now)

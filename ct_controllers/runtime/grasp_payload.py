@@ -8,9 +8,10 @@ in the stage it averages the snapshots (position, velocity, measured effort) ove
 (:func:`~ct_controllers.model.payload_identification.identify_mass`: one configuration does not
 determine the centre of mass along gravity, and the object is not turned in the hand to get it),
 stages an accepted estimate on the controllers (:func:`~ct_controllers.runtime.payload.
-stage_payload`: checked against the rated payload first) and tells the task it is done, whatever
-the outcome. A refusal stages nothing. :meth:`clear` (RELEASE, or the goal's end) stages the
-payload the grasp found back (the node's ``payload.mass``/``payload.com``, usually none).
+stage_payload`: checked against the rated payload first; the loop's safe hold too, given
+``loop``) and tells the task it is done, whatever the outcome. A refusal stages nothing.
+:meth:`clear` (RELEASE, or the goal's end) stages the payload the grasp found back (the
+node's ``payload.mass``/``payload.com``, usually none).
 
 What is staged for a mass-only estimate: the mass with the centre of mass the holds determine
 (no part along gravity in the TCP frame) — the same gravity torques as the object's own while
@@ -40,7 +41,7 @@ from ct_controllers.model.payload_identification import (
 )
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.loop_snapshot import LoopSnapshot
-from ct_controllers.runtime.payload import stage_payload
+from ct_controllers.runtime.payload import CarriesPayload, stage_payload
 from ct_controllers.tasks.phases import GraspTask
 
 IDENTIFIED = "identified"
@@ -76,9 +77,11 @@ class GraspPayload:
         settle: float = SETTLE,
         average: float = AVERAGE,
         settings: IdentificationSettings | None = None,
+        loop: CarriesPayload | None = None,
     ) -> None:
         self.model = model  # this thread's (scratch data of its own)
         self.controllers = controllers
+        self.loop = loop  # the control loop: its safe hold carries the payload too
         self.limits = limits
         self.restore = restore
         self.settle, self.average = settle, average
@@ -146,7 +149,7 @@ class GraspPayload:
             return
         mass = result.payload.mass
         try:
-            stage_payload(self.controllers, result.payload, self.limits)
+            stage_payload(self.controllers, result.payload, self.limits, self.loop)
         except PayloadError as exc:
             self._finish(
                 task,
@@ -184,5 +187,5 @@ class GraspPayload:
         if not self.staged:
             return False
         self.staged = False
-        stage_payload(self.controllers, self.restore(), self.limits)
+        stage_payload(self.controllers, self.restore(), self.limits, self.loop)
         return True

@@ -1,7 +1,8 @@
 """What other threads ask of the control loop, picked up at a tick boundary.
 
 The loop is the only writer of hardware commands, so the ROS threads do not act: they post a
-request — a motion, a hold, a controller switch, a fault reset — and the control thread takes
+request — a motion, a hold, a controller switch, a fault reset, the safe hold's model (a
+payload) — and the control thread takes
 all that is waiting at the start of its next tick (:meth:`LoopRequests.take`). A newer motion
 replaces one not yet taken; a hold drops it. A reset can be waited for: the tick that takes it
 acknowledges it once processed (:meth:`LoopRequests.wait_for_reset`).
@@ -17,6 +18,7 @@ import threading
 import numpy as np
 
 from ct_controllers.controllers.controller import Controller, FloatArray
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.motion_requests import MotionRequest, TrajectoryRequest
 from ct_controllers.runtime.trajectory_motion import TrajectoryPlan
 
@@ -31,6 +33,7 @@ class LoopRequests:
         self._hold = False
         self._reset = False
         self._controller: Controller | None = None
+        self._hold_model: RobotModel | None = None
         self._next_motion_id = 1
         self._reset_done = threading.Condition()
         self._resets_processed = 0
@@ -65,6 +68,12 @@ class LoopRequests:
             self._controller = controller
             self.waiting = True
 
+    def post_hold_model(self, model: RobotModel) -> None:
+        """The model the safe hold and the fault reactions take g(q) from (a payload's)."""
+        with self._lock:
+            self._hold_model = model
+            self.waiting = True
+
     def post_reset(self) -> None:
         with self._lock:
             self._reset = True
@@ -72,11 +81,15 @@ class LoopRequests:
 
     def take(
         self,
-    ) -> tuple[MotionRequest | TrajectoryRequest | None, bool, bool, Controller | None]:
-        """(motion, hold, reset, controller) posted since the last take, and the inbox empty."""
+    ) -> tuple[
+        MotionRequest | TrajectoryRequest | None, bool, bool, Controller | None, RobotModel | None
+    ]:
+        """(motion, hold, reset, controller, hold model) posted since the last take, and the
+        inbox empty."""
         with self._lock:
-            taken = (self._motion, self._hold, self._reset, self._controller)
-            self._motion, self._hold, self._reset, self._controller = None, False, False, None
+            taken = (self._motion, self._hold, self._reset, self._controller, self._hold_model)
+            self._motion, self._hold, self._reset = None, False, False
+            self._controller = self._hold_model = None
             self.waiting = False
         return taken
 
