@@ -22,7 +22,8 @@ and average per backend, :data:`HOLD_TIMES`), identified with the torque noise s
   relaxed to 1 s (:data:`BRIDGE_DEADLINES`);
 - CANopen at 100 Hz against the in-process simulated drives, the payload in their plant model,
   the measured effort their torque actual: whole per-mille of each joint's rated torque (told
-  per joint its resolution step/√12).
+  per joint its resolution step/√12); its deadlines and heartbeat consumer times relaxed to
+  1 s (:data:`CANOPEN_DEADLINES`).
 
 Tracking. Computed torque (K_p = 400 s⁻², K_d = 40 s⁻¹) on the seed-004 sine (0.3 rad on the
 seven arm joints, ω_i = 1 + 0.3 i rad/s, started on the trajectory), MuJoCo carrying 1 kg at
@@ -72,6 +73,14 @@ BRIDGE_EFFORT_NOISE = 0.05  # [N·m | N] σ the bridge's plant adds to each publ
 # machine stalled for 200-270 ms in two of three runs (a fault ends the holds); what this
 # measures is the identification, not the watchdog (whose bounds the backend tests check).
 BRIDGE_DEADLINES = {"watchdog.state_timeout": 1.0, "watchdog.command_timeout": 1.0}
+# CANopen's likewise, with its heartbeats' consumer times and the PDO deadline (the rig's 0.2 s:
+# a heartbeat was lost for 220 ms here while two other test processes ran).
+CANOPEN_DEADLINES = {
+    **BRIDGE_DEADLINES,
+    "canopen.heartbeat_timeout": 1.0,
+    "canopen.master_heartbeat_timeout": 1.0,
+    "canopen.pdo_timeout": 1.0,
+}
 # [N·m] the torque noise the identification is told, at least: MuJoCo's the floor; CANopen's
 # torque actual is a whole per-mille of each joint's rated torque (``canopen.rated_torque``):
 # a uniform quantization error of σ = step/√12 per joint (0.05 N·m for a 176 N·m drive).
@@ -107,7 +116,11 @@ def through_stack(backend: str, mass: float, com: np.ndarray) -> dict:
             **BRIDGE_DEADLINES,  # type: ignore[arg-type]
         )
         if backend == "ros2_control_bridge"
-        else make_rig(backend, plant_payload=payload)
+        else make_rig(
+            backend,
+            plant_payload=payload,
+            **(CANOPEN_DEADLINES if backend == "canopen" else {}),  # type: ignore[arg-type]
+        )
     )
     try:
         loop, robot, config = rig.stack.loop, rig.stack.model, rig.config
