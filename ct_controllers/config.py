@@ -155,6 +155,7 @@ class StackConfig:
     state_timeout: float  # [s], 0 = 3 control periods
     command_timeout: float  # [s], 0 = 3 control periods
     fault_reaction: str
+    speed_limit_factor: float  # [-] × the URDF velocity limit: a runaway fault; 0 = off
     realtime: RealtimeSettings
     cartesian_update_rate: float  # [Hz] task + differential IK; 0 = update_rate
     overrun_fraction: float  # [-] of a period: a tick starting later is an overrun
@@ -302,6 +303,7 @@ class StackConfig:
             state_timeout=values["watchdog.state_timeout"],
             command_timeout=values["watchdog.command_timeout"],
             fault_reaction=values["watchdog.fault_reaction"],
+            speed_limit_factor=values["watchdog.speed_limit_factor"],
             realtime=RealtimeSettings(
                 priority=values["realtime.priority"],
                 cpu=values["realtime.cpu"],

@@ -51,6 +51,12 @@ def _seconds(value: float) -> str | None:
     return None if value >= 0 else f"must be finite and >= 0 s, got {value}"
 
 
+def _speed_limit_factor(value: float) -> str | None:
+    if value == 0.0 or 1.0 <= value < float("inf"):
+        return None
+    return f"must be 0 (off) or a finite factor >= 1, got {value}"
+
+
 def _joint_states_topic(value: str) -> str | None:
     if value in (JOINT_STATES_AUTO, ""):
         return None
@@ -319,6 +325,14 @@ PARAMETERS = ParameterSchema(
             0.0,
             "No command written this long → fault [s]; 0 = 3 periods",
             validator=_seconds,
+        ),
+        ParameterSpec(
+            "watchdog.speed_limit_factor",
+            float,
+            2.0,
+            "A joint measured faster than this × its URDF velocity limit on two fresh samples "
+            "in a row → fault (a runaway) [-]; 0 = off",
+            validator=_speed_limit_factor,
         ),
         ParameterSpec(
             "watchdog.fault_reaction",

@@ -25,17 +25,23 @@ SLACK = 1e-9  # [s] a deadline expires when the silence exceeds the timeout by m
 
 @dataclass(frozen=True)
 class WatchdogConfig:
-    """state_timeout [s], command_timeout [s]; enabled=False turns both deadlines off."""
+    """state_timeout [s], command_timeout [s]; enabled=False turns both deadlines off.
+    ``speed_limit_factor`` [-]: the control loop's runaway check (a joint measured faster than
+    this × its URDF velocity limit, :mod:`~ct_controllers.runtime.speed_limit`); 0 = off."""
 
     state_timeout: float = 0.003
     command_timeout: float = 0.003
     enabled: bool = True
+    speed_limit_factor: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("state_timeout", "command_timeout"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"watchdog.{name} must be finite and > 0 s, got {value}")
+        factor = self.speed_limit_factor
+        if not (math.isfinite(factor) and (factor == 0.0 or factor >= 1.0)):
+            raise ValueError(f"watchdog.speed_limit_factor must be 0 (off) or >= 1, got {factor}")
 
     @staticmethod
     def for_period(

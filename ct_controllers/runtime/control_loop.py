@@ -103,6 +103,7 @@ from ct_controllers.runtime.realtime import (
     RealtimeSettings,
     apply_to_current_thread,
 )
+from ct_controllers.runtime.speed_limit import speed_limit_of
 from ct_controllers.runtime.timing import (
     StageRecorder,
     TimingRecorder,
@@ -215,7 +216,8 @@ class ControlLoop:
         # hardware -> model order (recomputed only when the source's order changes).
         self._source_order: np.ndarray | None = None
         self._gather = self._hardware_index
-        self.watchdog = Watchdog(watchdog or WatchdogConfig.for_period(period))
+        watchdog = watchdog or WatchdogConfig.for_period(period)
+        self.watchdog = Watchdog(watchdog)
         self._watchdog_started = False
         self._motions = Motions(self.reference_limits)
         self._supervisor = FaultSupervisor(
@@ -227,6 +229,7 @@ class ControlLoop:
             fault_reaction,
             period,
             on_latch=self._motions.abort,
+            speed_limit=speed_limit_of(model, watchdog.speed_limit_factor),
         )
         self._requests = LoopRequests()
         self._snapshots = SnapshotBoard()

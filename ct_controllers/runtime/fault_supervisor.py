@@ -2,7 +2,9 @@
 
 A fault is latched (:meth:`FaultSupervisor.latch`) when the backend reports one (drive FAULT,
 lost heartbeat), the watchdog expires (no fresh state for ``state_timeout``, no command written
-for ``command_timeout``), a stage of the tick raises, or the loop thread dies. From then on the
+for ``command_timeout``), a joint is measured running away (faster than twice its URDF velocity
+limit: :mod:`ct_controllers.runtime.speed_limit`), a stage of the tick raises, or the loop
+thread dies. From then on the
 loop writes the configured reaction (:mod:`ct_controllers.runtime.fault_reaction`: damp to rest
 by default) computed from the last *measured* state (:meth:`FaultSupervisor.reaction_command`);
 quick stop and disable are the drives' own and are applied to them at once. Each fault is a
@@ -37,6 +39,7 @@ from ct_controllers.hardware.watchdog import Watchdog
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.runtime.fault_reaction import FaultReaction
+from ct_controllers.runtime.speed_limit import SpeedLimit
 
 LOG = logging.getLogger("ct_controllers")
 
@@ -96,6 +99,7 @@ class FaultSupervisor:
         reaction: str = DAMP,
         period: float = 0.001,
         on_latch: Callable[[float, FloatArray], None] | None = None,
+        speed_limit: SpeedLimit | None = None,
     ) -> None:
         check_fault_reaction(reaction, hardware)
         self.hardware = hardware
@@ -106,6 +110,7 @@ class FaultSupervisor:
         self.reference_limits = reference_limits  # the damped stop's
         self.period = period  # [s] the back-off between failing ticks
         self.on_latch = on_latch
+        self.speed_limit = speed_limit  # the runaway check on fresh samples (None: off)
         self.fault: str | None = None  # the latched fault, None when none is
         self.record: FaultRecord | None = None  # the latched (or last) fault
         self.records: list[FaultRecord] = []  # every fault latched, oldest first
@@ -115,8 +120,9 @@ class FaultSupervisor:
 
     # --- latching ---------------------------------------------------------------------------
     def supervise(self, state: JointState | None, now: float, fresh: bool, written: bool) -> None:
-        """A tick's check: latch the hardware's fault or the watchdog's expiry (the command
-        deadline once a command was ``written``); faulted without a ``fresh`` state, escalate
+        """A tick's check: latch the hardware's fault, the watchdog's expiry (the command
+        deadline once a command was ``written``) or, on a ``fresh`` state, a runaway
+        (:mod:`~ct_controllers.runtime.speed_limit`); faulted without a ``fresh`` state, escalate
         when it has been missing for ``state_timeout``."""
         if self.fault is None:
             hardware_fault = self.hardware.fault()
@@ -125,6 +131,10 @@ class FaultSupervisor:
                 self.latch(hardware_fault, state, now, now)
             elif expiry is not None:
                 self.latch(expiry.message, state, now, expiry.since)
+            elif fresh and state is not None and self.speed_limit is not None:
+                runaway = self.speed_limit.check(state.v)
+                if runaway is not None:
+                    self.latch(runaway, state, now, state.stamp)
         if self.fault is not None and not fresh:
             self.escalate_without_state(now)
 
@@ -252,6 +262,8 @@ class FaultSupervisor:
             return False
         self.reset_refused = ""
         self.fault = None
+        if self.speed_limit is not None:
+            self.speed_limit.reset()
         self._escalated = None
         self._reaction = None
         self.watchdog.command_written(self.hardware.now())  # the reset may have taken a while

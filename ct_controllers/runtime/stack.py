@@ -261,6 +261,7 @@ def build_stack(
             state_timeout=config.effective_state_timeout,
             command_timeout=config.effective_command_timeout,
             enabled=config.watchdog_enabled,
+            speed_limit_factor=config.speed_limit_factor,
         ),
         fault_reaction=config.fault_reaction,
         realtime=config.realtime,
