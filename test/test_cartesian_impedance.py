@@ -25,6 +25,7 @@ from ct_controllers.plugins import CONTROLLERS, UnknownPluginError, load_plugin
 from ct_controllers.references.reference_generator import CartesianTarget, TargetError
 from ct_controllers.runtime.gain_checks import judge_gains
 from ct_controllers.runtime.gain_stability import GainStability, check_configurations
+from ct_controllers.sim.gains import SLOW_LOOP_CARTESIAN_IMPEDANCE
 from ct_controllers.types import JointReference, JointState
 
 DT = 1e-3  # [s] the bundled update_rate
@@ -501,14 +502,8 @@ def test_on_mujoco_through_the_loop_a_push_is_held_at_the_compliance() -> None:
         rig.close()
 
 
-# Gains for the 100 Hz rigs with a period of delay (the bridge, CANopen): stable there by the
-# sampled-loop check (radius 0.993 at worst), where the 1 kHz defaults are not (1.038).
-SLOW_LOOP = {
-    "stiffness": (200.0, 200.0, 200.0, 10.0, 10.0, 10.0),
-    "nullspace_damping": 1.0,
-    "finger_stiffness": 20.0,
-    "finger_damping": 1.0,
-}
+# Gains for the 100 Hz rigs with a period of delay (the bridge, CANopen): stable there.
+SLOW_LOOP = SLOW_LOOP_CARTESIAN_IMPEDANCE
 
 
 @pytest.mark.parametrize("backend", ["ros2_control_bridge", "canopen"])

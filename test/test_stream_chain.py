@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import make_rig
+from backends import MODES, make_rig
 from helpers import new_robot_model
 
 from ct_controllers.chains.jog_chain import JogChain
@@ -24,6 +24,7 @@ from ct_controllers.references.servo import (
     ServoParameters,
     manipulability,
 )
+from ct_controllers.sim.gains import SLOW_LOOP_CARTESIAN_IMPEDANCE
 
 PARAMS = ServoParameters()
 
@@ -111,18 +112,40 @@ def test_on_mujoco_a_moving_stream_is_followed_and_halted(law) -> None:
         rig.close()
 
 
-def test_on_the_bridge_plant_a_stream_is_followed_and_halted() -> None:
-    """The ros2_control bridge against its plant process over loopback DDS (100 Hz, the rig's
-    slow gains), through the differential IK to the selected joint law: a target moving at
-    2 cm/s is followed within 15 mm, the halt is smooth (:func:`_check_halt`, below 5 mm/s
-    within 2 s: the slow gains settle slower, and the rig rings on a loaded host), and the
-    plant's
-    true TCP ends within 5 mm of where the measured one says; no fault."""
-    rig = make_rig("ros2_control_bridge")
+@pytest.mark.parametrize(
+    "backend, interface, law",
+    [
+        ("mujoco", "position", "diff_ik"),
+        ("ros2_control_bridge", "effort", "diff_ik"),
+        ("ros2_control_bridge", "position", "diff_ik"),
+        ("canopen", "torque", "diff_ik"),
+        ("canopen", "position", "diff_ik"),
+        ("ros2_control_bridge", "effort", "cartesian_impedance"),
+        ("canopen", "torque", "cartesian_impedance"),
+    ],
+)
+def test_on_every_rig_a_stream_is_followed_and_halted(
+    backend: str, interface: str, law: str
+) -> None:
+    """Every backend and command interface but MuJoCo's effort (above): MuJoCo in lockstep,
+    the ros2_control bridge against its plant process over loopback DDS, the simulated CiA 402
+    drives (the last two at 100 Hz with the rigs' slow gains), through the differential IK to
+    the selected joint law, or on the effort interfaces straight to Cartesian impedance (with
+    its gains for those rigs): a target moving at 2 cm/s is followed within 15 mm, the halt is
+    smooth (:func:`_check_halt`, below 5 mm/s within 2 s: the slow gains settle slower, and
+    the real-time rigs ring on a loaded host), and the plant's true TCP ends within 5 mm of
+    where the measured one says; no fault."""
+    rig = make_rig(backend, **MODES[(backend, interface)])
     loop, config = rig.stack.loop, rig.config
     try:
         servo = Servo(PARAMS)
-        controller = rig.stack.controllers[config.default_controller]
+        controller = (
+            CartesianImpedanceController(
+                rig.stack.model.with_own_data(), **SLOW_LOOP_CARTESIAN_IMPEDANCE
+            )
+            if law == "cartesian_impedance"
+            else rig.stack.controllers[config.default_controller]
+        )
         model = new_robot_model()
         loop.run_ticks(round(0.2 / config.period))
         start = model.frame_pose(loop.snapshot().position)
@@ -136,7 +159,7 @@ def test_on_the_bridge_plant_a_stream_is_followed_and_halted() -> None:
             q[model.q_index(name)] = value
         true_tcp = model.frame_pose(q)[:3, 3]
         print(
-            f"bridge: tracking {error * 1e3:.2f} mm, past the last target "
+            f"{backend} {interface} {law}: tracking {error * 1e3:.2f} mm, past the last target "
             f"{(positions[-1][1] - target[1, 3]) * 1e3:.2f} mm, plant vs measured TCP "
             f"{np.linalg.norm(true_tcp - positions[-1]) * 1e3:.2f} mm"
         )
@@ -227,6 +250,58 @@ def test_on_mujoco_a_joint_jog_moves_the_joint_and_halts(law) -> None:
         assert abs(rest.velocity[j1]) < 0.01
         assert (
             turned_on <= 0.3 * PARAMS.incoming_command_timeout + 0.3**2 / (2 * acceleration) + 0.01
+        )
+        assert loop.fault is None
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize(
+    "backend, interface",
+    [
+        ("mujoco", "position"),
+        ("ros2_control_bridge", "effort"),
+        ("ros2_control_bridge", "position"),
+        ("canopen", "torque"),
+        ("canopen", "position"),
+    ],
+)
+def test_on_every_rig_a_joint_jog_moves_the_joint_and_halts(backend: str, interface: str) -> None:
+    """Every other backend and command interface (the real-time ones at 100 Hz with the rigs'
+    slow gains), the selected joint law: joint1 jogged at 0.3 rad/s for 0.8 s turns at that
+    speed (within 0.06 rad/s at the end); stopped, it comes to rest (below 0.02 rad/s within
+    2.5 s: the rigs' joint impedance is underdamped on the base yaw, ζ 0.25 where it is
+    heaviest, and rang at 0.04 rad/s 1.5 s after) having turned on by no more than the halt
+    allows plus 0.035 rad: the following error the arm makes up after the stop (the joint
+    impedance's D·v/K = 12.5 · 0.3 / 150 = 0.025 rad on joint1; the position plants' servos
+    lag alike) and a period or two of delay; no fault."""
+    rig = make_rig(backend, **MODES[(backend, interface)])
+    loop, config = rig.stack.loop, rig.config
+    try:
+        loop.run_ticks(round(0.2 / config.period))
+        model = rig.stack.model
+        servo = JogServo(PARAMS, loop.reference_limits)
+        loop.switch_controller(JogChain(servo, rig.stack.controllers[config.default_controller]))
+        jog, _ = check_jog_values(model, ["joint1"], [0.3], [], 0.0, 0.0, PARAMS)
+        j1 = model.q_index("joint1")
+        every = max(1, round(0.01 / config.period))
+        t0 = loop.now()
+        while loop.now() - t0 < 0.8:
+            servo.offer(jog, loop.now(), 0.0)
+            loop.run_ticks(every)
+        moving = loop.snapshot()
+        loop.run_ticks(round(2.5 / config.period))
+        rest = loop.snapshot()
+        turned_on = rest.position[j1] - moving.position[j1]
+        acceleration = float(loop.reference_limits.acceleration[j1])
+        print(
+            f"{backend} {interface}: joint1 at {moving.velocity[j1]:.3f} rad/s while jogged, "
+            f"{rest.velocity[j1]:.1e} at rest, turned on {turned_on:.4f} rad"
+        )
+        assert abs(moving.velocity[j1] - 0.3) <= 0.06
+        assert abs(rest.velocity[j1]) < 0.02
+        assert (
+            turned_on <= 0.3 * PARAMS.incoming_command_timeout + 0.3**2 / (2 * acceleration) + 0.035
         )
         assert loop.fault is None
     finally:

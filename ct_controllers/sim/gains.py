@@ -31,6 +31,16 @@ SLOW_LOOP_GAINS = {
     "safe_hold.damping": [10.0, 10.0, 5.0, 5.0, 2.0, 2.0, 1.0, 2.0, 2.0],
 }
 
+# Cartesian impedance's for the same rigs (its constructor's keywords): stable there by the
+# sampled-loop check with a period of delay (radius 0.993 at worst), where its 1 kHz defaults
+# are not (1.038).
+SLOW_LOOP_CARTESIAN_IMPEDANCE = {
+    "stiffness": (200.0, 200.0, 200.0, 10.0, 10.0, 10.0),  # [N/m ×3, N·m/rad ×3]
+    "nullspace_damping": 1.0,  # [N·m·s/rad]
+    "finger_stiffness": 20.0,  # [N/m]
+    "finger_damping": 1.0,  # [N·s/m]
+}
+
 
 def slow_loop_gains(config: StackConfig, bundled: bool, rate: float) -> dict[str, Any]:
     """The ``rate`` [Hz] rigs' gain overrides for ``config``: :data:`SLOW_LOOP_GAINS` on the
