@@ -3,9 +3,11 @@ ct_controllers.hardware.mujoco_scene) is the robot Pinocchio reads from the same
 body poses, mass matrix, gravity and bias forces agree at random states, as do the limits,
 damping and friction, on every robot here — the bundled arm (xacro, primitives, armature), the
 Franka Panda and the UR5 of the installed example-robot-data (STL meshes, fused fixed and
-massless links, a <mimic> finger on the Panda), and the UR5 with a continuous wrist (nq ≠ nv in
-Pinocchio). Pinocchio is used directly (pin.buildModelFromXML), as the independent reader of
-the URDF; the robots come from the installed packages, never copied here."""
+massless links, a <mimic> finger on the Panda), the UR5 with a continuous wrist (nq ≠ nv in
+Pinocchio), and the Kinova Jaco 2 (three continuous joints, ranges not centred on zero, every
+collision mesh Collada, converted). Pinocchio is used directly (pin.buildModelFromXML), as the
+independent reader of the URDF; the robots come from the installed packages, never copied
+here."""
 
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ class Robot:
             {
                 "panda": "robots/panda_description/urdf/panda.urdf",
                 "ur5": "robots/ur_description/urdf/ur5_robot.urdf",
+                "kinova": "robots/kinova_description/robots/kinova.urdf",
             }[self.name]
         )
         return path.read_text(), path.parent
@@ -73,6 +76,7 @@ ROBOTS = (
     Robot("panda", "panda_hand_tcp"),
     Robot("ur5", "tool0"),
     Robot("ur5_continuous", "tool0"),
+    Robot("kinova", "j2s6s200_end_effector"),
 )
 
 

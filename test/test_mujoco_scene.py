@@ -287,11 +287,72 @@ def test_missing_mesh_is_rejected_naming_it_and_the_places_looked_in(tmp_path, m
     assert "cmeel.prefix" in message
 
 
-def test_collision_mesh_in_a_format_mujoco_cannot_read_is_rejected():
-    """A collision mesh MuJoCo cannot decode (.dae) raises DescriptionError naming the link and
-    the file (the robot would otherwise lose a collision shape silently)."""
-    with pytest.raises(DescriptionError, match=r"link 'link3'.*'link3\.dae'.*cannot read"):
-        build_scene(_with_mesh("link3.dae"))
+def test_collision_mesh_in_a_format_neither_read_nor_converted_is_rejected():
+    """A collision mesh MuJoCo cannot decode and the stack does not convert (.ply) raises
+    DescriptionError naming the link and the file (the robot would otherwise lose a collision
+    shape silently)."""
+    with pytest.raises(DescriptionError, match=r"link 'link3'.*'link3\.ply'.*cannot read"):
+        build_scene(_with_mesh("link3.ply"))
+
+
+def test_collada_collision_meshes_are_converted_where_pinocchio_puts_them(
+    tmp_path, monkeypatch
+) -> None:
+    """The Kinova Jaco 2 of example-robot-data (every collision mesh Collada): the scene
+    compiles, and at random configurations each link's collision mesh in MuJoCo's world spans
+    the same box (its vertices' world bounds, 0.1 mm) as Pinocchio's collision model of the
+    same URDF puts the same file (pin.buildGeomFromUrdfString, its own mesh reader, its own
+    placements); the conversion is cached (a second build converts nothing)."""
+    import pinocchio as pin
+
+    from ct_controllers.bench.robots import example_robot_path
+    from ct_controllers.hardware import mesh_conversion
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = example_robot_path("robots/kinova_description/robots/kinova.urdf")
+    urdf = path.read_text()
+    model = compile_scene(build_scene(urdf, urdf_directory=path.parent, with_objects=False))
+    cached = sorted(mesh_conversion.cache_folder().iterdir())
+    assert cached and all(file.suffix == ".stl" for file in cached)
+    build_scene(urdf, urdf_directory=path.parent, with_objects=False)
+    assert sorted(mesh_conversion.cache_folder().iterdir()) == cached
+    robot = pin.buildModelFromXML(urdf)
+    geometry = pin.buildGeomFromUrdfString(
+        robot, urdf, pin.GeometryType.COLLISION, package_dirs=[str(path.parents[4])]
+    )
+    robot_data, geometry_data = robot.createData(), geometry.createData()
+    data = mujoco.MjData(model)
+    pin.seed(3)  # pin.randomConfiguration: the same draws every run
+    for _ in range(3):
+        q = pin.randomConfiguration(robot)
+        pin.updateGeometryPlacements(robot, robot_data, geometry, geometry_data, q)
+        for j in range(1, robot.njoints):  # MuJoCo's joints by name, from Pinocchio's q
+            joint = robot.joints[j]
+            address = model.joint(robot.names[j]).qposadr[0]
+            if joint.nq == 2:  # a continuous joint: (cos θ, sin θ)
+                data.qpos[address] = np.arctan2(q[joint.idx_q + 1], q[joint.idx_q])
+            else:
+                data.qpos[address] = q[joint.idx_q]
+        mujoco.mj_kinematics(model, data)
+        ours = []  # every mesh geom's vertices in the world (fused links: on their parent)
+        for g in range(model.ngeom):
+            if model.geom_type[g] != mujoco.mjtGeom.mjGEOM_MESH:
+                continue
+            mesh_id = model.geom_dataid[g]
+            start, count = model.mesh_vertadr[mesh_id], model.mesh_vertnum[mesh_id]
+            vertices = model.mesh_vert[start : start + count]
+            ours.append(vertices @ data.geom_xmat[g].reshape(3, 3).T + data.geom_xpos[g])
+        assert len(ours) == len(geometry.geometryObjects)
+        for index, item in enumerate(geometry.geometryObjects):
+            placement = geometry_data.oMg[index]
+            mesh = item.geometry
+            local = np.array([mesh.vertex(i) for i in range(mesh.num_vertices)])
+            theirs = local @ placement.rotation.T + placement.translation
+            assert any(
+                np.allclose(v.min(axis=0), theirs.min(axis=0), atol=1e-4)
+                and np.allclose(v.max(axis=0), theirs.max(axis=0), atol=1e-4)
+                for v in ours
+            ), item.name
 
 
 def test_visual_meshes_mujoco_cannot_read_are_skipped_with_one_warning(tmp_path, caplog):

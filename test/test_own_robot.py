@@ -1,10 +1,12 @@
 """Your own arm, end to end: ct-setup → ct-sim → MoveJoints and MoveToPose through the real node
 → ct-bench reach, one parametrized module over robots that come from installed packages, never
-copied into this repository — the Franka Panda, the UR5 and the xArm7 of example-robot-data (7 DOF
-with a mimic finger and meshes; 6 DOF, no gripper; 7 DOF, no gripper, joint friction 1 N·m and
-damping 2-10 N·m·s/rad in its URDF) — and the bundled arm's xacro, each through the same
-ct-setup output. Also a made-up variant (the UR5 with a continuous wrist, text-edited into a
-tmp dir) through ct-setup and ct-sim: nothing here may be specific to these arms.
+copied into this repository — the Franka Panda, the UR5, the xArm7 and the Kinova Jaco 2 of
+example-robot-data (7 DOF with a mimic finger and meshes; 6 DOF, no gripper; 7 DOF, no gripper,
+joint friction 1 N·m and damping 2-10 N·m·s/rad in its URDF; 6 DOF, three continuous joints,
+ranges far from zero, every mesh Collada, its fingers fixed) — and the bundled arm's xacro, each
+through the same ct-setup output. Also a made-up variant (the UR5 with a continuous wrist,
+text-edited into a tmp dir) through ct-setup and ct-sim: nothing here may be specific to these
+arms.
 
 Cost, per robot: one ct-setup, one ct-sim (10 s of sim time, lockstep), one node process for
 both actions (a few goals), REACH_SAMPLES reach goals in lockstep.
@@ -70,6 +72,8 @@ ROBOTS = {
     "panda": lambda: example_robot("panda_description/urdf/panda.urdf"),
     "ur5": lambda: example_robot("ur_description/urdf/ur5_robot.urdf"),
     "xarm7": lambda: example_robot("xarm_description/urdf/xarm7.urdf"),
+    # Kinova Jaco 2: three continuous joints, ranges far from zero, Collada meshes, fixed fingers
+    "kinova": lambda: example_robot("kinova_description/robots/kinova.urdf"),
     "ct_arm": default_description_path,
 }
 

@@ -477,3 +477,19 @@ def test_yaml_scalars_read_back_as_written(tmp_path: Path) -> None:
     file.write_text(render([Entry(f"section.{k}", v, "a comment") for k, v in values.items()]))
     read = load_parameters(file)
     assert read == {f"section.{k}": v for k, v in values.items()}
+
+
+def test_the_kinova_tcp_is_its_end_effector_frame_not_a_deeper_finger_tip() -> None:
+    """The Kinova Jaco 2 (example-robot-data): among the links fixed to its last moving link
+    (its fingers are fixed joints, one link deeper than the end effector), the default TCP is
+    the frame named as a tool (``j2s6s200_end_effector``: the name matched as a whole word
+    across its underscores), not the deepest finger tip; its three continuous joints are arm
+    joints and there is no gripper."""
+    from ct_controllers.setup_assistant.chain import discover_chain
+    from ct_controllers.setup_assistant.urdf_tree import read_robot
+
+    tree = read_robot(example_robot_path("robots/kinova_description/robots/kinova.urdf"))
+    chain = discover_chain(tree)
+    assert chain.tcp == "j2s6s200_end_effector"
+    assert chain.arm_joints == tuple(f"j2s6s200_joint_{i}" for i in range(1, 7))
+    assert chain.gripper_joints == ()

@@ -18,8 +18,10 @@ mimic relations and fixed-joint frames the scene needs from the original):
 - a mesh that cannot be found is a :class:`DescriptionError` naming it and the places looked in;
 - visual geometry: kept only if the URDF's own ``<mujoco><compiler discardvisual="false"/>``
   asks for it (MuJoCo's URDF default discards it); a kept visual mesh in a format MuJoCo cannot
-  read (``.dae``, ...) is left out, all of them with one warning. A collision mesh in such a
-  format is an error (the robot would silently lose a collision shape).
+  read (``.dae``, ...) is left out, all of them with one warning. A Collada (``.dae``) collision
+  mesh is converted to STL as Pinocchio's collision model reads it
+  (:mod:`~ct_controllers.hardware.mesh_conversion`); a collision mesh in any other format MuJoCo
+  cannot read is an error (the robot would silently lose a collision shape).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
+from ct_controllers.hardware.mesh_conversion import CONVERTED_SUFFIXES, stl_of
 from ct_controllers.model.description import DescriptionError
 
 LOG = logging.getLogger("ct_controllers")
@@ -56,7 +59,8 @@ class Mimic:
 @dataclass(frozen=True)
 class UrdfJoint:
     """A movable URDF joint as the scene needs it: type, child link, limits (lower/upper [rad |
-    m], None for a continuous joint or no ``<limit>``; effort [N·m | N], 0 when not given)."""
+    m], None for a continuous joint or no ``<limit>``; effort [N·m | N], 0 when not given),
+    parent link."""
 
     name: str
     kind: str  # revolute | continuous | prismatic
@@ -64,6 +68,7 @@ class UrdfJoint:
     lower: float | None
     upper: float | None
     effort: float
+    parent: str = ""  # the parent link
 
 
 @dataclass(frozen=True)
@@ -193,16 +198,22 @@ def prepare_urdf(
                 if mesh is None:
                     continue
                 filename = mesh.get("filename", "")
-                if Path(filename).suffix.lower() not in READABLE_MESH_SUFFIXES:
+                suffix = Path(filename).suffix.lower()
+                if suffix not in READABLE_MESH_SUFFIXES:
                     if kind == "visual":
                         skipped.append(filename)
                         link.remove(element)
                         continue
-                    raise DescriptionError(
-                        f"link '{link.get('name')}': collision mesh '{filename}' is in a format "
-                        f"MuJoCo cannot read (it reads {', '.join(READABLE_MESH_SUFFIXES)}); "
-                        "convert it, e.g. to STL"
-                    )
+                    if suffix not in CONVERTED_SUFFIXES:
+                        raise DescriptionError(
+                            f"link '{link.get('name')}': collision mesh '{filename}' is in a "
+                            "format MuJoCo cannot read (it reads "
+                            f"{', '.join(READABLE_MESH_SUFFIXES)}, and "
+                            f"{', '.join(CONVERTED_SUFFIXES)} converted); convert it, e.g. to STL"
+                        )
+                    found = resolve_mesh(filename, folder, mesh_folder)
+                    mesh.set("filename", str(stl_of(found)))  # as Pinocchio's collision reads it
+                    continue
                 mesh.set("filename", str(resolve_mesh(filename, folder, mesh_folder)))
     if skipped:
         LOG.warning(
@@ -241,7 +252,9 @@ def prepare_urdf(
             effort = _number(limit, "effort", 0.0) or 0.0
             if kind != "continuous":  # a continuous joint has no range, whatever <limit> says
                 lower, upper = _number(limit, "lower", 0.0), _number(limit, "upper", 0.0)
-        joints[name] = UrdfJoint(name, kind, child_link, lower, upper, effort)
+        joints[name] = UrdfJoint(
+            name, kind, child_link, lower, upper, effort, parent.get("link", "")
+        )
         coupling = joint.find("mimic")
         if coupling is not None:
             mimic[name] = Mimic(

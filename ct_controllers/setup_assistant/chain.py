@@ -33,7 +33,7 @@ from ct_controllers.setup_assistant.errors import SetupError
 from ct_controllers.setup_assistant.urdf_tree import RobotTree, UrdfJoint
 
 # Tool-like link names, best first (matched on word boundaries of the lower-cased name).
-TOOL_NAMES = (r"tcp", r"tool\d*", r"(ee|eef|end_effector|endeffector)\d*", r"flange")
+TOOL_NAMES = (r"tcp", r"tool\d*", r"(ee|eef|end[_-]?effector)\d*", r"flange")
 
 
 @dataclass(frozen=True)
@@ -55,13 +55,14 @@ class Chain:
 
 
 def _tool_rank(link: str) -> int | None:
-    """The rank in :data:`TOOL_NAMES` of the best word of ``link`` (split at non-alphanumerics),
-    or None when none is tool-like."""
-    words = re.split(r"[^a-z0-9]+", link.lower())
+    """The rank in :data:`TOOL_NAMES` of the best name ``link`` has as a whole word (bounded by
+    the name's ends or non-alphanumerics: ``panda_hand_tcp``, ``j2s6s200_end_effector``), or
+    None when none is tool-like."""
+    name = link.lower()
     ranks = [
         rank
         for rank, pattern in enumerate(TOOL_NAMES)
-        if any(re.fullmatch(pattern, word) for word in words)
+        if re.search(rf"(?:^|[^a-z0-9])(?:{pattern})(?:$|[^a-z0-9])", name)
     ]
     return min(ranks) if ranks else None
 
