@@ -427,3 +427,31 @@ def test_urdf_that_does_not_parse_or_mimics_a_ghost_is_rejected():
     assert "thumb_joint" in urdf
     with pytest.raises(DescriptionError, match=r"'right_finger_joint' mimics 'thumb_joint'"):
         build_scene(urdf)
+
+
+def test_the_root_and_the_links_moving_on_it_do_not_collide() -> None:
+    """The Kinova's base and shoulder meshes touch at their joint (MuJoCo's own distance
+    between them ≤ 0.1 mm), and MuJoCo does not filter a body against a world-welded parent:
+    the scene excludes that pair, so at rest no contact joins them (it held the first joint)."""
+    from ct_controllers.bench.robots import example_robot_path
+
+    path = example_robot_path("robots/kinova_description/robots/kinova.urdf")
+    model = compile_scene(build_scene(path.read_text(), urdf_directory=path.parent))
+    data = mujoco.MjData(model)
+    data.qpos[model.joint("j2s6s200_joint_1").qposadr[0]] = -0.68  # where it touched
+    mujoco.mj_forward(model, data)
+    base, shoulder = model.body("base").id, model.body("j2s6s200_link_1").id
+    geoms = [
+        [g for g in range(model.ngeom) if model.geom_bodyid[g] == body] for body in (base, shoulder)
+    ]
+    distance = min(
+        mujoco.mj_geomDistance(model, data, a, b, 0.01, None)
+        for a in geoms[0]
+        for b in geoms[1]
+    )
+    assert distance <= 1e-4, distance
+    pairs = {
+        frozenset((model.geom_bodyid[c.geom1], model.geom_bodyid[c.geom2]))
+        for c in data.contact[: data.ncon]
+    }
+    assert frozenset((base, shoulder)) not in pairs
