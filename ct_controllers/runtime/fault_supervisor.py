@@ -4,9 +4,9 @@ A fault is latched (:meth:`FaultSupervisor.latch`) when the backend reports one 
 lost heartbeat), the watchdog expires (no fresh state for ``state_timeout``, no command written
 for ``command_timeout``), a joint is measured running away (faster than twice its URDF velocity
 limit: :mod:`ct_controllers.runtime.speed_limit`), a stage of the tick raises, or the loop
-thread dies. From then on the
-loop writes the configured reaction (:mod:`ct_controllers.runtime.fault_reaction`: damp to rest
-by default) computed from the last *measured* state (:meth:`FaultSupervisor.reaction_command`);
+thread dies. From then on the loop writes the configured reaction
+(:mod:`ct_controllers.runtime.fault_reaction`: damp to rest by default) computed from the last
+*measured* state (:meth:`FaultSupervisor.reaction_command`);
 quick stop and disable are the drives' own and are applied to them at once. Each fault is a
 :class:`FaultRecord`, with the time from the fault to the first safe command written.
 

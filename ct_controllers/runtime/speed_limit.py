@@ -45,17 +45,20 @@ class SpeedLimit:
         self.names = names
         self.units = units
         self._over = 0  # consecutive samples over the bound so far
+        self._speed = np.empty(limits.size)  # |v|, written in place each sample
+        self._exceeds = np.empty(limits.size, dtype=bool)
 
     def check(self, v: FloatArray) -> str | None:
         """One fresh sample's measured velocities ``v`` [rad/s | m/s] (model order): the fault
         message on the ``SAMPLES``-th consecutive one with a joint over its bound, else None."""
-        if not (np.abs(v) > self.bound).any():
+        speed = np.abs(v, out=self._speed)
+        if not np.greater(speed, self.bound, out=self._exceeds).any():
             self._over = 0
             return None
         self._over += 1
         if self._over < SAMPLES:
             return None
-        ratio = np.abs(v) / self.bound
+        ratio = speed / self.bound
         i = int(np.argmax(ratio))
         return (
             f"speed limit: joint '{self.names[i]}' measured at {abs(v[i]):.3g} {self.units[i]} "
