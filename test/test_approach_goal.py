@@ -138,12 +138,17 @@ def test_the_solver_moves_a_ur5_solution_to_its_nearest_branch_keeping_the_pose(
 def _tested_pairs(m: mujoco.MjModel) -> list[tuple[int, int]]:
     """The geom pairs MuJoCo's collision tests, by its documented rules: compatible contype /
     conaffinity, different weld bodies, not a body and its parent unless one is the world,
-    no free object (the checker leaves those out)."""
+    not a pair of bodies the model excludes (``<exclude>``: the scene's root and the links
+    moving on it), no free object (the checker leaves those out)."""
     free = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == 0}
+    excluded = {int(signature) for signature in m.exclude_signature}  # (b1 << 16) + b2
     pairs = []
     for g1, g2 in itertools.combinations(range(m.ngeom), 2):
         b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
         if b1 in free or b2 in free:
+            continue
+        low, high = min(b1, b2), max(b1, b2)
+        if (low << 16) + high in excluded:
             continue
         type1, type2 = m.geom_contype, m.geom_conaffinity
         if not (type1[g1] & type2[g2] or type1[g2] & type2[g1]):
