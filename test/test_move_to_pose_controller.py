@@ -94,9 +94,10 @@ def _send(client: Client, goal: Any) -> Any:
 
 
 def test_an_unknown_controller_is_refused_and_nothing_moves(client: Client) -> None:
-    """controller "nope": INVALID_GOAL naming it and the loaded ones; the arm's joints stay
-    within 0.1 mrad of where they were and no chain was installed (the active controller stays
-    the selected one)."""
+    """controller "nope": INVALID_GOAL naming it and the loaded ones; nothing is commanded —
+    the loop's joint reference stays the same in every controller state published meanwhile,
+    no chain is installed (the active controller stays the selected one) — and the arm's joints
+    stay within 1 mrad of where they were (0.4 mrad: the settling the node starts with)."""
     client.wait_at_rest()
     before = _measured_q(client)
     client.controller_states.clear()
@@ -105,9 +106,11 @@ def test_an_unknown_controller_is_refused_and_nothing_moves(client: Client) -> N
     assert "'nope'" in result.message and "cart" in result.message
     assert "joint_impedance" in result.message
     client.spin_until(lambda: False, 0.3)
-    assert np.abs(_measured_q(client) - before).max() < 1e-4
-    active = {name for state in client.controller_states for name in state.active_controllers}
-    assert active == {"joint_impedance"}, active
+    states = client.controller_states
+    assert states
+    assert all(list(state.desired) == list(states[0].desired) for state in states)
+    assert {name for state in states for name in state.active_controllers} == {"joint_impedance"}
+    assert np.abs(_measured_q(client) - before).max() < 1e-3
 
 
 def test_named_cartesian_impedance_reaches_the_pose_without_a_differential_ik(
