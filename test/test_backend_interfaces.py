@@ -4,7 +4,7 @@ DDS (effort and position) and CANopen CiA 402 against simulated drives on a virt
 and position); the real backends at 100 Hz with the slow-loop gains of ``sim/gains.py``.
 
 - A chain's joint reference reaches position-interface joints: a Cartesian target 5 cm away is
-  reached through a :class:`CartesianChain` (what MoveToPose runs) on every backend and mode,
+  reached through the chain factory's chain (what MoveToPose runs) on every backend and mode,
   checked on the plant's true joint positions.
 - The measured effort reaches ``JointState`` — what the controllers, chains and the grasp task
   get — and the loop's snapshots, in model order, under the sample's stamp; the grasp task
@@ -24,7 +24,7 @@ from backends import Rig, make_rig
 from helpers import new_robot_model
 
 from ct_controllers.bench.grasp import run_trial
-from ct_controllers.chains.cartesian_chain import CartesianChain
+from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
 from ct_controllers.config import load_config
 from ct_controllers.controllers.controller import (
     Controller,
@@ -35,7 +35,6 @@ from ct_controllers.controllers.controller import (
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.references.spline_trajectory import Waypoint
 from ct_controllers.runtime.trajectory_motion import ToleranceArrays, TrajectoryPlan
 
@@ -120,7 +119,7 @@ class Recording(Controller):
 
 
 def test_a_cartesian_target_5_cm_away_is_reached(rig: Rig) -> None:
-    """A TCP target 5 cm from the TCP, orientation kept, run through a CartesianChain (QP
+    """A TCP target 5 cm from the TCP, orientation kept, run through the factory's chain (QP
     differential IK → the stack's joint controller, as MoveToPose builds it) is reached on every
     backend and interface within 6 s: the chain's error stays ≤ 3 mm and 0.01 rad for 0.3 s,
     and the plant's true joint positions then put the TCP within 3 mm of the target (an
@@ -135,11 +134,8 @@ def test_a_cartesian_target_5_cm_away_is_reached(rig: Rig) -> None:
     model = RobotModel(rig.stack.model.model, config.tcp_frame, config.base_frame)
     target = model.frame_pose(snapshot.position).copy()
     target[:3, 3] += OFFSET
-    chain = CartesianChain(
-        model,
-        QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
-        rig.stack.controller,
-        target,
+    chain = tcp_target_chain(
+        model, rig.stack.controller, config.arm_joints, config.cartesian_divisor, target
     )
     loop.switch_controller(chain)
     errors = (np.inf, np.inf)

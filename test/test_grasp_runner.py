@@ -198,7 +198,7 @@ def test_reset_after_the_end_returns_a_clean_approach(phase: Phase) -> None:
         assert setup.task.phase == phase
         setup.task.reset()
         assert setup.task.phase == Phase.APPROACH and setup.task.transitions == []
-        setup.runner.diff_ik.reset()
+        setup.runner.arm.diff_ik.reset()  # type: ignore[attr-defined]
         setup.task.start(GraspGoal(grasp_pose=top_down_grasp(0.5, 0.1, 0.0)))
         _run(setup, 0.5)
         assert setup.task.phase == Phase.APPROACH and setup.task.failure is None
@@ -220,11 +220,48 @@ def test_a_runner_switched_into_a_running_loop_is_prepared_and_still_picks() -> 
         loop.switch_controller(setup.runner)
         assert loop.controller is default  # prepared here, installed at the next tick
         assert setup.task.transitions == [] and setup.task._phase_start is None
-        assert setup.runner.diff_ik.reference_q is None  # type: ignore[attr-defined]
+        assert setup.runner.arm.diff_ik.reference_q is None  # type: ignore[attr-defined]
         target = setup.runner._target
-        assert target is not None and target.pose is setup.task.target()
+        assert target is not None and target is setup.task.target()
+        np.testing.assert_array_equal(setup.runner.arm.target, target)
         _run(setup, 10.0)
         assert loop.controller is setup.runner
         assert setup.task.phase == Phase.DONE, setup.task.failure
+    finally:
+        setup.stack.shut_down()
+
+
+def test_with_cartesian_impedance_the_arm_takes_the_targets_directly_and_picks() -> None:
+    """The grasp runner of a Cartesian impedance arm controller (the chain factory's direct
+    chain: no differential IK) switched into the running loop, as a Grasp goal does: the pick
+    of the 5 cm cube goes APPROACH → CLOSE → HOLD → RELEASE → DONE in MuJoCo (lockstep), with
+    no fault."""
+    from ct_controllers.chains.cartesian_controller_chain import CartesianControllerChain
+    from ct_controllers.chains.grasp_runner import build_grasp_runner
+    from ct_controllers.controllers.cartesian_impedance import CartesianImpedanceController
+    from ct_controllers.tasks.phases import GraspTask
+
+    setup = grasp_setup(CONFIG, CUBE, install=False)
+    try:
+        stack, task = setup.stack, GraspTask()
+        law = CartesianImpedanceController(stack.model.with_own_data())
+        runner = build_grasp_runner(stack, law, task, sense_object=setup.sensor.observe)
+        assert isinstance(runner.arm, CartesianControllerChain) and runner.arm.wrapped is law
+        loop = stack.loop
+        loop.run_ticks(50)
+        task.start(GraspGoal(grasp_pose=top_down_grasp(*CUBE, setup.scene)))
+        loop.switch_controller(runner)
+        for _ in range(round(10.0 / CONFIG.period / 10)):
+            loop.run_ticks(10)
+            if task.finished or loop.fault is not None:
+                break
+        assert loop.fault is None
+        assert task.phase == Phase.DONE, task.failure
+        assert [t.target for t in task.transitions] == [
+            Phase.CLOSE,
+            Phase.HOLD,
+            Phase.RELEASE,
+            Phase.DONE,
+        ]
     finally:
         setup.stack.shut_down()

@@ -12,7 +12,7 @@ Scenarios, each from rest at the home pose, in this order on one rig per backend
   the reference limits); ok when the motion succeeded and every arm joint of the plant is
   within 0.01 rad of its goal (MoveJoints' tolerance) within 2 s of its end. Error: the
   largest |q − goal| [rad] of the plant's own positions then.
-- ``cartesian``: a TCP target 5 cm away, orientation kept, through a CartesianChain (QP
+- ``cartesian``: a TCP target 5 cm away, orientation kept, through the chain factory's chain (QP
   differential IK → the stack's joint controller, what MoveToPose runs); ok when the chain's
   error stays within 3 mm and 0.01 rad for 0.3 s within 6 s. Error: the plant's TCP (an
   independent FK of its own positions) to the target [m].
@@ -73,12 +73,11 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ct_controllers.bench.grasp import top_down_grasp, worker_pool
-from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
+from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
 from ct_controllers.config import RealtimeSettings, load_config
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.references.diff_ik_qp import QpDiffIk
 from ct_controllers.runtime.control_loop import CANCELED, PREEMPTED, RUNNING, SUCCEEDED
 from ct_controllers.runtime.realtime import apply_to_current_thread
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
@@ -216,10 +215,11 @@ class Scenarios:
         model = self.model.with_own_data()
         target = model.frame_pose(snapshot.position).copy()
         target[:3, 3] += OFFSET
-        chain = CartesianChain(
+        chain = tcp_target_chain(
             model,
-            QpDiffIk(model, self.config.arm_joints, update_divisor=self.config.cartesian_divisor),
             self.rig.stack.controller,
+            self.config.arm_joints,
+            self.config.cartesian_divisor,
             target,
         )
         self.loop.switch_controller(chain)

@@ -48,7 +48,8 @@ import numpy as np
 import pinocchio as pin
 
 from ct_controllers.bench.timing import WARMUP, _measure, _states, _summary, _updater
-from ct_controllers.chains.cartesian_chain import CartesianChain
+from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
+from ct_controllers.chains.tcp_target_chain import TcpTargetChain
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.controllers.cartesian_impedance import (
     PARAMETERS as CARTESIAN_PARAMETERS,
@@ -60,8 +61,6 @@ from ct_controllers.controllers.cartesian_impedance import (
 from ct_controllers.controllers.controller import Controller
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.plugins import CONTROLLERS, load_plugin
-from ct_controllers.references.diff_ik_qp import QpDiffIk
-from ct_controllers.references.reference_generator import CartesianTarget
 from ct_controllers.runtime.control_loop import ControlLoop
 from ct_controllers.runtime.loop_snapshot import LoopSnapshot
 from ct_controllers.runtime.stack import Stack, build_stack
@@ -116,13 +115,20 @@ def cartesian_impedance(stack: Stack, stiffness: tuple[float, ...]) -> Cartesian
     return CartesianImpedanceController(stack.model.with_own_data(), stiffness=stiffness)
 
 
-def diff_ik_chain(stack: Stack, pose: np.ndarray) -> CartesianChain:
+def target_chain(stack: Stack, controller: Controller, pose: np.ndarray) -> TcpTargetChain:
+    """The chain factory's chain to ``controller`` toward ``pose`` (4 × 4, base frame), as
+    MoveToPose's finish and the streams build it: differential IK (QP) in front of a joint law,
+    the target straight to Cartesian impedance."""
+    config = stack.config
+    return tcp_target_chain(
+        stack.model, controller, config.arm_joints, config.cartesian_divisor, pose
+    )
+
+
+def diff_ik_chain(stack: Stack, pose: np.ndarray) -> TcpTargetChain:
     """Differential IK (QP) → the configuration's joint impedance, toward ``pose`` (4 × 4, base
     frame): MoveToPose's finishing chain (``chains/pose_goal.py``)."""
-    model = stack.model.with_own_data()
-    config = stack.config
-    diff_ik = QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor)
-    return CartesianChain(model, diff_ik, joint_impedance(stack), pose)
+    return target_chain(stack, joint_impedance(stack), pose)
 
 
 def operational_inertia(
@@ -347,7 +353,6 @@ def circle(
         snapshot = loop.snapshot()
         assert snapshot is not None
         start = _tcp(model, snapshot.position)
-        base = stack.config.base_frame
         controller: Controller
         set_target: Callable[[Circle, float], None]
         if method == "diff_ik":
@@ -358,7 +363,8 @@ def circle(
                 chain.set_target(*path.at(t))
         else:
             law = cartesian_impedance(stack, stiffness)
-            controller = law
+            direct = target_chain(stack, law, start)
+            controller = direct
             inertia = operational_inertia(law, stack, model) if method == FEED_FORWARD else None
 
             def set_target(path: Circle, t: float) -> None:
@@ -366,7 +372,7 @@ def circle(
                 wrench = None
                 if inertia is not None:  # Λ ẍ*, Λ at the latest measured configuration
                     wrench = inertia(_latest(loop).position).dot(path.acceleration(t))
-                law.set_target(CartesianTarget(pose, base, twist=twist, wrench=wrench))
+                direct.set_target(pose, twist, wrench)
 
         loop.switch_controller(controller)
         loop.run_ticks(round(CIRCLE_SETTLE / config.period))

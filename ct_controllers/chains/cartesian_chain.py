@@ -1,16 +1,15 @@
-"""The MoveToPose chain: differential IK → the joint-level controller, as one controller the loop
-runs (so the limiter stays the last step). The TCP target may be replaced from any thread; the
-joints the IK does not control (the fingers) hold where they were when the chain started. Each
-tick's full joint reference is part of its output (:meth:`compute_output`), so joints on the
-position interface follow the IK as effort joints do."""
+"""The chain of a joint-space law: differential IK → the joint-level controller, as one
+controller the loop runs (so the limiter stays the last step). The TCP target may be replaced
+from any thread; the joints the IK does not control (the fingers) hold where they were when the
+chain started. Each tick's full joint reference is part of its output (:meth:`compute_output`),
+so joints on the position interface follow the IK as effort joints do. Built by the chain
+factory (``chains/tcp_chain_factory.py``) for a controller that takes joint references."""
 
 from __future__ import annotations
 
 import time
 
-import numpy as np
-
-from ct_controllers.chains.wrapping import WrappingController
+from ct_controllers.chains.tcp_target_chain import TcpTargetChain
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -18,12 +17,13 @@ from ct_controllers.controllers.controller import (
     JointReference,
     JointState,
 )
-from ct_controllers.model.frames import pose_error_norms
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
+from ct_controllers.references.reference_generator import ReferenceGenerator, TargetError
 
 
-class CartesianChain(WrappingController):
+class CartesianChain(TcpTargetChain):
+    GENERATES_REFERENCE = True
+
     def __init__(
         self,
         model: RobotModel,
@@ -31,36 +31,26 @@ class CartesianChain(WrappingController):
         joint_controller: Controller,
         target: FloatArray,
     ) -> None:
-        super().__init__()
-        self.model = model
+        super().__init__(model, target)
         self.diff_ik = diff_ik
         self.joint_controller = joint_controller
-        self.base_frame = model.model.frames[model.base_frame_id].name
         self.stage_breakdown: dict[str, float] = {"diff_ik": 0.0, "joint_controller": 0.0}
-        # A second model for errors() on the goal's thread (Pinocchio scratch data is not
-        # thread-safe; the control thread uses ``model``).
-        self._error_model = model.with_own_data()
-        self._target = CartesianTarget(
-            pose=np.array(target, dtype=np.float64), frame=self.base_frame
-        ).validated(self.base_frame)
 
-    def set_target(self, pose: FloatArray, twist: FloatArray | None = None) -> None:
+    def set_target(
+        self,
+        pose: FloatArray,
+        twist: FloatArray | None = None,
+        wrench: FloatArray | None = None,
+    ) -> None:
         """Replace the TCP target (4x4, base frame) and its optional feed-forward twist (6,:
-        linear [m/s]; angular [rad/s], base axes); validated here, used from the next tick."""
-        self._target = CartesianTarget(
-            pose=np.array(pose, dtype=np.float64),
-            frame=self.base_frame,
-            twist=None if twist is None else np.array(twist, dtype=np.float64),
-        ).validated(self.base_frame)
-
-    @property
-    def target(self) -> FloatArray:
-        return self._target.pose.copy()
-
-    def errors(self, q: FloatArray) -> tuple[float, float]:
-        """(position [m], orientation [rad]) error of the TCP at ``q`` to the target; for one
-        thread other than the control thread."""
-        return pose_error_norms(self._error_model.frame_pose(q), self._target.pose)
+        linear [m/s]; angular [rad/s], base axes); checked here, used from the next tick. A
+        wrench is refused (TargetError): a joint reference carries none."""
+        if wrench is not None:
+            raise TargetError(
+                "a wrench feed-forward needs a controller that takes Cartesian targets; "
+                f"{type(self.joint_controller).__name__} takes joint references"
+            )
+        self._target = self.checked(pose, twist)
 
     @property
     def wrapped(self) -> Controller:
@@ -70,9 +60,6 @@ class CartesianChain(WrappingController):
         """Warm the differential IK (its own model and solver) toward the current target; the
         joint controller may be running in the loop: it is not touched."""
         self.diff_ik.prepare(state, self._target, dt)
-
-    def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
-        return self.compute_output(state, reference, dt).effort
 
     def compute_output(
         self, state: JointState, reference: JointReference, dt: float

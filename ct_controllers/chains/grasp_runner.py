@@ -1,6 +1,7 @@
 """The grasp task on the real stack: a chained controller that runs, each tick,
 
-    observation → grasp phase machine → differential IK (arm) → joint controller → efforts
+    observation → grasp phase machine → the arm's chain (the chain factory's: differential IK →
+                                        a joint law, or the target straight to a Cartesian one)
                                       ↘ gripper servo with the grasp force limit (fingers)
 
 and is installed in the control loop like any controller (``loop.switch_controller``), so the
@@ -21,7 +22,8 @@ clipped into the joint range (fingers that closed on nothing past their limit ar
 there, nor is anything handed on from there).
 
 Per-stage compute times of the last tick (task, differential IK, joint controller) are in
-``stage_breakdown`` for the loop's telemetry.
+``stage_breakdown`` for the loop's telemetry (the arm chain's stages: none of its own for a
+Cartesian controller, whose time is the joint controller's).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from typing import Final, Literal
 
 import numpy as np
 
+from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
+from ct_controllers.chains.tcp_target_chain import TcpTargetChain
 from ct_controllers.chains.wrapping import WrappingController
 from ct_controllers.controllers.controller import (
     Controller,
@@ -52,8 +56,6 @@ from ct_controllers.hardware.interface import (
 from ct_controllers.model.grip_geometry import GripGeometry
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.references.diff_ik_qp import QpDiffIk
-from ct_controllers.references.reference_generator import CartesianTarget, ReferenceGenerator
 from ct_controllers.runtime.stack import Stack, to_model_order
 from ct_controllers.tasks.phases import GraspObservation, GraspTask, Phase, TaskOutput
 
@@ -84,8 +86,7 @@ class GraspRunner(WrappingController):
         self,
         model: RobotModel,
         task: GraspTask,
-        diff_ik: ReferenceGenerator,
-        arm_controller: Controller,
+        arm: TcpTargetChain,
         gripper: GripperController,
         sense_object: Callable[[], ObjectReading] | None,
         hold_damping: FloatArray,
@@ -93,7 +94,9 @@ class GraspRunner(WrappingController):
         task_divisor: int = 1,
         grip: GripGeometry | None = None,
     ) -> None:
-        """``grip``: the gripper's width frames and closing limits (the stack's
+        """``arm``: the chain toward the task's TCP targets (the chain factory's, of the arm
+        controller; its differential IK, if any, of the same ``update_divisor`` as
+        ``task_divisor``). ``grip``: the gripper's width frames and closing limits (the stack's
         :attr:`~ct_controllers.runtime.stack.Stack.grip`): the task checks the grip width
         measured between the frames, and its finger targets [0, open_width] are mapped onto
         each gripper joint's closed … open limits; None: the finger openings summed, the
@@ -108,13 +111,13 @@ class GraspRunner(WrappingController):
         self._ticks = 0
         self.model = model
         self.task = task
-        self.diff_ik = diff_ik
-        self.arm_controller = arm_controller
+        self.arm = arm
+        self.arm_controller = arm.wrapped
         self.gripper = gripper
         # The tick's evaluation of the robot at the measured state, read by the observation,
         # the arm controller, the gripper servo and the safe hold: the arm controller's own when
         # it is of this runner's model (one evaluation per tick), else the runner's.
-        shared = arm_controller.model_state
+        shared = self.arm_controller.model_state
         self.model_state: ModelState = (
             shared if shared is not None and shared.pin_model is model.model else ModelState(model)
         )
@@ -141,7 +144,9 @@ class GraspRunner(WrappingController):
             "joint_controller": 0.0,
         }
         self.last_output: TaskOutput | None = None
-        self._target: CartesianTarget | None = None
+        self._target: FloatArray | None = None  # the task's TCP target the arm chain has
+        # The arm chain's own stage times (a differential IK's), copied into the runner's.
+        self._arm_stages: dict[str, float] | None = getattr(arm, "stage_breakdown", None)
         self._finger_values = (math.nan, math.nan)  # (target [m], effort limit [N]) ...
         self._finger_lists: tuple[list[float], ...] = ()  # ... per finger, as Python floats
         self._effort_limit: FloatArray | None = None  # model order: the fingers' drives' bound
@@ -149,7 +154,7 @@ class GraspRunner(WrappingController):
 
     @property
     def wrapped(self) -> Controller:
-        return self.arm_controller
+        return self.arm
 
     def observe(self, state: JointState, evaluated: ModelState) -> GraspObservation:
         """The task's observation from the measured state (``evaluated``: the model at it) and,
@@ -181,13 +186,20 @@ class GraspRunner(WrappingController):
 
     def prepare(self, state: JointState, dt: float) -> None:
         """Warm the observation (this runner's model; the object sensor, read once) and the
-        differential IK toward the task's first target. The task does not step, and the arm
-        controller, which the loop may be running, is not touched."""
-        self.observe(state, self._warm_up_state.at(state))
+        arm chain toward the task's first target (a differential IK warms; a Cartesian
+        controller takes the target; the measured TCP pose before the task has one). The task
+        does not step."""
+        evaluated = self._warm_up_state.at(state)
+        self.observe(state, evaluated)
         target = self.task.target()
-        if target is not None:
-            self._target = CartesianTarget(pose=target, frame=self.base_frame)
-            self.diff_ik.prepare(state, self._target, dt)
+        self.arm.set_target(evaluated.frame_pose() if target is None else target)
+        self._target = target
+        self.arm.prepare(state, dt)
+
+    def release_target(self) -> None:
+        """The grasp ended: the arm chain lets go of its controller (:meth:`TcpTargetChain.
+        release_target`)."""
+        self.arm.release_target()
 
     def compute(self, state: JointState, reference: JointReference, dt: float) -> FloatArray:
         return self.compute_output(state, reference, dt).effort
@@ -195,9 +207,10 @@ class GraspRunner(WrappingController):
     def compute_output(
         self, state: JointState, reference: JointReference, dt: float
     ) -> ControlOutput:
-        """Efforts and the full joint reference of this tick: the differential IK's for the arm,
-        the gripper servo's reference r (and ṙ) for the fingers; frozen (DONE, FAILED), the
-        measured position where it froze. ``reference`` (the loop's own) is not used."""
+        """Efforts and the full joint reference of this tick: the arm chain's for the arm (a
+        differential IK's, or ``reference``, the loop's, under a Cartesian controller), the
+        gripper servo's reference r (and ṙ) for the fingers; frozen (DONE, FAILED), the
+        measured position where it froze."""
         clock = time.perf_counter
         start = clock()
         breakdown = self.stage_breakdown
@@ -234,14 +247,20 @@ class GraspRunner(WrappingController):
             after_controller = clock()
         else:
             self._frozen_reference = None
-            if self._target is None or self._target.pose is not output.tcp_target:
-                # The task hands out one read-only array per stage: one target object per stage,
-                # which the generator recognises and does not re-validate every tick.
-                self._target = CartesianTarget(pose=output.tcp_target, frame=self.base_frame)
-            joint_reference = self.diff_ik.update(state, self._target, dt)
-            after_ik = clock()
+            if self._target is not output.tcp_target:
+                # The task hands out one read-only array per stage: the arm chain checks each
+                # stage's target once, not every tick.
+                self.arm.set_target(output.tcp_target)
+                self._target = output.tcp_target
+            arm = self.arm.step(state, reference, dt)
+            joint_reference = arm.reference
+            if not self.arm.GENERATES_REFERENCE:  # the loop's: the fingers go into a copy
+                joint_reference = JointReference(
+                    joint_reference.q.copy(), joint_reference.v.copy(), joint_reference.a.copy()
+                )
             # A new array, this runner's (Controller.compute): the fingers are written in place.
-            tau = self.arm_controller.update(state, joint_reference, dt)
+            tau = arm.effort
+            after_ik = clock()
             fingers = (output.finger_target, output.finger_effort_limit)
             if fingers != self._finger_values:
                 self._finger_values = fingers
@@ -274,8 +293,14 @@ class GraspRunner(WrappingController):
             after_controller = clock()
         if observation is not None:
             breakdown["task"] = after_task - start
-        breakdown["diff_ik"] = after_ik - after_task
-        breakdown["joint_controller"] = after_controller - after_ik
+        if output.tcp_target is None:
+            breakdown["diff_ik"] = after_ik - after_task
+            breakdown["joint_controller"] = after_controller - after_ik
+        else:  # the arm chain's IK, if it has one; the controllers' the rest
+            stages = self._arm_stages
+            ik = 0.0 if stages is None else stages.get("diff_ik", 0.0)
+            breakdown["diff_ik"] = ik
+            breakdown["joint_controller"] = after_controller - after_task - ik
         if self.records is not None and observation is not None:
             self.records.append(self._record(state.stamp, output, observation))
         # Frozen (DONE, FAILED): the drives' default limits, holding the measured position.
@@ -341,8 +366,11 @@ def build_grasp_runner(
     return GraspRunner(
         model=model,
         task=task or GraspTask(),
-        diff_ik=QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor),
-        arm_controller=arm_controller,
+        # Its first target (the identity) is never tracked: prepare() replaces it with the
+        # task's first one, or the measured TCP pose (a task not started).
+        arm=tcp_target_chain(
+            model, arm_controller, config.arm_joints, config.cartesian_divisor, np.eye(4)
+        ),
         gripper=grasp_gripper(model, config.gripper_joints, stack.grip),
         sense_object=reader,
         hold_damping=to_model_order(

@@ -9,10 +9,12 @@ clipped short of it). No converged solution: UNREACHABLE, before anything moves.
 solutions, the one the approach goes to (:func:`goal_selection`, ``chains/approach_goal.py``): on
 the branch nearest the measured configuration, its approach clear of the scene.
 
-The chain: a joint-space approach to that solution, then the differential IK (QP) for the finish
+The chain (the chain factory's, ``chains/tcp_chain_factory.py``): for a joint-space controller a
+joint-space approach to that solution, then the differential IK (QP) for the finish
 (:class:`~ct_controllers.references.joint_approach.JointSpaceApproach`), → the joint controller.
 Without a solution (``goal=None``) the differential IK runs alone from the measured state: the
-chain before the approach existed, kept for the side-by-side figures of ``ct-bench reach``.
+chain before the approach existed, kept for the side-by-side figures of ``ct-bench reach``. A
+controller that takes Cartesian targets (Cartesian impedance) gets the pose directly.
 """
 
 from __future__ import annotations
@@ -21,14 +23,12 @@ import logging
 from dataclasses import dataclass
 
 from ct_controllers.chains.approach_goal import GoalSelection
-from ct_controllers.chains.cartesian_chain import CartesianChain
+from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
+from ct_controllers.chains.tcp_target_chain import TcpTargetChain
 from ct_controllers.controllers.controller import Controller, FloatArray
 from ct_controllers.hardware.mujoco_collision import SceneCollision, scene_collision
 from ct_controllers.ik.solver import IkOptions, IkSolver
 from ct_controllers.model.description import DescriptionError
-from ct_controllers.references.diff_ik_qp import QpDiffIk
-from ct_controllers.references.joint_approach import JointSpaceApproach
-from ct_controllers.references.reference_generator import ReferenceGenerator
 from ct_controllers.runtime.stack import Stack
 
 DEFAULT_POSITION_TOLERANCE = 0.001  # [m], when the goal gives 0
@@ -105,17 +105,19 @@ def goal_selection(stack: Stack, ik: IkSolver) -> GoalSelection:
 
 
 def pose_chain(
-    stack: Stack, joint_controller: Controller, pose: FloatArray, goal: FloatArray | None
-) -> CartesianChain:
-    """The chain of one goal: toward ``pose`` (4x4, base frame) through ``goal`` (the goal check's
-    IK solution, model order; None: the differential IK alone) → ``joint_controller``. The
-    stack's model with scratch data of its own (not a parse of the URDF nor a copy of the tree:
-    this runs on a goal's thread, which shares the GIL with the control loop, and parsing the
-    URDF holds it for ~0.8 ms — an overrun at 1 kHz)."""
+    stack: Stack, controller: Controller, pose: FloatArray, goal: FloatArray | None
+) -> TcpTargetChain:
+    """The chain of one goal toward ``pose`` (4x4, base frame), by the chain factory
+    (``chains/tcp_chain_factory.py``): to a joint-space ``controller`` through ``goal`` (the
+    goal check's IK solution, model order; None: the differential IK alone), to a Cartesian one
+    directly."""
     config = stack.config
-    model = stack.model.with_own_data()
-    diff_ik = QpDiffIk(model, config.arm_joints, update_divisor=config.cartesian_divisor)
-    generator: ReferenceGenerator = diff_ik
-    if goal is not None:
-        generator = JointSpaceApproach(diff_ik, goal, stack.loop.reference_limits, pose)
-    return CartesianChain(model, generator, joint_controller, pose)
+    return tcp_target_chain(
+        stack.model,
+        controller,
+        config.arm_joints,
+        config.cartesian_divisor,
+        pose,
+        solution=goal,
+        reference_limits=stack.loop.reference_limits,
+    )

@@ -1,11 +1,11 @@
 """A streamed target's chain: the servo (``references/servo.py``) → the Cartesian target of the
 controller that takes it, as one controller the loop runs (the limiter stays the last step).
 
-The target goes where MoveToPose's go (``chains/pose_goal.py``): through the differential IK
-(QP, joint limits as constraints) to the selected joint law (a
-:class:`~ct_controllers.chains.cartesian_chain.CartesianChain`), or straight to a controller that
-takes Cartesian targets (:attr:`Controller.ACCEPTS`: Cartesian impedance), whose own step bounds
-then apply on top of the servo's. Every tick: the measured TCP pose, twist (J q̇) and
+The target goes where MoveToPose's go, into a chain of the chain factory
+(``chains/tcp_chain_factory.py``): through the differential IK (QP, joint limits as constraints)
+to the selected joint law, or straight to a controller that takes Cartesian targets
+(:attr:`Controller.ACCEPTS`: Cartesian impedance), whose own step bounds then apply on top of
+the servo's. Every tick: the measured TCP pose, twist (J q̇) and
 manipulability at the measured state, the servo's commanded pose and twist, handed to the inner
 controller, whose efforts and joint reference are the chain's.
 
@@ -20,10 +20,10 @@ import time
 import numpy as np
 import pinocchio as pin
 
-from ct_controllers.chains.cartesian_chain import CartesianChain
+from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
+from ct_controllers.chains.tcp_target_chain import TcpTargetChain
 from ct_controllers.chains.wrapping import WrappingController
 from ct_controllers.controllers.controller import (
-    CARTESIAN,
     Controller,
     ControlOutput,
     FloatArray,
@@ -31,21 +31,18 @@ from ct_controllers.controllers.controller import (
     JointState,
 )
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.references.diff_ik_qp import QpDiffIk
-from ct_controllers.references.reference_generator import CartesianTarget
 from ct_controllers.references.servo import Servo, ServoOutput, manipulability
 
 
 class StreamChain(WrappingController):
-    """``servo`` → ``inner`` (a CartesianChain, or a controller accepting Cartesian targets).
+    """``servo`` → ``inner`` (the chain factory's chain to the selected controller).
     ``model``: the chain's own (scratch data of its own, the control thread's)."""
 
-    def __init__(self, model: RobotModel, servo: Servo, inner: Controller) -> None:
+    def __init__(self, model: RobotModel, servo: Servo, inner: TcpTargetChain) -> None:
         super().__init__()
         self.model = model
         self.servo = servo
         self.inner = inner
-        self.base_frame = model.model.frames[model.base_frame_id].name
         self.last: ServoOutput | None = None  # the last tick's (status, tests)
         self._commanded_q: FloatArray | None = None  # the IK's last joint reference
         self.stage_breakdown: dict[str, float] = {"servo": 0.0, "inner": 0.0}
@@ -105,13 +102,10 @@ class StreamChain(WrappingController):
         out = self.servo.update(float(state.stamp), pose, jacobian.dot(state.v), measure, dt)
         self.last = out
         inner = self.inner
-        if isinstance(inner, CartesianChain):
-            inner.set_target(out.pose, out.twist)
-        else:
-            inner.set_target(CartesianTarget(out.pose, self.base_frame, twist=out.twist))  # type: ignore[attr-defined]
+        inner.set_target(out.pose, out.twist)
         after = time.perf_counter()
         output = inner.step(state, reference, dt)
-        if isinstance(inner, CartesianChain):
+        if inner.GENERATES_REFERENCE:  # the IK's q*: where the command leads the arm
             self._commanded_q = output.reference.q
         self.stage_breakdown["servo"] = after - start
         self.stage_breakdown["inner"] = time.perf_counter() - after
@@ -141,16 +135,10 @@ def stream_chain(
     update_divisor: int,
     start_pose: FloatArray,
 ) -> StreamChain:
-    """The chain of a stream to ``controller`` (the selected one): straight to it if it takes
-    Cartesian targets, else through a differential IK (QP) of its own, as MoveToPose's
-    (``chains/pose_goal.py``) without the joint-space approach (a stream starts where the arm
-    is). ``model``: the stack's; the chain and the IK get scratch data of their own.
-    ``start_pose``: 4x4, base frame, the IK's first target (the measured TCP pose)."""
-    inner: Controller
-    if CARTESIAN in controller.ACCEPTS:
-        inner = controller
-    else:
-        ik_model = model.with_own_data()
-        diff_ik = QpDiffIk(ik_model, arm_joints, update_divisor=update_divisor)
-        inner = CartesianChain(ik_model, diff_ik, controller, np.array(start_pose))
+    """The chain of a stream to ``controller`` (the selected one), by the chain factory:
+    straight to it if it takes Cartesian targets, else through a differential IK (QP) of its
+    own, as MoveToPose's without the joint-space approach (a stream starts where the arm is).
+    ``model``: the stack's; the chains get scratch data of their own. ``start_pose``: 4x4, base
+    frame, the first target (the measured TCP pose)."""
+    inner = tcp_target_chain(model, controller, arm_joints, update_divisor, start_pose)
     return StreamChain(model.with_own_data(), servo, inner)

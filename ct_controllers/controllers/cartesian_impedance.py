@@ -550,22 +550,32 @@ class CartesianImpedanceController(Controller):
         return super().gain_labels(name, size)
 
     # --- the target ------------------------------------------------------------------------
-    def set_target(self, target: CartesianTarget) -> None:
+    def set_target(self, target: CartesianTarget, checked: bool = False) -> None:
         """Track ``target`` (pose [m] of the TCP in the base frame, optional twist [m/s; rad/s]
         and wrench [N; N·m] feed-forward in base axes) from the next tick, through the step
         bounds. Checked here (:class:`~ct_controllers.references.reference_generator.
-        TargetError` naming what is wrong; nothing changes then); any thread."""
-        checked = target.validated(self.base_frame)  # arrays of its own ...
-        for array in (checked.pose, checked.twist, checked.wrench):
+        TargetError` naming what is wrong; nothing changes then) unless ``checked``: the
+        caller's own :meth:`CartesianTarget.validated` result against this base frame, whose
+        arrays it hands over (a chain checks its target once, at its boundary); any thread."""
+        if not checked:
+            target = target.validated(self.base_frame)  # arrays of its own ...
+        checked_target = target
+        for array in (checked_target.pose, checked_target.twist, checked_target.wrench):
             if array is not None:
                 array.setflags(write=False)  # ... read-only: `target` hands them out
         with self._target_lock:
-            self._pending = checked
+            self._pending = checked_target
 
-    def clear_target(self) -> None:
+    def clear_target(self, only: CartesianTarget | None = None) -> None:
         """Track the forward kinematics of the loop's joint reference again (through the step
-        bounds) from the next tick; any thread."""
+        bounds) from the next tick; any thread. ``only``: clear only if the target handed over
+        last is this one (the same object): a chain ending does not clear the target a newer
+        chain has handed the controller meanwhile."""
         with self._target_lock:
+            if only is not None:
+                last = self._target if self._pending is None else self._pending
+                if last is not only:
+                    return
             self._pending = _CLEAR
 
     @property

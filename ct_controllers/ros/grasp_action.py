@@ -179,8 +179,10 @@ class GraspServer:
         runner = self._runner()
         runner.task.start(request)
         payload = self._payload()
+        via = "diff_ik" if runner.arm.GENERATES_REFERENCE else "pose"  # what `active` says
+        name = f"grasp → {via} → {self.manager.selected}"
         token, _ = self.arbiter.start(
-            lambda: self.manager.use_chain(f"grasp → diff_ik → {self.manager.selected}", runner),
+            lambda: self.manager.use_chain(name, runner),
             target=lambda: _tcp_target(runner),  # the ct_goal TF frame
         )
         try:
@@ -191,6 +193,7 @@ class GraspServer:
             if self.arbiter.is_current(token):
                 self.loop.hold()
                 self.manager.release()
+            runner.release_target()  # a Cartesian controller: its joint reference's FK again
             self.arbiter.finish(token)
 
     def _payload(self) -> GraspPayload | None:

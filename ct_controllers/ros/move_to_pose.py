@@ -1,10 +1,12 @@
 """``/ct/move_to_pose`` (ct_interfaces/action/MoveToPose): the TCP to a pose through the chain
-joint-space approach to the goal check's IK solution, then differential IK (QP, joint limits as
-constraints) → the selected joint controller (``chains/pose_goal.py``, shared with
-``ct-bench reach``).
+factory's chain (``chains/pose_goal.py``, shared with ``ct-bench reach``) to the goal's
+``controller`` ("" = the selected one): for a joint law, a joint-space approach to the goal
+check's IK solution, then differential IK (QP, joint limits as constraints) → the controller;
+for one that takes Cartesian targets (Cartesian impedance), the pose straight to it.
 
 Boundary checks (each aborts at once with its code and a message): frame (UNKNOWN_FRAME), stamp
-(STALE_GOAL), non-finite values or a non-unit quaternion or negative tolerances (INVALID_GOAL), no
+(STALE_GOAL), non-finite values or a non-unit quaternion or negative tolerances, a controller
+not loaded, or a Cartesian one with arm joints on the position interface (INVALID_GOAL), no
 IK solution within the joint limits (UNREACHABLE, with the residual). Of the IK's solutions the
 approach goes to the one on the branch nearest the measured configuration whose approach is
 clear of the scene (``chains/approach_goal.py``; none clear: the nearest, with a warning). What
@@ -23,7 +25,6 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import MoveToPose
 
-from ct_controllers.chains.cartesian_chain import CartesianChain
 from ct_controllers.chains.pose_goal import (
     DEFAULT_ORIENTATION_TOLERANCE,
     DEFAULT_POSITION_TOLERANCE,
@@ -33,6 +34,10 @@ from ct_controllers.chains.pose_goal import (
     goal_selection,
     pose_chain,
 )
+from ct_controllers.chains.tcp_chain_factory import takes_cartesian_targets
+from ct_controllers.chains.tcp_target_chain import TcpTargetChain
+from ct_controllers.controllers.controller import Controller
+from ct_controllers.hardware.interface import POSITION
 from ct_controllers.references.joint_trajectory import MAX_DURATION
 from ct_controllers.ros.goals import (
     SHUTTING_DOWN,
@@ -48,6 +53,7 @@ from ct_controllers.ros.pose_goals import (
     summarize_pose,
 )
 from ct_controllers.tasks.conditions import DwellCondition
+from ct_controllers.text import quoted
 
 Result = MoveToPose.Result
 FEEDBACK_PERIOD = 0.05  # [s]
@@ -69,11 +75,41 @@ class MoveToPoseServer:
             self._execute,
             callback_group,
             arbiter=arbiter,
-            summary=lambda goal: summarize_pose(goal.target) + f", timeout {goal.timeout:g} s",
+            summary=lambda goal: (
+                summarize_pose(goal.target)
+                + f", timeout {goal.timeout:g} s"
+                + (f", controller {quoted(goal.controller)}" if goal.controller else "")
+            ),
         )
 
     def _parameter(self, name: str) -> float:
         return parameter_value(self.node, name)
+
+    def controller(self, name: str) -> tuple[str, Controller]:
+        """The goal's controller by name ("" = the selected one), or GoalRejected
+        (INVALID_GOAL) naming it and the loaded ones — or the arm joints on the position
+        interface, for a controller that takes Cartesian targets: its efforts would not reach
+        them, and they would hold."""
+        controllers = self.manager.controllers
+        if name and name not in controllers:
+            raise GoalRejected(
+                Result.INVALID_GOAL,
+                f"unknown controller {quoted(name)}; loaded: {', '.join(controllers)}",
+            )
+        name = name or self.manager.selected
+        controller = controllers[name]
+        if takes_cartesian_targets(controller):
+            hardware = self.stack.hardware
+            interfaces = dict(zip(hardware.joint_names, hardware.command_interfaces, strict=True))
+            held = [j for j in self.config.arm_joints if interfaces.get(j) == POSITION]
+            if held:
+                raise GoalRejected(
+                    Result.INVALID_GOAL,
+                    f"controller {quoted(name)} takes the pose directly and writes efforts; arm "
+                    f"joint(s) {', '.join(held)} are on the position interface (name a joint "
+                    "law: it runs behind the differential IK)",
+                )
+        return name, controller
 
     def validate(self, goal: Any, q: np.ndarray) -> PoseRequest:
         """The goal checked, once, into a :class:`PoseRequest` (its IK solution seeded with the
@@ -121,33 +157,32 @@ class MoveToPoseServer:
             message = self.loop.stopped_reason or "no state from the control loop"
             return Result(error_code=Result.FAULT, message=message)
         try:
+            name, controller = self.controller(goal_handle.request.controller)
             request = self.validate(goal_handle.request, snapshot.position)
         except GoalRejected as rejection:
             goal_handle.abort()
             return Result(error_code=rejection.code, message=str(rejection))
-        chain = pose_chain(
-            self.stack,
-            self.stack.controllers[self.manager.selected],
-            request.pose,
-            request.solution,
-        )
+        chain = pose_chain(self.stack, controller, request.pose, request.solution)
+        # What `active` reports meanwhile: what runs between the pose and the efforts.
+        active = f"pose → {name}" if takes_cartesian_targets(controller) else f"diff_ik → {name}"
         token, _ = self.arbiter.start(
-            lambda: self.manager.use_chain(f"diff_ik → {self.manager.selected}", chain),
+            lambda: self.manager.use_chain(active, chain),
             target=lambda: request.pose,  # the ct_goal TF frame
         )
         try:
             return self._follow(goal_handle, token, chain, request)
         finally:
             if self.arbiter.is_current(token):
-                self.loop.hold()  # the joint controller resumes from where the arm is
+                self.loop.hold()  # the selected controller resumes from where the arm is
                 self.manager.release()
+            chain.release_target()  # a Cartesian controller: its joint reference's FK again
             self.arbiter.finish(token)
 
     def _follow(
         self,
         goal_handle: Any,
         token: int,
-        chain: CartesianChain,
+        chain: TcpTargetChain,
         request: PoseRequest,
     ) -> Any:
         errors = (float("nan"), float("nan"))

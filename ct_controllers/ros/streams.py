@@ -253,9 +253,8 @@ class StreamServer:
         if release and self.arbiter.is_current(token):
             self.loop.hold()
             self.manager.release()
-        clear = getattr(chain.inner, "clear_target", None)
-        if clear is not None:  # Cartesian impedance: its joint reference's FK again
-            clear()
+        if isinstance(chain, StreamChain):  # Cartesian impedance: its reference's FK again
+            chain.inner.release_target()
         self.arbiter.finish(token)
         self._log.set_status(INACTIVE, f"no stream selected: {why}")
         if was != NONE:  # the parameter says what runs
