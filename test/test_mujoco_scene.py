@@ -445,9 +445,7 @@ def test_the_root_and_the_links_moving_on_it_do_not_collide() -> None:
         [g for g in range(model.ngeom) if model.geom_bodyid[g] == body] for body in (base, shoulder)
     ]
     distance = min(
-        mujoco.mj_geomDistance(model, data, a, b, 0.01, None)
-        for a in geoms[0]
-        for b in geoms[1]
+        mujoco.mj_geomDistance(model, data, a, b, 0.01, None) for a in geoms[0] for b in geoms[1]
     )
     assert distance <= 1e-4, distance
     pairs = {

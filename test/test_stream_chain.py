@@ -269,7 +269,8 @@ def test_on_mujoco_a_joint_jog_moves_the_joint_and_halts(law) -> None:
 def test_on_every_rig_a_joint_jog_moves_the_joint_and_halts(backend: str, interface: str) -> None:
     """Every other backend and command interface (the real-time ones at 100 Hz with the rigs'
     slow gains), the selected joint law: joint1 jogged at 0.3 rad/s for 0.8 s turns at that
-    speed (within 0.06 rad/s at the end); stopped, it comes to rest (below 0.02 rad/s within
+    speed (within 0.05 rad/s on average over the last 0.4 s: a single velocity sample of the
+    real-time rigs jitters with their bus and DDS timing); stopped, it comes to rest (below 0.02 rad/s within
     2.5 s: the rigs' joint impedance is underdamped on the base yaw, ζ 0.25 where it is
     heaviest, and rang at 0.04 rad/s 1.5 s after) having turned on by no more than the halt
     allows plus 0.035 rad: the following error the arm makes up after the stop (the joint
@@ -286,19 +287,23 @@ def test_on_every_rig_a_joint_jog_moves_the_joint_and_halts(backend: str, interf
         j1 = model.q_index("joint1")
         every = max(1, round(0.01 / config.period))
         t0 = loop.now()
+        steady = None  # the snapshot 0.4 s in: the speed is judged over the last 0.4 s
         while loop.now() - t0 < 0.8:
             servo.offer(jog, loop.now(), 0.0)
             loop.run_ticks(every)
+            if steady is None and loop.now() - t0 >= 0.4:
+                steady = loop.snapshot()
         moving = loop.snapshot()
+        speed = (moving.position[j1] - steady.position[j1]) / (moving.stamp - steady.stamp)
         loop.run_ticks(round(2.5 / config.period))
         rest = loop.snapshot()
         turned_on = rest.position[j1] - moving.position[j1]
         acceleration = float(loop.reference_limits.acceleration[j1])
         print(
-            f"{backend} {interface}: joint1 at {moving.velocity[j1]:.3f} rad/s while jogged, "
+            f"{backend} {interface}: joint1 at {speed:.3f} rad/s while jogged, "
             f"{rest.velocity[j1]:.1e} at rest, turned on {turned_on:.4f} rad"
         )
-        assert abs(moving.velocity[j1] - 0.3) <= 0.06
+        assert abs(speed - 0.3) <= 0.05
         assert abs(rest.velocity[j1]) < 0.02
         assert (
             turned_on <= 0.3 * PARAMS.incoming_command_timeout + 0.3**2 / (2 * acceleration) + 0.035
