@@ -10,20 +10,21 @@ from ct_controllers.runtime.loop_requests import LoopRequests
 
 
 def test_take_returns_what_was_posted_once_and_empties_the_inbox():
-    """Posted motion, hold, reset and controller come out of one take(), and not again;
-    ``waiting`` says whether anything is there."""
+    """Posted motion, hold, reset, controller and the safe hold's model come out of one
+    take(), and not again; ``waiting`` says whether anything is there."""
     requests = LoopRequests()
     assert not requests.waiting
-    controller = object()
+    controller, hold_model = object(), object()
     motion_id = requests.post_motion(np.array([1]), np.array([0.3]), 2.0)
     requests.post_reset()
     requests.post_controller(controller)  # type: ignore[arg-type]
+    requests.post_hold_model(hold_model)  # type: ignore[arg-type]
     assert requests.waiting
-    motion, hold, reset, switched = requests.take()
+    motion, hold, reset, switched, model = requests.take()
     assert motion is not None and motion.motion_id == motion_id and motion.duration == 2.0
-    assert (hold, reset, switched) == (False, True, controller)
+    assert (hold, reset, switched, model) == (False, True, controller, hold_model)
     assert not requests.waiting
-    assert requests.take() == (None, False, False, None)
+    assert requests.take() == (None, False, False, None, None)
 
 
 def test_motion_ids_increase_and_a_newer_motion_replaces_one_not_taken():
@@ -41,7 +42,7 @@ def test_a_hold_drops_a_motion_not_yet_taken():
     requests = LoopRequests()
     requests.post_motion(np.array([0]), np.array([0.1]), 0.0)
     requests.post_hold()
-    motion, hold, _, _ = requests.take()
+    motion, hold, _, _, _ = requests.take()
     assert motion is None and hold
 
 
