@@ -157,6 +157,10 @@ class RotorDynamics:
         self._configuration = ConfigurationMap(self.model).to_pinocchio  # scratch of its own
         # Pinocchio's aba and computeMinverse refuse a model with mimic joints.
         self.articulated = len(self.model.mimicking_joints) == 0
+        # No continuous joint (nq == nv): Pinocchio takes the joint positions as they are, and
+        # the sub-step calls ABA directly — no conversion call per sub-step (in-process drives
+        # share the GIL with the control loop).
+        self._direct = self.articulated and self.model.nq == self.model.nv
 
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q) + diag(rotor), symmetric [kg·m² | kg] (model order)."""
@@ -165,6 +169,8 @@ class RotorDynamics:
 
     def acceleration(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
         """q̈ [rad/s² | m/s²] under ``tau`` [N·m | N] (model order)."""
+        if self._direct:
+            return np.asarray(pin.aba(self.model, self.data, q, v, tau))
         configuration = self._configuration(q)
         if self.articulated:
             return np.asarray(pin.aba(self.model, self.data, configuration, v, tau))
@@ -199,7 +205,7 @@ class RotorDynamics:
             force = (tau - bias - mass @ acceleration)[free]
             acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force)
             return acceleration
-        configuration = self._configuration(q)
+        configuration = q if self._direct else self._configuration(q)
         unconstrained = np.asarray(pin.aba(self.model, self.data, configuration, v, tau))
         inverse = pin.computeMinverse(self.model, self.data, configuration)  # upper triangle
         held = np.flatnonzero(prescribed)
