@@ -125,12 +125,12 @@ def rotor_inertia(model: RobotModel, least: np.ndarray | None = None) -> np.ndar
     return np.maximum(rotor - pin_model.armature, 0.0)
 
 
-def drive_friction(model: RobotModel) -> np.ndarray:
+def drive_friction(model: RobotModel, least: np.ndarray | None = None) -> np.ndarray:
     """Viscous friction per joint [N·m·s/rad | N·s/m], model order: the drive's, ``FRICTION`` at
     most (least inertia + rotor) / ``MECHANICAL_TIME`` (a drive sized for its joint), plus the
     joint's own ``<dynamics damping>`` from the URDF (which MuJoCo simulates too, and the
-    stack's gain design and damping feed-forward know)."""
-    least = least_inertia(model)
+    stack's gain design and damping feed-forward know); ``least`` as for :func:`rotor_inertia`."""
+    least = least_inertia(model) if least is None else least
     inertia = least + rotor_inertia(model, least)
     return np.minimum(FRICTION, inertia / MECHANICAL_TIME) + model.joint_damping
 
@@ -417,8 +417,9 @@ class SimulatedDrives:
         for name, value in (initial_positions or {}).items():
             self.q[model.q_index(name)] = value
         self.v = np.zeros(model.nv)
-        self.rotor = rotor_inertia(model)
-        self.friction = drive_friction(model)
+        least = least_inertia(model)  # once: 64 mass matrices
+        self.rotor = rotor_inertia(model, least)
+        self.friction = drive_friction(model, least)
         self.dynamics = RotorDynamics(model, self.rotor)
         self.network = canopen.Network()
         with threads_started_with(priority) as scheduling:  # its receive thread

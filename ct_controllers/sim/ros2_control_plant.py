@@ -66,6 +66,7 @@ from ct_controllers.model.robot import RobotModel  # noqa: E402
 from ct_controllers.sim.drives import (  # noqa: E402
     SERVO_BANDWIDTH,
     drive_friction,
+    least_inertia,
     motor_step,
     rotor_inertia,
 )
@@ -123,8 +124,9 @@ class Plant:
         self.q = np.zeros(self.model.nq)
         self.q[self.model.indices(config.joint_names)] = config.home_positions
         self.v = np.zeros(self.model.nv)
-        self.rotor = rotor_inertia(self.model)
-        self.friction = drive_friction(self.model)
+        least = least_inertia(self.model)  # once: 64 mass matrices
+        self.rotor = rotor_inertia(self.model, least)
+        self.friction = drive_friction(self.model, least)
         self.effort = np.zeros(self.model.nv)  # [N·m | N] what the motors apply
         self.interface = interface
         self.command = np.zeros(self.model.nv)  # the last command's values, model order
