@@ -98,6 +98,17 @@ class ObjectBetweenFingers:
             if self.curves is None
             else tuple((0.5 * (q[1:] + q[:-1]), np.diff(o) / np.diff(q)) for q, o in self.curves)
         )
+        # Fixed once built, for the sub-step path (motor_step: 2000 calls a second, in-process
+        # drives share the GIL with the control loop): the stop, and the joints the fingers'
+        # forces go to — each finger's own, or summed through a 0/1 matrix where mimic
+        # followers share their master's.
+        self._stop = self.width / len(self.fingers)
+        self._joints, owner = np.unique(self._indices, return_inverse=True)
+        self._gather = (
+            None
+            if self._joints.size == self._indices.size
+            else (np.arange(self._joints.size)[:, None] == owner[None, :]).astype(float)
+        )
 
     @classmethod
     def for_model(
@@ -170,7 +181,7 @@ class ObjectBetweenFingers:
     def stop(self) -> float:
         """[m] the opening at which a finger touches the object: its share of the width (half
         for two fingers, all of it for one jaw)."""
-        return self.width / len(self.fingers)
+        return self._stop
 
     def openings(self, q: FloatArray) -> FloatArray:
         """Each finger's surface opening o_i [m] at positions ``q`` (model order)."""
@@ -191,7 +202,7 @@ class ObjectBetweenFingers:
 
     def engage(self, q: FloatArray) -> None:
         """Engage the stop of every finger at or beyond it (``q`` the plant's positions)."""
-        self.engaged |= self.openings(q) >= self.stop
+        self.engaged |= self.openings(q) >= self._stop
 
     def finger_forces(self, q: FloatArray, v: FloatArray) -> FloatArray:
         """The normal force [N] between each finger and the object (0 = no contact), in
@@ -200,17 +211,20 @@ class ObjectBetweenFingers:
 
     def _forces(self, opening: FloatArray, rate: FloatArray, v: FloatArray) -> FloatArray:
         speed = rate * v[self._indices]
-        force = self.stiffness * (self.stop - opening) - self.damping * speed
-        return np.where(self.engaged & (opening < self.stop), np.maximum(force, 0.0), 0.0)
+        force = self.stiffness * (self._stop - opening) - self.damping * speed
+        return np.where(self.engaged & (opening < self._stop), np.maximum(force, 0.0), 0.0)
 
     def add_joint_forces(self, q: FloatArray, v: FloatArray, force: FloatArray) -> None:
         """Engage, then add the contact forces to the generalized forces ``force`` [N·m | N] (in
         place, model order) — each finger's through its rate do_i/dq (its lever) — as
         :func:`~ct_controllers.sim.drives.motor_step` does at every sub-step."""
         opening, rate = self.openings(q), self.rates(q)
-        self.engaged |= opening >= self.stop
-        for index, value in zip(self.indices, rate * self._forces(opening, rate, v), strict=True):
-            force[index] += value  # a mimic follower's onto its master's: rows may share one
+        self.engaged |= opening >= self._stop
+        joint_forces = rate * self._forces(opening, rate, v)
+        if self._gather is None:
+            force[self._indices] += joint_forces
+        else:  # a mimic follower's onto its master's
+            force[self._joints] += self._gather @ joint_forces
 
 
 CURVE_SAMPLES = 201  # per gripper joint's range: the width curve's samples
