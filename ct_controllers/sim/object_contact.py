@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pinocchio as pin
 from numpy.typing import NDArray
 
 from ct_controllers.model.grip_geometry import grip_geometry
@@ -245,11 +246,13 @@ def _width_curve(
     lower, upper = float(model.limits.lower[index]), float(model.limits.upper[index])
     q = np.zeros(model.nq)
     q[[model.q_index(n) for n in joints]] = closed
-    ids = [model.frame_id(f) for f in frames]
+    first, second = (model.frame_id(f) for f in frames)
+    data = model.model.createData()  # scratch of its own: the plant's threads use model.data
 
     def distance(at: FloatArray) -> float:
-        a, b = (model.frame_pose(at, model.model.frames[i].name)[:3, 3] for i in ids)
-        return float(np.linalg.norm(a - b))
+        # One forward kinematics for both frames (this runs 201 times per gripper joint).
+        pin.framesForwardKinematics(model.model, data, model.pinocchio_configuration(at))
+        return float(np.linalg.norm(data.oMf[first].translation - data.oMf[second].translation))
 
     shut = distance(q)
     samples = np.linspace(lower, upper, CURVE_SAMPLES)
