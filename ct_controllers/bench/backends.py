@@ -253,6 +253,8 @@ class Scenarios:
 
     def grasp(self) -> tuple[bool, float | None, str, float, str]:
         stack = self.rig.stack
+        if not self.config.gripper_joints:  # the Grasp action refuses it (INVALID_GOAL)
+            return True, None, "N", 0.0, "refused as designed: the robot has no gripper"
         refusal = grip_force_refusal(stack.hardware, self.config.gripper_joints, GRASP_EFFORT)
         if refusal is not None:
             return True, None, "N", 0.0, f"refused as designed (INVALID_GOAL): {refusal}"

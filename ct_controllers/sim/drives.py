@@ -9,7 +9,10 @@ does with a mapped object), steps its CiA 402 state machine
 answers with its TPDOs (statusword, mode display, torque, position and velocity actual).
 
 The motor model: the arm's rigid-body dynamics from its URDF (Pinocchio: M(q) plus a reflected
-rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction, and per drive
+rotor inertia on the diagonal, b(q, v), gravity), viscous joint friction — both sized for each
+joint (:func:`rotor_inertia`, :func:`drive_friction`), the friction plus the URDF's own
+``<dynamics damping>`` — for any arm the model layer takes (a ``<mimic>`` follower moves with
+its master, a continuous joint keeps its unwrapped angle: :class:`RotorDynamics`), and per drive
 - OPERATION ENABLED, cyclic synchronous torque: the target torque (per-mille of rated);
 - OPERATION ENABLED, cyclic synchronous position: a stiff PD servo on the target position;
 - QUICK STOP ACTIVE: the drive ramps its joint's speed to zero at the quick stop deceleration
@@ -57,6 +60,7 @@ from ct_controllers.hardware.canopen.object_dictionary import cia402_object_dict
 from ct_controllers.hardware.canopen.scheduling import threads_started_with
 from ct_controllers.hardware.canopen.system import CanopenCia402System
 from ct_controllers.hardware.cia402 import DriveState, JointScaling
+from ct_controllers.model.configuration import ConfigurationMap
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.sim.object_contact import (
     CONTACT_DAMPING,
@@ -65,10 +69,22 @@ from ct_controllers.sim.object_contact import (
 )
 
 # Reflected rotor inertia added to M's diagonal (rotor inertia × gear ratio²): [kg·m²] for a
-# revolute joint, [kg] for a prismatic one (a fine-pitch screw reflects a large mass).
+# revolute joint, [kg] for a prismatic one (a fine-pitch screw reflects a large mass) — at most;
+# a drive sized for a small joint reflects less (:func:`rotor_inertia`).
 ROTOR_INERTIA = 0.1
 ROTOR_MASS = 1.0
-FRICTION = 0.5  # [N·m·s/rad | N·s/m] viscous joint friction
+FRICTION = 0.5  # [N·m·s/rad | N·s/m] the drives' viscous friction — at most (drive_friction)
+# A drive sized for its joint: its reflected rotor inertia at most SIZE_RATIO times the least
+# inertia its joint moves (M(q)ᵢᵢ over the joint ranges, armature included), its viscous friction
+# at most what gives the joint (that inertia plus the rotor's) a mechanical time constant of
+# MECHANICAL_TIME. Bounds that leave every arm of the tests as it was (the bundled fingers' 1 kg
+# is 20× their 0.05 kg, the Panda's 33× its fingers', its wrist's 0.1 kg·m² 15× its link's, the
+# UR5's 6×; the bundled wrist's 0.5 N·m·s/rad on its 0.1 kg·m² armature is 0.2 s); a 10 cm
+# revolute jaw of 1.7e-4 kg·m² gets 0.0068 kg·m² and 0.035 N·m·s/rad rather than 0.1 and 0.5,
+# which dwarfed it and the gains designed for it (0.0675 N·m/rad at 100 Hz: a 7 s time
+# constant against 0.5 N·m·s/rad).
+SIZE_RATIO = 40.0
+MECHANICAL_TIME = 0.2  # [s]
 SERVO_BANDWIDTH = 60.0  # [rad/s] of the CSP position servo
 SUBSTEP = 0.0005  # [s] integration step of the motor model
 # SCHED_FIFO priority of the drives' threads (receive, timer, heartbeats; where permitted) in a
@@ -82,34 +98,84 @@ WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, th
 MAX_STEP = 0.05  # [s] longest motor step at once (a stalled simulation does not leap)
 
 
-def rotor_inertia(model: RobotModel) -> np.ndarray:
+def least_inertia(model: RobotModel, samples: int = 64) -> np.ndarray:
+    """Each joint's least inertia M(q)ᵢᵢ [kg·m² | kg] (armature included), model order, over
+    ``samples`` configurations drawn (seeded) in the joint ranges (a continuous joint's in ±π)."""
+    lower = np.where(np.isfinite(model.limits.lower), model.limits.lower, -np.pi)
+    upper = np.where(np.isfinite(model.limits.upper), model.limits.upper, np.pi)
+    rng = np.random.default_rng(0)
+    diagonals = [np.diag(model.mass_matrix(rng.uniform(lower, upper))) for _ in range(samples)]
+    return np.min(diagonals, axis=0)
+
+
+def rotor_inertia(model: RobotModel, least: np.ndarray | None = None) -> np.ndarray:
     """Reflected rotor inertia per joint, model order, beyond the armature the model's M
     already has: the drives reflect ``ROTOR_INERTIA`` [kg·m²] on revolute joints and
-    ``ROTOR_MASS`` [kg] on prismatic ones in all."""
+    ``ROTOR_MASS`` [kg] on prismatic ones in all — at most ``SIZE_RATIO`` times the joint's
+    least inertia (``least``: :func:`least_inertia`, computed when not given), a drive sized
+    for its joint."""
     rotor = np.full(model.nv, ROTOR_INERTIA)
     pin_model = model.model
     for name in model.joint_names:
         # JointModelPX/PY/PZ and JointModelPrismaticUnaligned are the 1-DOF prismatic joints.
         if pin_model.joints[pin_model.getJointId(name)].shortname().startswith("JointModelP"):
             rotor[model.v_index(name)] = ROTOR_MASS
+    least = least_inertia(model) if least is None else least
+    rotor = np.minimum(rotor, SIZE_RATIO * least)
     return np.maximum(rotor - pin_model.armature, 0.0)
+
+
+def drive_friction(model: RobotModel, least: np.ndarray | None = None) -> np.ndarray:
+    """Viscous friction per joint [N·m·s/rad | N·s/m], model order: the drive's, ``FRICTION`` at
+    most (least inertia + rotor) / ``MECHANICAL_TIME`` (a drive sized for its joint), plus the
+    joint's own ``<dynamics damping>`` from the URDF (which MuJoCo simulates too, and the
+    stack's gain design and damping feed-forward know); ``least`` as for :func:`rotor_inertia`."""
+    least = least_inertia(model) if least is None else least
+    inertia = least + rotor_inertia(model, least)
+    return np.minimum(FRICTION, inertia / MECHANICAL_TIME) + model.joint_damping
 
 
 class RotorDynamics:
     """The arm with its drives' reflected rotor inertia ``rotor`` (:func:`rotor_inertia`) as
-    Pinocchio armature, on a model copy and scratch data of its own: the articulated-body
-    algorithm then gives q̈ = (M(q) + diag(rotor))⁻¹ (τ − b(q, v)) in O(n) compiled code — the
-    motor model's free-joint step without forming M or solving with it in Python (which took
-    longer than the 10 ms it simulated on a loaded machine)."""
+    Pinocchio armature, on a model copy and scratch data of its own: q̈ = (M(q) + diag(rotor))⁻¹
+    (τ − b(q, v)) for any arm the model layer takes — joint positions one per joint (model
+    order), converted to Pinocchio's configuration here (a continuous joint's (cos θ, sin θ)).
+
+    Where the articulated-body algorithm takes the model (no ``<mimic>`` joint), q̈ comes from it
+    in O(n) compiled code — the motor model's free-joint step without forming M or solving with
+    it in Python (which took longer than the 10 ms it simulated on a loaded machine). Pinocchio's
+    ABA and M⁻¹ recursion refuse a mimic joint; on such a model q̈ comes from the same equation
+    in reduced coordinates — M(q) and b(q, v) of the independent joints (Pinocchio's CRBA and
+    RNEA take the follower's inertia and its forces through its master: Gᵀ M G and Gᵀ b of the
+    model with the follower free, G the mimic map) — solved in Python: the follower moves with
+    its master exactly, as MuJoCo's equality holds it (to its solver's tolerance)."""
 
     def __init__(self, model: RobotModel, rotor: np.ndarray) -> None:
         self.model = pin.Model(model.model)  # a copy: the caller's model keeps its armature
         self.model.armature = model.model.armature + rotor
         self.data = self.model.createData()
+        self._configuration = ConfigurationMap(self.model).to_pinocchio  # scratch of its own
+        # Pinocchio's aba and computeMinverse refuse a model with mimic joints.
+        self.articulated = len(self.model.mimicking_joints) == 0
+        # No continuous joint (nq == nv): Pinocchio takes the joint positions as they are, and
+        # the sub-step calls ABA directly — no conversion call per sub-step (in-process drives
+        # share the GIL with the control loop).
+        self._direct = self.articulated and self.model.nq == self.model.nv
+
+    def mass_matrix(self, q: np.ndarray) -> np.ndarray:
+        """M(q) + diag(rotor), symmetric [kg·m² | kg] (model order)."""
+        upper = pin.crba(self.model, self.data, self._configuration(q))
+        return np.triu(upper) + np.triu(upper, 1).T
 
     def acceleration(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
         """q̈ [rad/s² | m/s²] under ``tau`` [N·m | N] (model order)."""
-        return np.asarray(pin.aba(self.model, self.data, q, v, tau))
+        if self._direct:
+            return np.asarray(pin.aba(self.model, self.data, q, v, tau))
+        configuration = self._configuration(q)
+        if self.articulated:
+            return np.asarray(pin.aba(self.model, self.data, configuration, v, tau))
+        bias = pin.nonLinearEffects(self.model, self.data, configuration, v)
+        return np.linalg.solve(self.mass_matrix(q), tau - bias)
 
     def constrained_acceleration(
         self,
@@ -127,9 +193,21 @@ class RotorDynamics:
         (ABA) acceleration. M⁻¹ comes from Pinocchio's O(n²) recursion; only a |p|×|p| system
         is solved in Python. The same solution as M_ff q̈_f = τ_f − b_f − M_fp q̈ₚ, without
         forming and factoring M on every sub-step (7× slower: a braked joint made the
-        simulated drives fall behind the bus, so their torques reached the motors late)."""
-        unconstrained = np.asarray(pin.aba(self.model, self.data, q, v, tau))
-        inverse = pin.computeMinverse(self.model, self.data, q)  # its upper triangle is set
+        simulated drives fall behind the bus, so their torques reached the motors late) —
+        which is the way on a model with mimic joints (no ABA, no M⁻¹ recursion there)."""
+        if not self.articulated:
+            configuration = self._configuration(q)
+            mass = self.mass_matrix(q)
+            bias = pin.nonLinearEffects(self.model, self.data, configuration, v)
+            acceleration = np.array(prescribed_acceleration, dtype=float)
+            acceleration[~prescribed] = 0.0
+            free = ~prescribed
+            force = (tau - bias - mass @ acceleration)[free]
+            acceleration[free] = np.linalg.solve(mass[np.ix_(free, free)], force)
+            return acceleration
+        configuration = q if self._direct else self._configuration(q)
+        unconstrained = np.asarray(pin.aba(self.model, self.data, configuration, v, tau))
+        inverse = pin.computeMinverse(self.model, self.data, configuration)  # upper triangle
         held = np.flatnonzero(prescribed)
         # The columns of the symmetric M⁻¹ for the held joints, from the upper triangle.
         columns = np.empty((self.model.nv, held.size))
@@ -158,6 +236,7 @@ def motor_step(
     servos: Mapping[int, tuple[float, float, float, float]] | None = None,
     contact: ObjectBetweenFingers | None = None,
     dynamics: RotorDynamics | None = None,
+    friction: np.ndarray | float = FRICTION,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The motor model: (q, v) after ``dt`` [s] under ``efforts`` [N·m | N] (model order), with
     (M(q) + diag(rotor)) q̈ = τ − b(q, v) − friction·v for free joints; ``locked`` joints are held
@@ -169,7 +248,8 @@ def motor_step(
     efforts stay what they are: what a drive reports). Semi-implicit Euler in steps of at most
     ``SUBSTEP``; the joint limits are end stops. ``dynamics`` (the same model and ``rotor``):
     sub-steps take q̈ from it (ABA; with braked or ramped joints, its constrained form) rather
-    than from solving with M — the same equation."""
+    than from solving with M — the same equation. ``friction`` [N·m·s/rad | N·s/m]: per joint
+    (model order; :func:`drive_friction`) or one for all."""
     q, v = q.copy(), v.copy()
     steps = max(1, math.ceil(dt / SUBSTEP)) if dt > 0 else 0
     h = dt / steps if steps else 0.0
@@ -190,7 +270,7 @@ def motor_step(
                 tau = kp * (target - q[index]) - kd * v[index] + gravity[index]
                 applied[index] = min(max(tau, -limit), limit)
         if dynamics is not None and free.any():
-            force = applied - FRICTION * v
+            force = applied - friction * v
             if contact is not None:
                 contact.add_joint_forces(q, v, force)
             if prescribed.any():
@@ -201,7 +281,7 @@ def motor_step(
                 acceleration = dynamics.acceleration(q, v, force)
         elif free.any():
             mass = model.mass_matrix(q) + np.diag(rotor)
-            force = applied - model.bias(q, v) - FRICTION * v
+            force = applied - model.bias(q, v) - friction * v
             if contact is not None:
                 contact.add_joint_forces(q, v, force)
             force[free] -= mass[np.ix_(free, prescribed)] @ acceleration[prescribed]
@@ -337,7 +417,9 @@ class SimulatedDrives:
         for name, value in (initial_positions or {}).items():
             self.q[model.q_index(name)] = value
         self.v = np.zeros(model.nv)
-        self.rotor = rotor_inertia(model)
+        least = least_inertia(model)  # once: 64 mass matrices
+        self.rotor = rotor_inertia(model, least)
+        self.friction = drive_friction(model, least)
         self.dynamics = RotorDynamics(model, self.rotor)
         self.network = canopen.Network()
         with threads_started_with(priority) as scheduling:  # its receive thread
@@ -677,6 +759,7 @@ class SimulatedDrives:
             servos,
             contact=self.contact,
             dynamics=self.dynamics,
+            friction=self.friction,
         )
 
     def _publish(self, drive: _Drive) -> None:
@@ -715,27 +798,31 @@ class SimulatedDrives:
         fingers: Sequence[str],
         stiffness: float = CONTACT_STIFFNESS,
         damping: float = CONTACT_DAMPING,
+        width_frames: Sequence[str] = (),
     ) -> None:
         """An object ``width`` [m] wide between the finger joints ``fingers`` from now on, with
-        contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger
+        contact ``stiffness`` [N/m] and ``damping`` [N·s/m] per finger, each finger's lever from
+        the grip geometry between ``width_frames`` where given
         (:mod:`~ct_controllers.sim.object_contact`); None removes it."""
         contact = (
             None
             if width is None
-            else ObjectBetweenFingers.for_model(self.model, fingers, width, stiffness, damping)
+            else ObjectBetweenFingers.for_model(
+                self.model, fingers, width, stiffness, damping, width_frames
+            )
         )
         with self._lock:
             self.contact = contact
 
     def contact_forces(self) -> dict[str, float]:
-        """Finger joint → the normal force [N] between it and the object now (none: empty)."""
+        """Finger (a gripper joint, or a mimic follower of one) → the normal force [N] between
+        it and the object now (none: empty)."""
         with self._lock:
             contact = self.contact
             if contact is None:
                 return {}
             forces = contact.finger_forces(self.q, self.v)
-        names = {self.model.v_index(n): n for n in self.model.joint_names}
-        return {names[i]: float(f) for i, f in zip(contact.v_indices, forces, strict=True)}
+        return {name: float(f) for name, f in zip(contact.fingers, forces, strict=True)}
 
     def last_target_torques(self) -> dict[str, int]:
         """Joint → the target torque [‰ of rated] its drive last took in (an RPDO1)."""

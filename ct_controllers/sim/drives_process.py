@@ -206,8 +206,9 @@ class DrivesProcess:
         fingers: Sequence[str],
         stiffness: float = CONTACT_STIFFNESS,
         damping: float = CONTACT_DAMPING,
+        width_frames: Sequence[str] = (),
     ) -> None:
-        self.call("place_object", width, list(fingers), stiffness, damping)
+        self.call("place_object", width, list(fingers), stiffness, damping, list(width_frames))
 
     def contact_forces(self) -> dict[str, float]:
         return dict(self.call("contact_forces"))

@@ -127,7 +127,7 @@ class Rig:
         if isinstance(self.plant, PlantProcess):
             self.plant.place_object(width)
         elif isinstance(self.plant, SimulatedDrives | DrivesProcess):
-            self.plant.place_object(width, self.config.gripper_joints)
+            self.plant.place_object(width, self.config.gripper_joints, **_levers(self.stack))
         else:
             raise ValueError(f"the {self.backend} rig has no object model (its scene has a cube)")
 
@@ -163,6 +163,13 @@ class Rig:
             self.plant.close()
         elif isinstance(self.plant, PlantProcess):
             self.plant.stop()
+
+
+def _levers(stack: Stack) -> dict[str, Any]:
+    """The contact model's width frames: the stack's grip geometry's (configured or found), so
+    that the plant's fingers meet the object through the levers the grasp works with (a
+    revolute jaw's length); none without a geometry (prismatic fingers closed at 0)."""
+    return {"width_frames": stack.grip.frames} if stack.grip is not None else {}
 
 
 def _description(config_path: str | None, backend: str) -> RobotDescription:
@@ -284,6 +291,6 @@ def make_rig(
             else simulated_drives_for(inner, robot.with_payload(plant_payload), home)
         )
         if object_width is not None:
-            drives.place_object(object_width, config.gripper_joints)
+            drives.place_object(object_width, config.gripper_joints, **_levers(stack))
         return Rig(backend, config, stack, drives).brought_up()
     raise ValueError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")

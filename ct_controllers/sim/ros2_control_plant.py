@@ -60,10 +60,13 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from ct_controllers.config import load_config  # noqa: E402
 from ct_controllers.model.description import load_description  # noqa: E402
+from ct_controllers.model.grip_geometry import gripper_geometry  # noqa: E402
 from ct_controllers.model.payload import Payload  # noqa: E402
 from ct_controllers.model.robot import RobotModel  # noqa: E402
 from ct_controllers.sim.drives import (  # noqa: E402
     SERVO_BANDWIDTH,
+    drive_friction,
+    least_inertia,
     motor_step,
     rotor_inertia,
 )
@@ -99,6 +102,14 @@ class Plant:
             self.model = RobotModel(
                 description.urdf, config.tcp_frame, config.base_frame
             ).with_payload(payload)
+        # The fingers meet an object through the grip geometry's levers, as the stack finds it
+        # (a revolute jaw's length; sim/object_contact.py).
+        grip = gripper_geometry(
+            RobotModel(description.urdf, config.tcp_frame, config.base_frame),
+            config.gripper_joints,
+            config.grip_width_frames,
+        )
+        self.width_frames = grip.frames if grip is not None else ()
         self.effort_noise = float(effort_noise)  # [N·m | N] σ on the published effort
         self.noise = np.random.default_rng()
         self.fingers = tuple(config.gripper_joints)
@@ -113,7 +124,9 @@ class Plant:
         self.q = np.zeros(self.model.nq)
         self.q[self.model.indices(config.joint_names)] = config.home_positions
         self.v = np.zeros(self.model.nv)
-        self.rotor = rotor_inertia(self.model)
+        least = least_inertia(self.model)  # once: 64 mass matrices
+        self.rotor = rotor_inertia(self.model, least)
+        self.friction = drive_friction(self.model, least)
         self.effort = np.zeros(self.model.nv)  # [N·m | N] what the motors apply
         self.interface = interface
         self.command = np.zeros(self.model.nv)  # the last command's values, model order
@@ -163,6 +176,7 @@ class Plant:
                 self.period,
                 servos,
                 contact=self.contact,
+                friction=self.friction,
             )
             if servos:  # the servo's torque at the new state, as a drive reports it
                 gravity = self.model.gravity(self.q)
@@ -220,7 +234,12 @@ class Plant:
             None
             if width is None
             else ObjectBetweenFingers.for_model(
-                self.model, self.fingers, width, self.contact_stiffness, self.contact_damping
+                self.model,
+                self.fingers,
+                width,
+                self.contact_stiffness,
+                self.contact_damping,
+                self.width_frames,
             )
         )
         with self.lock:
@@ -233,7 +252,7 @@ class Plant:
                 if self.contact is None
                 else dict(
                     zip(
-                        self.fingers,
+                        self.contact.fingers,
                         self.contact.finger_forces(self.q, self.v).tolist(),
                         strict=True,
                     )
