@@ -270,12 +270,12 @@ def test_on_every_rig_a_joint_jog_moves_the_joint_and_halts(backend: str, interf
     """Every other backend and command interface (the real-time ones at 100 Hz with the rigs'
     slow gains), the selected joint law: joint1 jogged at 0.3 rad/s for 0.8 s turns at that
     speed (within 0.05 rad/s on average over the last 0.4 s: a single velocity sample of the
-    real-time rigs jitters with their bus and DDS timing); stopped, it comes to rest (below 0.02 rad/s within
-    2.5 s: the rigs' joint impedance is underdamped on the base yaw, ζ 0.25 where it is
-    heaviest, and rang at 0.04 rad/s 1.5 s after) having turned on by no more than the halt
-    allows plus 0.035 rad: the following error the arm makes up after the stop (the joint
-    impedance's D·v/K = 12.5 · 0.3 / 150 = 0.025 rad on joint1; the position plants' servos
-    lag alike) and a period or two of delay; no fault."""
+    real-time rigs jitters with their bus and DDS timing); stopped, it comes to rest (below
+    0.02 rad/s within 2.5 s: the rigs' joint impedance is underdamped on the base yaw, ζ 0.25
+    where it is heaviest, and rang at 0.04 rad/s 1.5 s after) having turned on by no more than
+    the halt allows plus 0.035 rad: the following error the arm makes up after the stop (the
+    joint impedance's D·v/K = 12.5 · 0.3 / 150 = 0.025 rad on joint1; the position plants'
+    servos lag alike) and a period or two of delay; no fault."""
     rig = make_rig(backend, **MODES[(backend, interface)])
     loop, config = rig.stack.loop, rig.config
     try:
