@@ -114,6 +114,20 @@ class Served:
         position = float(snapshot.position[self.rig.stack.model.indices([name])[0]])
         return _result(self.joints, joint_goal([name], [position + offset], duration=0.5))
 
+    def heal(self) -> None:
+        """Healthy samples again, and no fault latched: the stale phases run the loop on 1 s
+        old states — a second of delay, which can leave the arm running away (the runaway check
+        then latches a fault, as it should); reset it, as an operator would, once fresh
+        samples flow."""
+        self.rig.injector.inject(None)
+        loop = self.rig.stack.loop
+        deadline = loop.now() + 3.0
+        while loop.now() < deadline:
+            snapshot = loop.wait_for_snapshot(-1, 1.0)
+            if snapshot is not None and loop.now() - snapshot.stamp < SNAPSHOT_FRESHNESS:
+                break
+        assert loop.reset_fault_and_wait(2.0) is None, loop.reset_refused
+
     def stale(self) -> None:
         """Inject the "stale" fault and wait for the snapshots to lag: the stamps jump 1 s back,
         and the guard takes no sample until they pass the last one it took."""
@@ -170,7 +184,7 @@ def served() -> Iterator[Served]:
 def test_move_to_pose_succeeds_on_fresh_snapshots(served: Served) -> None:
     """Healthy samples (the same tolerant configuration): a target 3 cm away is reached with
     SUCCESS and errors within the goal's tolerances."""
-    served.rig.injector.inject(None)
+    served.heal()
     result = served.move((0.03, 0.0, 0.0), timeout=10.0)
     assert result.error_code == MoveToPose.Result.SUCCESS, result.message
     assert result.position_error <= 0.002 and result.orientation_error <= 0.02
@@ -197,7 +211,7 @@ def test_move_joints_succeeds_on_fresh_snapshots_and_not_on_stale_ones(served: S
     """MoveJoints, 0.1 rad on one joint: SUCCESS on healthy samples; with samples 1 s old the
     trajectory ends and the error is within GOAL_TOLERANCE, yet the goal ends TIMEOUT after its
     settle time (its success needs a fresh snapshot)."""
-    served.rig.injector.inject(None)
+    served.heal()
     result = served.move_joint(0.1)
     assert result.error_code == MoveJoints.Result.SUCCESS, result.message
     served.stale()
@@ -218,7 +232,7 @@ def test_gripper_command_succeeds_on_fresh_snapshots_and_not_on_stale_ones(
     never SUCCEEDED."""
     goal = GripperCommand.Goal()
     goal.command.position = 0.04
-    served.rig.injector.inject(None)
+    served.heal()
     response = _response(served.gripper, goal)
     assert response.status == GoalStatus.STATUS_SUCCEEDED
     assert response.result.reached_goal

@@ -109,6 +109,26 @@ def test_a_jog_ramps_within_the_limits_and_its_end_halts_from_the_measured_state
     assert servo.status.code == HALTING_NO_COMMAND
 
 
+def test_a_loop_that_skips_ticks_still_jogs_at_the_commanded_speed_in_time() -> None:
+    """joint1 jogged at 0.3 rad/s, updated with states 2 periods apart (a loop that skipped
+    every other tick): its reference advances 0.3 rad/s × the time elapsed (0.3 · 0.4 s after
+    0.5 s of ramp and cruise, to 1e-9), not 0.3 × ticks × period (half that); after a stall of
+    50 periods a tick advances it by no more than 3 periods' worth."""
+    servo = JogServo(PARAMS, limits())
+    jog, _ = check_jog_values(MODEL, ["joint1"], [0.3], [], 0.0, 0.0, PARAMS)
+    hold = JointReference.hold(HOME)
+    zero = np.zeros(MODEL.nv)
+    q = {}
+    for i in range(501):  # t = 0 .. 1.0 s, every 2 ms
+        t = 2 * i * DT
+        servo.offer(jog, t, 0.0)
+        q[round(t, 6)] = servo.update(JointState(t, HOME, zero), hold, DT).q[J1]
+    assert q[1.0] - q[0.6] == pytest.approx(0.3 * 0.4, abs=1e-9)
+    servo.offer(jog, 1.05, 0.0)
+    after = servo.update(JointState(1.05, HOME, zero), hold, DT).q[J1]
+    assert after - q[1.0] == pytest.approx(0.3 * 3 * DT, abs=1e-9)
+
+
 def test_a_jog_toward_a_limit_stops_the_margin_inside_it() -> None:
     """joint4 jogged toward its upper limit: the reference stops at the limit less the 5 mrad
     margin (never past it), decelerating within the reference acceleration, and the status says

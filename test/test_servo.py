@@ -257,3 +257,16 @@ def test_a_twist_is_integrated_within_the_bounds_in_base_or_tcp_axes() -> None:
         servo.offer_twist(np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0]), True, k * 0.05, 0.0)
         last = run(servo, 50, k * 0.05, pose=turned)[-1]
     assert last.twist[:3] == pytest.approx([0.0, 0.1, 0.0], abs=1e-12)
+
+
+def test_a_loop_that_skips_ticks_still_moves_the_pose_at_the_twist_in_time() -> None:
+    """A 0.05 m/s twist along x, updated at states 2 periods apart (a loop that skipped every
+    other tick): once at speed the commanded pose advances 0.05 m/s × the time elapsed (over
+    0.4 s, to 1e-9), not × ticks × period (half that)."""
+    servo = Servo(PARAMS)
+    x = {}
+    for i in range(501):  # t = 0 .. 1.0 s, every 2 ms
+        t = 2 * i * DT
+        servo.offer_twist(np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0]), False, t, 0.0)
+        x[round(t, 6)] = servo.update(t, START, np.zeros(6), 1.0, DT).pose[0, 3]
+    assert x[1.0] - x[0.6] == pytest.approx(0.05 * 0.4, abs=1e-9)

@@ -10,6 +10,9 @@ Per tick and joint (model order), from the reference q*, v*:
             (√(2 a d), sampled form)
     v*⁺ = v* + clip(v_des − v*, a dt)      q*⁺ = q* + v*⁺ dt      a* = (v*⁺ − v*) / dt
 
+with dt the time since the previous tick's state (at most ``MAX_STEP_PERIODS`` periods): a loop
+that skipped ticks still jogs at the commanded speed in time.
+
 The jog starts from the loop's reference (bumpless); when it goes stale, the joints it named
 restart from their *measured* position and velocity and decelerate at the reference
 acceleration to rest — never a jump. Staleness and stamps as the Cartesian streams
@@ -29,6 +32,7 @@ from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.references.servo import (
     HALTING_NO_COMMAND,
     JOINT,
+    MAX_STEP_PERIODS,
     NO_WARNING,
     NOT_FINITE,
     UNSUPPORTED,
@@ -99,6 +103,7 @@ class JogServo(StatusLog):
         self._v: FloatArray | None = None
         self._fresh = False
         self._named: np.ndarray | None = None  # the joints the last fresh jog named
+        self._stamp: float | None = None  # [s] the state stamp of the last update
 
     def offer(self, jog: JointJog, arrival: float, age: float) -> None:
         """A checked jog received at ``arrival`` [s, loop clock], ``age`` [s] old then."""
@@ -117,6 +122,7 @@ class JogServo(StatusLog):
         with self._lock:
             self._offered = None
         self._q = None
+        self._stamp = None
 
     @property
     def moving(self) -> bool:
@@ -129,13 +135,25 @@ class JogServo(StatusLog):
             offered = self._offered
         now = float(state.stamp)
         fresh = offered is not None and now <= offered.expires
+        # The step is the time since the last update, not the period: a loop that skipped a
+        # tick or two (re-based after falling behind, on a loaded machine) still jogs at the
+        # commanded speed in time. At most MAX_STEP_PERIODS periods: after a longer stall the
+        # reference resumes where it was rather than jump. A period from a state just taken
+        # (the start, or the halt's restart from the measured one).
+        last, self._stamp = self._stamp, now
+        elapsed = dt
+        if last is not None and now > last:
+            elapsed = min(now - last, MAX_STEP_PERIODS * dt)
         if self._q is None or self._v is None:  # bumpless from the loop's reference
             self._q = self.limits.inside(reference.q)
             self._v = np.array(reference.v, dtype=np.float64)
+            elapsed = dt
         elif self._fresh and not fresh and self._named is not None:
             named = self._named  # stale: the jogged joints from the measured state
             self._q[named] = self.limits.inside(state.q)[named]
             self._v[named] = state.v[named]
+            elapsed = dt
+        dt = elapsed
         self._fresh = fresh
         q, v = self._q, self._v
         limit = np.asarray(self.limits.velocity, dtype=np.float64)

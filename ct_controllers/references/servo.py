@@ -47,6 +47,9 @@ from ct_controllers.errors import CtError
 from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, Range
 from ct_controllers.types import FloatArray
 
+# A tick's step is the time since the previous one, at most this many loop periods (after a
+# longer stall the commanded motion resumes where it was rather than jump).
+MAX_STEP_PERIODS = 3
 QUATERNION_TOLERANCE = 1e-3  # |‖q‖ − 1| accepted (then normalised), as for pose goals
 MAX_TARGET_DISTANCE = 100.0  # [m] from the base origin: beyond it no target for an arm
 
@@ -366,6 +369,7 @@ class Servo(StatusLog):
         self._pose: FloatArray | None = None  # commanded, 4x4
         self._twist = np.zeros(6)  # commanded
         self._fresh = False
+        self._stamp: float | None = None  # [s] ``now`` of the last update
 
     def offer(self, pose: FloatArray, arrival: float, age: float) -> None:
         """A checked target (4x4, base frame; :func:`check_pose_values`) received at ``arrival``
@@ -397,6 +401,7 @@ class Servo(StatusLog):
         with self._lock:
             self._offered = None
         self._pose = None
+        self._stamp = None
 
     @property
     def moving(self) -> bool:
@@ -423,10 +428,17 @@ class Servo(StatusLog):
         with self._lock:
             target = self._offered
         fresh = target is not None and now <= target.expires
+        # The step is the time since the last update (at most MAX_STEP_PERIODS periods), as
+        # the joint jog's (references/joint_jog.py): a loop that skipped ticks still moves the
+        # commanded pose at the commanded twist in time.
+        # A period from a state just taken (the start, the restart from the measured state).
+        last, self._stamp = self._stamp, now
         if self._pose is None or (self._fresh and not fresh):
             # Start, or the stream went stale: from the measured state, never the last target.
             self._pose = np.array(measured_pose, dtype=np.float64)
             self._twist = np.array(measured_twist, dtype=np.float64)
+        elif last is not None and now > last:
+            dt = min(now - last, MAX_STEP_PERIODS * dt)
         self._fresh = fresh
         scale = singularity_scale(measure, p)
         pose = self._pose
