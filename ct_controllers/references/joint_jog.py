@@ -10,7 +10,7 @@ Per tick and joint (model order), from the reference q*, v*:
             (√(2 a d), sampled form)
     v*⁺ = v* + clip(v_des − v*, a dt)      q*⁺ = q* + v*⁺ dt      a* = (v*⁺ − v*) / dt
 
-with dt the time since the previous tick's state (at most ``MAX_STEP_PERIODS`` periods): a loop
+with dt the time since the previous tick's state (``references/servo.py`` ``tick_step``): a loop
 that skipped ticks still jogs at the commanded speed in time.
 
 The jog starts from the loop's reference (bumpless); when it goes stale, the joints it named
@@ -32,7 +32,6 @@ from ct_controllers.references.joint_trajectory import JointLimits
 from ct_controllers.references.servo import (
     HALTING_NO_COMMAND,
     JOINT,
-    MAX_STEP_PERIODS,
     NO_WARNING,
     NOT_FINITE,
     UNSUPPORTED,
@@ -40,6 +39,7 @@ from ct_controllers.references.servo import (
     StatusLog,
     StreamError,
     checked_age,
+    tick_step,
 )
 from ct_controllers.types import FloatArray, JointReference, JointState
 
@@ -135,25 +135,18 @@ class JogServo(StatusLog):
             offered = self._offered
         now = float(state.stamp)
         fresh = offered is not None and now <= offered.expires
-        # The step is the time since the last update, not the period: a loop that skipped a
-        # tick or two (re-based after falling behind, on a loaded machine) still jogs at the
-        # commanded speed in time. At most MAX_STEP_PERIODS periods: after a longer stall the
-        # reference resumes where it was rather than jump. A period from a state just taken
-        # (the start, or the halt's restart from the measured one).
+        # A period from a state just taken (the start, or the halt's restart from the measured
+        # one); else the time since the last update (tick_step).
         last, self._stamp = self._stamp, now
-        elapsed = dt
-        if last is not None and now > last:
-            elapsed = min(now - last, MAX_STEP_PERIODS * dt)
         if self._q is None or self._v is None:  # bumpless from the loop's reference
             self._q = self.limits.inside(reference.q)
             self._v = np.array(reference.v, dtype=np.float64)
-            elapsed = dt
         elif self._fresh and not fresh and self._named is not None:
             named = self._named  # stale: the jogged joints from the measured state
             self._q[named] = self.limits.inside(state.q)[named]
             self._v[named] = state.v[named]
-            elapsed = dt
-        dt = elapsed
+        else:
+            dt = tick_step(last, now, dt)
         self._fresh = fresh
         q, v = self._q, self._v
         limit = np.asarray(self.limits.velocity, dtype=np.float64)

@@ -48,7 +48,7 @@ from ct_controllers.parameter_schema import ParameterSchema, ParameterSpec, Rang
 from ct_controllers.types import FloatArray
 
 # A tick's step is the time since the previous one, at most this many loop periods (after a
-# longer stall the commanded motion resumes where it was rather than jump).
+# longer stall the commanded motion resumes where it was rather than jump): :func:`tick_step`.
 MAX_STEP_PERIODS = 3
 QUATERNION_TOLERANCE = 1e-3  # |‖q‖ − 1| accepted (then normalised), as for pose goals
 MAX_TARGET_DISTANCE = 100.0  # [m] from the base origin: beyond it no target for an arm
@@ -357,6 +357,16 @@ class StatusLog:
         return changes
 
 
+def tick_step(last: float | None, now: float, period: float) -> float:
+    """A stream's step [s] at ``now``: the time since the previous tick at ``last`` (None:
+    none yet), at most ``MAX_STEP_PERIODS`` × ``period`` — so a loop that skipped ticks on a
+    loaded machine still moves at the commanded speed in time — or ``period`` when no time is
+    known to have passed."""
+    if last is None or now <= last:
+        return period
+    return min(now - last, MAX_STEP_PERIODS * period)
+
+
 class Servo(StatusLog):
     """See the module docstring. :meth:`offer` from any thread; :meth:`update` and
     :meth:`restart` on the control thread; :meth:`take_statuses` from the publisher's."""
@@ -428,17 +438,14 @@ class Servo(StatusLog):
         with self._lock:
             target = self._offered
         fresh = target is not None and now <= target.expires
-        # The step is the time since the last update (at most MAX_STEP_PERIODS periods), as
-        # the joint jog's (references/joint_jog.py): a loop that skipped ticks still moves the
-        # commanded pose at the commanded twist in time.
-        # A period from a state just taken (the start, the restart from the measured state).
         last, self._stamp = self._stamp, now
         if self._pose is None or (self._fresh and not fresh):
-            # Start, or the stream went stale: from the measured state, never the last target.
+            # Start, or the stream went stale: from the measured state, never the last target
+            # (a period from it).
             self._pose = np.array(measured_pose, dtype=np.float64)
             self._twist = np.array(measured_twist, dtype=np.float64)
-        elif last is not None and now > last:
-            dt = min(now - last, MAX_STEP_PERIODS * dt)
+        else:
+            dt = tick_step(last, now, dt)
         self._fresh = fresh
         scale = singularity_scale(measure, p)
         pose = self._pose
