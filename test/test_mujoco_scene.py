@@ -453,3 +453,32 @@ def test_the_root_and_the_links_moving_on_it_do_not_collide() -> None:
         for c in data.contact[: data.ncon]
     }
     assert frozenset((base, shoulder)) not in pairs
+
+
+def test_links_moving_on_a_base_fused_into_a_root_named_world_do_not_collide() -> None:
+    """The UR3 with its gripper (example-robot-data): the root link is ``world`` (MuJoCo's world
+    body), the base is fused into it, and the shoulder's mesh overlaps the base's. The pair is
+    excluded as for any other root: at home no contact joins them, and the shoulder turns
+    under a small torque (it stood still, held by that contact, before)."""
+    from ct_controllers.bench.robots import example_robot_path
+
+    path = example_robot_path("robots/ur_description/urdf/ur3_gripper.urdf")
+    model = compile_scene(
+        build_scene(path.read_text(), urdf_directory=path.parent, with_objects=False)
+    )
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    shoulder = model.body("shoulder_link").id
+    touching = [
+        c
+        for c in data.contact[: data.ncon]
+        if shoulder in (model.geom_bodyid[c.geom1], model.geom_bodyid[c.geom2])
+    ]
+    assert not touching
+    geoms = [
+        [g for g in range(model.ngeom) if model.geom_bodyid[g] == body] for body in (0, shoulder)
+    ]
+    distance = min(
+        mujoco.mj_geomDistance(model, data, a, b, 0.01, None) for a in geoms[0] for b in geoms[1]
+    )
+    assert distance < 0, distance  # the meshes do overlap: only the exclusion keeps them apart

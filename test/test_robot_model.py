@@ -261,3 +261,30 @@ def test_the_bundled_arm_needs_no_configuration_conversion(model):
     q = model.neutral()
     assert model.model.nq == model.nv == model.nq and not model.mimic
     assert model.configuration.identity and model.pinocchio_configuration(q) is q
+
+
+def test_a_frame_named_by_a_fixed_joint_and_its_link_means_the_link() -> None:
+    """The Unitree Z1 (example-robot-data) names the fixed joint ``gripperStator`` like the link
+    it carries, so Pinocchio holds two frames of that name: the TCP, a width frame or a pose
+    frame of that name is the link's (BODY) frame, at the placement of the URDF's forward
+    kinematics (the chain's joint origins composed by hand), not an ambiguity error."""
+    from ct_controllers.bench.robots import example_robot_path
+
+    urdf = example_robot_path("robots/z1_description/urdf/z1.urdf").read_text()
+    model = RobotModel(urdf, tcp_frame="gripperStator", base_frame="world")
+    frames = [f for f in model.model.frames if f.name == "gripperStator"]
+    assert sorted(str(f.type) for f in frames) == ["BODY", "FIXED_JOINT"]
+    assert model.model.frames[model.frame_id("gripperStator")].type == pin.FrameType.BODY
+    # At q = 0 every Z1 joint origin has no rotation: the TCP is the sum of the origins from
+    # link00 (world → link00 at 0) to gripperStator [m].
+    origins = [
+        (0, 0, 0.0585),
+        (0, 0, 0.045),
+        (-0.35, 0, 0),
+        (0.218, 0, 0.057),
+        (0.07, 0, 0),
+        (0.0492, 0, 0),
+        (0.051, 0, 0),
+    ]
+    pose = model.frame_pose(np.zeros(model.nq), "gripperStator")
+    np.testing.assert_allclose(pose[:3, 3], np.sum(origins, axis=0), atol=1e-12)

@@ -493,3 +493,36 @@ def test_the_kinova_tcp_is_its_end_effector_frame_not_a_deeper_finger_tip() -> N
     assert chain.tcp == "j2s6s200_end_effector"
     assert chain.arm_joints == tuple(f"j2s6s200_joint_{i}" for i in range(1, 7))
     assert chain.gripper_joints == ()
+
+
+@pytest.mark.parametrize(
+    ("path", "jaw", "tcp", "arm"),
+    [
+        ("robots/so_arm_description/urdf/so100.urdf", "gripper", "gripper", 5),
+        ("robots/so_arm_description/urdf/so101.urdf", "gripper", "gripper_frame_link", 5),
+        ("robots/z1_description/urdf/z1.urdf", "jointGripper", "gripperStator", 6),
+    ],
+    ids=["so100", "so101", "z1"],
+)
+def test_a_lone_jaw_at_the_chain_tip_is_the_gripper(
+    path: str, jaw: str, tcp: str, arm: int
+) -> None:
+    """A single revolute jaw against a fixed one, the last joint of the chain (no branch in the
+    tree): the SO-100, SO-101 and Unitree Z1 of example-robot-data. The jaw is the gripper, not
+    an arm joint, and the TCP is fixed to the link the jaw hangs on (the jaw does not move it);
+    an arm whose last joint is not named like a jaw (the UR5's wrist_3) keeps it."""
+    from ct_controllers.setup_assistant.chain import discover_chain
+    from ct_controllers.setup_assistant.urdf_tree import read_robot
+
+    tree = read_robot(example_robot_path(path))
+    chain = discover_chain(tree)
+    assert chain.gripper_joints == (jaw,)
+    assert len(chain.arm_joints) == arm and jaw not in chain.arm_joints
+    assert chain.tcp == tcp
+    assert jaw not in {j.name for j in tree.path(chain.base, chain.tcp) or ()}
+    assert any("a lone jaw" in note for note in chain.notes)
+    ur5 = discover_chain(
+        read_robot(example_robot_path("robots/ur_description/urdf/ur5_robot.urdf"))
+    )
+    assert ur5.gripper_joints == () and ur5.arm_joints[-1] == "wrist_3_joint"
+    assert discover_chain(tree, gripper=[]).gripper_joints == ()

@@ -147,13 +147,14 @@ def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mu
         # A body referenced by an exclude is never fused: the root keeps its name. Both are
         # static, so MuJoCo filters their contacts anyway.
         spec.add_exclude(bodyname1="world", bodyname2=prepared.root_link)
-        # MuJoCo filters a body's contacts with its parent's, except where the parent is welded
-        # to the world (filterparent's exception): the root and the links moving on it, whose
-        # meshes often touch at the joint (the Kinova's base and shoulder do, and that contact
-        # held its first joint still), would grip each other. Their pairs are excluded.
-        for joint in prepared.joints.values():
-            if _static_link(prepared, joint.parent) == prepared.root_link:
-                spec.add_exclude(bodyname1=prepared.root_link, bodyname2=joint.child)
+    # MuJoCo filters a body's contacts with its parent's, except where the parent is welded to
+    # the world (filterparent's exception): the root and the links moving on it, whose meshes
+    # often touch at the joint (the Kinova's base and shoulder do; the UR3's, under a root link
+    # named "world" that its base is fused into, too), would grip each other and hold the first
+    # joint still. Their pairs are excluded.
+    for joint in prepared.joints.values():
+        if _static_link(prepared, joint.parent) == prepared.root_link:
+            spec.add_exclude(bodyname1=prepared.root_link, bodyname2=joint.child)
     for name, value in joint_armature(urdf).items():
         joint = spec.joint(name)
         if joint is not None:

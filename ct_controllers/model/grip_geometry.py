@@ -29,6 +29,7 @@ import numpy as np
 import pinocchio as pin
 
 from ct_controllers.errors import ConfigError, CtError
+from ct_controllers.model.frames import named_frame_id
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 
@@ -83,12 +84,13 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
     if len(frames) != 2:
         raise GripGeometryError(f"gripper.width_frames: expected two frame names, got {frames!r}")
     pin_model = model.model
-    for name in frames:
-        if not pin_model.existFrame(name):
+    found = [named_frame_id(pin_model, name) for name in frames]
+    for name, frame_id in zip(frames, found, strict=True):
+        if frame_id is None:
             raise GripGeometryError(f"gripper.width_frames: frame '{name}' is not in the URDF")
     if frames[0] == frames[1]:
         raise GripGeometryError(f"gripper.width_frames: '{frames[0]}' named twice")
-    ids = (int(pin_model.getFrameId(frames[0])), int(pin_model.getFrameId(frames[1])))
+    ids = (model.frame_id(frames[0]), model.frame_id(frames[1]))
     if not joints:
         raise GripGeometryError("gripper.width_frames given, but gripper_joints is empty")
     indices = model.indices(joints)
@@ -197,11 +199,11 @@ def found_width_frames(model: RobotModel, joints: Sequence[str]) -> tuple[str, s
         return None
     index = int(model.indices(joints)[0])
     q = _middle(model)
-    tip = int(pin_model.getFrameId(jaw))
+    tip = model.frame_id(jaw)
     limits = (float(model.limits.lower[index]), float(model.limits.upper[index]))
 
     def closed_distance(name: str) -> float:
-        other = int(pin_model.getFrameId(name))
+        other = model.frame_id(name)
         return min(_distance(model, _with(q, index, limit), (tip, other)) for limit in limits)
 
     return (jaw, min(candidates, key=closed_distance))

@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 from ct_controllers.errors import CtError
 from ct_controllers.model.configuration import ConfigurationMap
 from ct_controllers.model.description import DescriptionError, joint_armature
+from ct_controllers.model.frames import named_frame_id
 from ct_controllers.model.payload import Payload, add_payload
 from ct_controllers.types import FloatArray
 
@@ -253,10 +254,11 @@ class RobotModel:
 
     def frame_id(self, frame_name: str) -> int:
         """Pinocchio frame id. Raises :class:`UnknownNameError` naming it."""
-        if not self.model.existFrame(frame_name):
+        found = named_frame_id(self.model, frame_name)
+        if found is None:
             known = ", ".join(f.name for f in self.model.frames)
             raise UnknownNameError(f"unknown frame '{frame_name}'; the model has: {known}")
-        return int(self.model.getFrameId(frame_name))
+        return found
 
     # --- kinematics ------------------------------------------------------------------------
     def frame_pose(self, q: FloatArray, frame_name: str | None = None) -> FloatArray:

@@ -6,7 +6,10 @@ Defaults, each reported with its reason (:attr:`Chain.notes`):
 
 - base: the URDF's root link;
 - gripper, when not given: a gripper hangs at the arm's tip, where the tree branches into two or
-  more subtrees with movable joints (two fingers); its joints are every movable joint there;
+  more subtrees with movable joints (two fingers); its joints are every movable joint there.
+  Without such a branch, a single jaw against a fixed one (the SO-100's ``gripper``, the Unitree
+  Z1's ``jointGripper``) is the longest chain's last movable joint, a leaf of the movable tree,
+  whose name or whose link's name says gripper (:data:`JAW_NAMES`): that joint;
 - TCP: the tip of the longest chain below the base (most movable joints; the gripper's subtrees
   left out), and there, among the links fixed to the arm's last moving link, a tool-like frame
   (``tcp``, then ``tool``, ``ee``/``eef``/``end_effector``, ``flange``), else the deepest one;
@@ -34,6 +37,8 @@ from ct_controllers.setup_assistant.urdf_tree import RobotTree, UrdfJoint
 
 # Tool-like link names, best first (matched on word boundaries of the lower-cased name).
 TOOL_NAMES = (r"tcp", r"tool\d*", r"(ee|eef|end[_-]?effector)\d*", r"flange")
+# A jaw's joint or link, by name (lower-cased, anywhere in it: ``jointGripper``, ``moving_jaw``).
+JAW_NAMES = re.compile(r"grip|jaw|finger|claw|pincer")
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,20 @@ def _branch_gripper(tree: RobotTree, base: str, tip: str) -> tuple[str, list[str
     return None
 
 
+def _tip_jaw(tree: RobotTree, base: str, tip: str) -> UrdfJoint | None:
+    """The last movable joint on the path base → ``tip`` when it is a lone jaw: no movable joint
+    below it, at least one movable (arm) joint above it, and its or its link's name gripper-like
+    (:data:`JAW_NAMES`)."""
+    moving = [j for j in tree.path(base, tip) or () if j.movable]
+    if len(moving) < 2:
+        return None
+    last = moving[-1]
+    if _movable_count(tree.joints_below(last.child)) or last.mimic is not None:
+        return None
+    named = JAW_NAMES.search(last.name.lower()) or JAW_NAMES.search(last.child.lower())
+    return last if named else None
+
+
 def _longest_tip(tree: RobotTree, base: str, excluded: set[str]) -> str:
     """The leaf below ``base`` with the most movable joints above it (``excluded`` subtrees
     left out); ties: a tool-like name, then the deeper link, then file order."""
@@ -213,6 +232,14 @@ def discover_chain(
                     f"gripper: the movable joints where the tree branches at {link} "
                     "(--gripper to name others, --gripper '' for none)"
                 )
+        jaw = _tip_jaw(tree, base, tip) if gripper_names is None and tcp is None else None
+        if jaw is not None:
+            gripper_names = [jaw.name]
+            notes.append(
+                f"gripper: {jaw.name}, a lone jaw: the arm's last movable joint, named like a "
+                "gripper, nothing movable below it (--gripper to name others, --gripper '' for "
+                "none)"
+            )
         if gripper_names is None:
             gripper_names = []
     else:
