@@ -46,6 +46,9 @@ example_robot = example_robot_path
 ROBOTS = {
     "panda": lambda: example_robot("panda_description/urdf/panda.urdf"),
     "ur5": lambda: example_robot("ur_description/urdf/ur5_robot.urdf"),
+    # a lone revolute jaw with no frame to measure it (ct-setup adds fingertip frames), joint
+    # friction, a fixed joint named like its link
+    "z1": lambda: example_robot("z1_description/urdf/z1.urdf"),
     "ct_arm": default_description_path,
 }
 
@@ -241,7 +244,7 @@ def test_home_is_inside_the_limits_and_above_the_base(written: Written) -> None:
 
     def heights(q: np.ndarray) -> np.ndarray:
         pin.framesForwardKinematics(pin_model, data, q)
-        base = data.oMf[pin_model.getFrameId(config.base_frame)].inverse()
+        base = data.oMf[pin_model.getFrameId(config.base_frame, pin.BODY)].inverse()
         return np.array([(base * data.oMf[f]).translation[2] for f in range(len(pin_model.frames))])
 
     assert np.all(heights(home) >= np.minimum(heights(pin.neutral(pin_model)), 0.05) - 1e-6)
@@ -257,8 +260,9 @@ def test_chain_is_the_urdf_path_from_base_to_tcp(written: Written) -> None:
     loaded = _load(written)
     config, model = loaded.config, loaded.model
     pin_model = model.model
-    tcp_joint = pin_model.frames[pin_model.getFrameId(config.tcp_frame)].parentJoint
-    base_joint = pin_model.frames[pin_model.getFrameId(config.base_frame)].parentJoint
+    # (BODY frames: the Z1 names a fixed joint like its link)
+    tcp_joint = pin_model.frames[pin_model.getFrameId(config.tcp_frame, pin.BODY)].parentJoint
+    base_joint = pin_model.frames[pin_model.getFrameId(config.base_frame, pin.BODY)].parentJoint
     above_base = set(pin_model.supports[base_joint])
     chain = [pin_model.names[j] for j in pin_model.supports[tcp_joint] if j not in above_base]
     assert tuple(chain) == config.arm_joints
@@ -526,3 +530,60 @@ def test_a_lone_jaw_at_the_chain_tip_is_the_gripper(
     )
     assert ur5.gripper_joints == () and ur5.arm_joints[-1] == "wrist_3_joint"
     assert discover_chain(tree, gripper=[]).gripper_joints == ()
+
+
+@pytest.mark.parametrize(
+    ("path", "jaw", "closes_at"),
+    [
+        # the SO-101 closes at its lower limit (−10°, just past its jaws meeting at 0), the
+        # Z1's jaw at 0, parallel to its stator (it opens to −90°)
+        ("robots/so_arm_description/urdf/so101.urdf", "gripper", -0.174533),
+        ("robots/z1_description/urdf/z1.urdf", "jointGripper", 0.0),
+    ],
+    ids=["so101", "z1"],
+)
+def test_a_lone_jaw_gets_fingertip_frames_and_its_width_is_the_tip_chord(
+    tmp_path: Path, path: str, jaw: str, closes_at: float
+) -> None:
+    """A revolute jaw whose link frame sits on its hinge (no URDF frame measures it): ct-setup
+    writes a fingertip frame on the jaw and one where that fingertip closes, on the link it
+    hangs on, into the xacro (the URDF included unchanged), and names them as width frames. The
+    grip width the stack then measures is the chord of the fingertip's arc, checked against
+    2 r sin(|θ − θ_closed| / 2) (r: the fingertip's distance from the hinge axis, from the
+    URDF's joint axis) at both limits and mid-range; the closing limit found from the geometry
+    is the one the robot closes at."""
+    from ct_controllers.model.grip_geometry import gripper_geometry
+    from ct_controllers.model.model_state import ModelState
+
+    urdf = example_robot_path(path)
+    code, printed = _quietly(str(urdf), "-o", str(tmp_path))
+    assert code == 0, printed
+    assert urdf.read_text() == example_robot_path(path).read_text()
+    config = load_config(tmp_path / "controllers.yaml")
+    assert config.grip_width_frames == (f"{jaw}_tip", f"{jaw}_fixed_tip")
+    assert f"grip width between {jaw}_tip and {jaw}_fixed_tip (added in the xacro" in printed
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+    grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
+    assert grip is not None
+    index = model.q_index(jaw)
+    joint = model.model.joints[model.model.getJointId(jaw)]
+    axis = np.array(
+        [
+            float(joint.shortname() == name)
+            for name in ("JointModelRX", "JointModelRY", "JointModelRZ")
+        ]
+    )
+    if not axis.any():  # JointModelRevoluteUnaligned
+        axis = np.array(joint.extract().axis)
+    tip_in_jaw = model.model.frames[model.frame_id(f"{jaw}_tip")].placement.translation
+    radius = float(np.linalg.norm(tip_in_jaw - axis * (tip_in_jaw @ axis)))
+    closed = grip.closed[0]
+    assert closed == pytest.approx(closes_at)
+    for theta in (grip.opened[0], 0.5 * (grip.opened[0] + closed), closed):
+        q = np.zeros(model.nq)
+        q[index] = theta
+        state = ModelState(model)
+        state.update(q, np.zeros(model.nv))
+        expected = 2 * radius * math.sin(abs(theta - closed) / 2)
+        assert grip.width(state) == pytest.approx(expected, abs=1e-6)

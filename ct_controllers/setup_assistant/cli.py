@@ -39,6 +39,12 @@ from ct_controllers.setup_assistant.gains import (
     design_gains,
 )
 from ct_controllers.setup_assistant.home import Home, check_home, choose_home
+from ct_controllers.setup_assistant.jaw_frames import (
+    FixedFrame,
+    JawFrames,
+    jaw_tip_frames,
+    with_frames,
+)
 from ct_controllers.setup_assistant.readback import read_back
 from ct_controllers.setup_assistant.urdf_tree import RobotTree, read_robot
 from ct_controllers.setup_assistant.xacro_writer import hardware_plugins, wrapper_xacro
@@ -79,9 +85,14 @@ def _file_name(robot: str) -> str:
 
 
 def _description(
-    tree: RobotTree, chain: Chain, out: Path, plugins: dict[str, str]
+    tree: RobotTree,
+    chain: Chain,
+    out: Path,
+    plugins: dict[str, str],
+    frames: Sequence[FixedFrame] = (),
 ) -> tuple[Path, str | None, str, str]:
-    """(robot_description path, xacro text or None, backend, why)."""
+    """(robot_description path, xacro text or None, backend, why); ``frames`` added to the
+    URDF (a xacro is written for them even where the URDF's own block is ours)."""
     ours = {plugin: backend for backend, plugin in plugins.items()}
     named = [p for p in tree.plugins if p in ours]
     if named:
@@ -90,7 +101,20 @@ def _description(
                 f"{tree.source} has {len(tree.plugins)} <ros2_control> blocks; the stack reads "
                 "exactly one: leave ours alone in it"
             )
-        return tree.source, None, ours[named[0]], f"its own <ros2_control> block ({named[0]})"
+        why = f"its own <ros2_control> block ({named[0]})"
+        if not frames:
+            return tree.source, None, ours[named[0]], why
+        text = wrapper_xacro(
+            tree.name,
+            tree.source,
+            chain.joint_names,
+            chain.followers,
+            plugins,
+            ours[named[0]],
+            frames=frames,
+            ros2_control=False,
+        )
+        return out / _file_name(tree.name), text, ours[named[0]], why + "; frames added"
     if DEFAULT_BACKEND not in plugins:
         raise SetupError(f"no hardware plugin for backend '{DEFAULT_BACKEND}' is installed")
     if tree.plugins:
@@ -99,8 +123,16 @@ def _description(
         why = "it has no <ros2_control> block"
     path = out / _file_name(tree.name)
     text = wrapper_xacro(
-        tree.name, tree.source, chain.joint_names, chain.followers, plugins, DEFAULT_BACKEND
+        tree.name,
+        tree.source,
+        chain.joint_names,
+        chain.followers,
+        plugins,
+        DEFAULT_BACKEND,
+        frames=frames,
     )
+    if frames:
+        why += "; fingertip frames added"
     return path, text, DEFAULT_BACKEND, why
 
 
@@ -158,12 +190,31 @@ def _friction_lines(gains: GainDesign) -> list[str]:
     ]
 
 
+def _jaw_frames(
+    tree: RobotTree, chain: Chain, design: DesignModel, given: Sequence[str] | None
+) -> JawFrames | None:
+    """Fingertip frames to add (:mod:`~ct_controllers.setup_assistant.jaw_frames`) for a lone
+    jaw that no frame of the URDF measures; None when width frames are given, the gripper is
+    not one jaw, or the URDF's own frames measure it."""
+    fingers = chain.gripper_joints
+    if given is not None or len(fingers) != 1 or chain.followers:
+        return None
+    found = found_width_frames(design.model, fingers)
+    if found is not None:
+        try:
+            grip_geometry(design.model, fingers, found)
+            return None
+        except GripGeometryError:
+            pass
+    return jaw_tip_frames(tree, chain, design.model, tree.source.parent)
+
+
 def _width_frames(
-    design: DesignModel, chain: Chain, given: Sequence[str] | None
+    design: DesignModel, chain: Chain, given: Sequence[str] | None, added: bool = False
 ) -> tuple[tuple[str, ...], str | None]:
     """The grip width frames to write (``given``, else found from the gripper joints; () for
-    none) and the line saying so. SetupError naming a frame that is not in the URDF or does not
-    measure the gripper."""
+    none) and the line saying so (``added``: the frames ct-setup added to a lone jaw).
+    SetupError naming a frame that is not in the URDF or does not measure the gripper."""
     fingers = chain.gripper_joints
     if given is not None and not fingers:
         raise SetupError("--width-frames given, but the robot has no gripper joints")
@@ -179,7 +230,14 @@ def _width_frames(
         geometry = grip_geometry(design.model, fingers, frames)
     except GripGeometryError as exc:
         raise SetupError(str(exc).replace("gripper.width_frames", "--width-frames", 1)) from None
-    how = "as given" if given is not None else "found: the gripper joints' child links / jaws"
+    how = (
+        "added in the xacro: the jaw's fingertip, the point of its collision geometry farthest "
+        "from its axis, and where that fingertip closes"
+        if added
+        else "as given"
+        if given is not None
+        else "found: the gripper joints' child links / jaws"
+    )
     return frames, (
         f"grip width between {frames[0]} and {frames[1]} ({how}): "
         f"{geometry.open_width * 1000:.1f} mm fully open, 0 closed"
@@ -211,12 +269,20 @@ def plan(
     tree = read_robot(urdf)
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=gripper)
     design = design_model(tree, chain)
-    frames, width_note = _width_frames(design, chain, width_frames)
+    jaw = _jaw_frames(tree, chain, design, width_frames)
+    if jaw is not None:  # the design (and the xacro) carry the frames added to the jaw
+        tree = with_frames(tree, jaw.frames)
+        design = design_model(tree, chain)
+    frames, width_note = _width_frames(
+        design, chain, width_frames if jaw is None else jaw.width_frames, added=jaw is not None
+    )
     chosen: Home = (
         check_home(tree, design, list(home)) if home is not None else choose_home(tree, design)
     )
     plugins = hardware_plugins()
-    description, xacro, backend, why = _description(tree, chain, out.resolve(), plugins)
+    description, xacro, backend, why = _description(
+        tree, chain, out.resolve(), plugins, () if jaw is None else jaw.frames
+    )
     targets = [out.resolve() / CONFIG_NAME] + ([description] if xacro is not None else [])
     there = [str(path) for path in targets if path.exists()]
     if there and not force:

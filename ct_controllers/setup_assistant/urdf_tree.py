@@ -133,7 +133,11 @@ def read_robot(path: str | Path) -> RobotTree:
     file = Path(path).expanduser().resolve()
     if not file.is_file():
         raise SetupError(f"URDF not found: {file}")
-    urdf = _expand(file)
+    return parse_robot(_expand(file), file)
+
+
+def parse_robot(urdf: str, file: Path) -> RobotTree:
+    """:func:`read_robot` of the expanded URDF text ``urdf`` read from ``file``."""
     try:
         root = ET.fromstring(urdf)
     except ET.ParseError as exc:

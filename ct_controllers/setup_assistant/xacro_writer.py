@@ -13,11 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Protocol
 from xml.sax.saxutils import quoteattr
 
 from ct_controllers.plugins import HARDWARE
 
 COMMANDS = ("effort", "position")
+
+
+class AddedFrame(Protocol):
+    """A fixed link the xacro adds: its URDF text and a comment saying what it is."""
+
+    @property
+    def comment(self) -> str: ...
+
+    def urdf(self) -> str: ...
+
+
 STATES = ("position", "velocity", "effort")
 
 
@@ -42,8 +54,12 @@ def wrapper_xacro(
     followers: Mapping[str, str],
     plugins: Mapping[str, str],
     default_backend: str,
+    frames: Sequence[AddedFrame] = (),
+    ros2_control: bool = True,
 ) -> str:
-    """The xacro text (module docstring); ``joints`` in configuration order."""
+    """The xacro text (module docstring); ``joints`` in configuration order; ``frames`` fixed
+    links added (a lone jaw's fingertip frames); ``ros2_control`` False where the included URDF
+    carries our block already (the xacro then only adds ``frames``)."""
     lines = [
         '<?xml version="1.0"?>',
         "<!--",
@@ -55,6 +71,15 @@ def wrapper_xacro(
         f'<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name={quoteattr(robot)}>',
         f'  <xacro:arg name="backend" default={quoteattr(default_backend)}/>',
         f"  <xacro:include filename={quoteattr(str(urdf))}/>",
+    ]
+    for frame in frames:
+        lines += [
+            f"  <!-- {frame.comment} -->",
+            f"  {frame.urdf()}",
+        ]
+    if not ros2_control:
+        return "\n".join([*lines, "</robot>", ""])
+    lines += [
         f'  <ros2_control name={quoteattr(robot + "_system")} type="system">',
         "    <hardware>",
     ]
