@@ -73,6 +73,8 @@ OPTIONAL_PAYLOAD = {
     "payload.max_com_distance": 0.3,
     "grasp.identify_payload": False,
 }
+# May be left out (files written before them): the finger servo's defaults [N/m, N·s/m].
+OPTIONAL_FINGER_SERVO = {"gripper.stiffness": 2000.0, "gripper.damping": 20.0}
 
 # The sections a parameters file may give the controller manager in, first found wins;
 # "/**/controller_manager" (the bundled file's) applies in every namespace
@@ -168,6 +170,10 @@ class StackConfig:
     payload_max_com_distance: float = 0.3
     # grasp.identify_payload: the Grasp identifies the held object's mass in HOLD.
     grasp_identify_payload: bool = False
+    # gripper.stiffness [N/m], gripper.damping [N·s/m]: the finger servo's gains (Grasp and
+    # GripperCommand), at the finger surface.
+    gripper_stiffness: float = 2000.0
+    gripper_damping: float = 20.0
     # Every parameter as given, flattened (a controller instance's entries, tools that show
     # the file).
     parameters: Mapping[str, Any] = field(default_factory=dict)
@@ -241,6 +247,7 @@ class StackConfig:
             OPTIONAL_WIDTH_FRAMES: (),
             OPTIONAL_JOINT_STATES_TOPIC: "auto",
             **OPTIONAL_PAYLOAD,
+            **OPTIONAL_FINGER_SERVO,
             **params,
         }
         values = STACK_PARAMETERS.parse(params)
@@ -316,6 +323,8 @@ class StackConfig:
             payload_rated_mass=values["payload.rated_mass"],
             payload_max_com_distance=values["payload.max_com_distance"],
             grasp_identify_payload=values["grasp.identify_payload"],
+            gripper_stiffness=values["gripper.stiffness"],
+            gripper_damping=values["gripper.damping"],
             parameters=dict(params),
             sections=sections,
         )

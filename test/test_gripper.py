@@ -177,3 +177,39 @@ def test_a_margin_leaving_no_range_is_refused() -> None:
     """A margin of half the fingers' range or more leaves no target: ValueError naming it."""
     with pytest.raises(ValueError, match="margin"):
         GripperController(new_robot_model(), FINGERS, margin=0.02)
+
+
+def _sampled_finger(stiffness: float, damping: float, mass: float, period: float) -> np.ndarray:
+    """A free finger surface of ``mass`` [kg] under the servo's spring-damper toward 0, sampled
+    every ``period`` [s] (the force held over the period, the motion integrated exactly in 100
+    sub-steps): its speed [m/s] at each sample over 200 periods, from 1 mm out at rest."""
+    x, v, speeds = 1e-3, 0.0, []
+    step = period / 100
+    for _ in range(200):
+        force = -stiffness * x - damping * v
+        for _ in range(100):
+            v += force / mass * step
+            x += v * step
+        speeds.append(abs(v))
+    return np.array(speeds)
+
+
+@pytest.mark.parametrize("mass", [0.05, 0.03, 0.00323], ids=["bundled", "panda", "so101_jaw"])
+def test_finger_gains_sampled_at_the_loop_rate_hold_the_finger(mass: float) -> None:
+    """sampled_finger_gains keeps the servo's defaults where the finger's mass holds them at
+    1 kHz (the bundled arm's 50 g, the Panda's 30 g) and lowers them for a light jaw (the
+    SO-101's 3.2 g at its fingertip). Checked by simulating the sampled loop, not by the
+    formula: with the gains it returns the finger settles (its speed after 200 ms below a
+    thousandth of its peak); with the defaults the light jaw's motion grows instead."""
+    from ct_controllers.controllers.gripper import sampled_finger_gains
+
+    period = 0.001
+    stiffness, damping = sampled_finger_gains(2000.0, 20.0, mass, period)
+    speeds = _sampled_finger(stiffness, damping, mass, period)
+    assert speeds[-1] < 1e-3 * speeds.max()
+    if mass >= 0.03:
+        assert (stiffness, damping) == (2000.0, 20.0)
+    else:
+        assert damping < 20.0 and stiffness <= damping**2 / (4 * mass) + 1e-9
+        diverging = _sampled_finger(2000.0, 20.0, mass, period)
+        assert diverging[-1] > 10 * diverging[:5].max()

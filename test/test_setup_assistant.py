@@ -580,6 +580,18 @@ def test_a_lone_jaw_gets_fingertip_frames_and_its_width_is_the_tip_chord(
     radius = float(np.linalg.norm(tip_in_jaw - axis * (tip_in_jaw @ axis)))
     closed = grip.closed[0]
     assert closed == pytest.approx(closes_at)
+    # The finger servo: the defaults where the jaw's mass at its tip holds them at update_rate,
+    # else lowered to D · period / mass ≤ 1 (the SO-101's 3 g jaw tip); the Grasp's servo runs
+    # the configured gains.
+    from ct_controllers.chains.grasp_runner import grasp_gripper
+
+    servo = grasp_gripper(model, config, grip)
+    mass = float(servo.finger_masses.min())
+    assert (servo.stiffness, servo.damping) == (config.gripper_stiffness, config.gripper_damping)
+    assert config.gripper_damping * config.period / mass <= 1.0 + 1e-3
+    lowered = 20.0 * config.period / mass > 1.0
+    assert (config.gripper_damping < 20.0) == lowered
+    assert ("finger servo:" in printed) == lowered
     for theta in (grip.opened[0], 0.5 * (grip.opened[0] + closed), closed):
         q = np.zeros(model.nq)
         q[index] = theta

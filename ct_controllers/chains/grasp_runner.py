@@ -39,6 +39,7 @@ import numpy as np
 from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
 from ct_controllers.chains.tcp_target_chain import TcpTargetChain
 from ct_controllers.chains.wrapping import WrappingController
+from ct_controllers.config import StackConfig
 from ct_controllers.controllers.controller import (
     Controller,
     ControlOutput,
@@ -371,7 +372,7 @@ def build_grasp_runner(
         arm=tcp_target_chain(
             model, arm_controller, config.arm_joints, config.cartesian_divisor, np.eye(4)
         ),
-        gripper=grasp_gripper(model, config.gripper_joints, stack.grip),
+        gripper=grasp_gripper(model, config, stack.grip),
         sense_object=reader,
         hold_damping=to_model_order(
             model, config.joint_names, config.safe_hold_damping, "safe_hold.damping"
@@ -383,11 +384,18 @@ def build_grasp_runner(
 
 
 def grasp_gripper(
-    model: RobotModel, fingers: Sequence[str], grip: GripGeometry | None = None
+    model: RobotModel, config: StackConfig, grip: GripGeometry | None = None
 ) -> GripperController:
-    """The gripper servo a grasp runs (its default gains and speed, in finger-surface units),
-    for ``fingers``, through their levers where the gripper's geometry is known."""
-    return GripperController(model, fingers, levers=None if grip is None else grip.levers)
+    """The gripper servo a grasp runs (the configured gains, ``gripper.stiffness`` and
+    ``gripper.damping``, and its default speed, in finger-surface units), for the configured
+    gripper joints, through their levers where the gripper's geometry is known."""
+    return GripperController(
+        model,
+        config.gripper_joints,
+        stiffness=config.gripper_stiffness,
+        damping=config.gripper_damping,
+        levers=None if grip is None else grip.levers,
+    )
 
 
 def finger_force_limit(stack: Stack) -> float:
@@ -403,7 +411,7 @@ def minimum_grasp_effort(stack: Stack) -> float:
     """[N] per finger: the smallest grasp_effort the grasp's finger servo can control
     (:attr:`GripperController.minimum_effort`: the finger's weight plus its damping at the
     servo's speed)."""
-    return grasp_gripper(stack.model, stack.config.gripper_joints, stack.grip).minimum_effort
+    return grasp_gripper(stack.model, stack.config, stack.grip).minimum_effort
 
 
 def grip_force_refusal(

@@ -146,7 +146,14 @@ def gripper_servo(stack: Stack, speed: float = DEFAULT_SPEED) -> GripperControll
     model = stack.model.with_own_data()
     grip = stack.grip
     levers = None if grip is None else grip.levers
-    return GripperController(model, stack.config.gripper_joints, speed=speed, levers=levers)
+    return GripperController(
+        model,
+        stack.config.gripper_joints,
+        stiffness=stack.config.gripper_stiffness,
+        damping=stack.config.gripper_damping,
+        speed=speed,
+        levers=levers,
+    )
 
 
 def joint_lever(stack: Stack, joint: str) -> float:

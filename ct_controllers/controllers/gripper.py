@@ -110,6 +110,14 @@ class GripperController:
         self.model_state = ModelState(model)
 
     @property
+    def finger_masses(self) -> FloatArray:
+        """[kg] per finger: the mass its surface carries, M_ii / l_i² (M_ii the joint's diagonal
+        of the mass matrix, armature included, at the model's neutral configuration: a finger's
+        subtree turns or slides about its own axis whatever the arm does; l_i its lever)."""
+        diagonal = np.diag(self.model.mass_matrix(self.model.neutral()))[self.indices]
+        return np.asarray(diagonal / self.levers**2, dtype=float)
+
+    @property
     def finger_weight(self) -> FloatArray:
         """[N] per finger: the largest gravity force on it, m_i |g| (m_i the mass its joint
         carries: the subtree of its link), whatever the arm's configuration."""
@@ -256,3 +264,24 @@ class GripperController:
                 reference.v[index] = rate
                 reference.a[index] = 0.0
         self._reference, self._reference_velocity = references, velocities
+
+
+# The largest D T / m the finger servo is designed to: sampled every T, a finger of mass m under
+# damping D loses the fraction D T / m of its velocity per period (the measured velocity is held
+# over the period): below 1 it settles without overshoot, past 1 it rings, past 2 it grows.
+SAMPLED_DAMPING = 1.0
+
+
+def sampled_finger_gains(
+    stiffness: float, damping: float, mass: float, period: float
+) -> tuple[float, float]:
+    """(K [N/m], D [N·s/m]) for a finger surface carrying ``mass`` [kg] servoed every ``period``
+    [s]: the given gains where D T / m ≤ :data:`SAMPLED_DAMPING`, else D at that bound and K at
+    most critically damped with it, D² / (4 m). The defaults (2000 N/m, 20 N·s/m) stay on the
+    bundled arm's 50 g fingers (0.4 at 1 kHz) and the Panda's 30 g (0.67); the SO-101's jaw,
+    3.2 g at its fingertip (6.2), ran away at 20-40 rad/s under them (measured: ``ct-bench
+    grasp`` of its ct-setup output, the runaway check latching in APPROACH)."""
+    bound = SAMPLED_DAMPING * mass / period
+    if damping <= bound:
+        return stiffness, damping
+    return min(stiffness, bound * bound / (4.0 * mass)), bound

@@ -24,6 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ct_controllers.controllers.gripper import (
+    SAMPLED_DAMPING,
+    GripperController,
+    sampled_finger_gains,
+)
 from ct_controllers.errors import CtError
 from ct_controllers.model.grip_geometry import GripGeometryError, found_width_frames, grip_geometry
 from ct_controllers.setup_assistant import friction
@@ -209,6 +214,29 @@ def _jaw_frames(
     return jaw_tip_frames(tree, chain, design.model, tree.source.parent)
 
 
+def _finger_servo(
+    design: DesignModel, chain: Chain, frames: Sequence[str], update_rate: float
+) -> tuple[tuple[float, float] | None, str | None]:
+    """The finger servo's (stiffness [N/m], damping [N·s/m]) at the finger surface: its
+    defaults, lowered where the lightest finger (its mass M_ii / lever²) sampled at
+    ``update_rate`` needs it (:func:`sampled_finger_gains`); and the line saying so. (None,
+    None) without a gripper."""
+    fingers = chain.gripper_joints
+    if not fingers:
+        return None, None
+    grip = grip_geometry(design.model, fingers, frames) if frames else None
+    servo = GripperController(design.model, fingers, levers=None if grip is None else grip.levers)
+    mass = float(np.min(servo.finger_masses))
+    gains = sampled_finger_gains(servo.stiffness, servo.damping, mass, 1.0 / update_rate)
+    if gains == (servo.stiffness, servo.damping):
+        return gains, None
+    return gains, (
+        f"finger servo: {gains[0]:.3g} N/m, {gains[1]:.3g} N·s/m at the finger surface "
+        f"(lowered from {servo.stiffness:g}, {servo.damping:g}: the lightest finger carries "
+        f"{mass * 1000:.3g} g, and D · period / mass ≤ {SAMPLED_DAMPING} at {update_rate:g} Hz)"
+    )
+
+
 def _width_frames(
     design: DesignModel, chain: Chain, given: Sequence[str] | None, added: bool = False
 ) -> tuple[tuple[str, ...], str | None]:
@@ -276,6 +304,7 @@ def plan(
     frames, width_note = _width_frames(
         design, chain, width_frames if jaw is None else jaw.width_frames, added=jaw is not None
     )
+    finger_servo, servo_note = _finger_servo(design, chain, frames, update_rate)
     chosen: Home = (
         check_home(tree, design, list(home)) if home is not None else choose_home(tree, design)
     )
@@ -299,6 +328,7 @@ def plan(
         backend=backend,
         backends=tuple(plugins),
         width_frames=frames,
+        finger_servo=finger_servo,
     )
     summary = [
         f"ct-setup: {tree.name} from {tree.source}",
@@ -307,6 +337,7 @@ def plan(
         f"  gripper joints ({len(chain.gripper_joints)}): "
         + (", ".join(_with_followers(n, chain) for n in chain.gripper_joints) or "none"),
         *([f"  {width_note}"] if width_note else []),
+        *([f"  {servo_note}"] if servo_note else []),
         f"  home [rad | m]: [{', '.join(f'{v:.3f}' for v in chosen.positions)}] ({chosen.note})",
         f"  gains: {bandwidth:g} rad/s, damping ratio {damping_ratio:g} on the worst-case "
         f"inertia M(q)ᵢᵢ + armature over sampled configurations; stable at {update_rate:g} Hz "

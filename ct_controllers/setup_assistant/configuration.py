@@ -48,6 +48,9 @@ class Choices:
     backend: str
     backends: tuple[str, ...]  # the backends whose sections are written
     width_frames: tuple[str, ...] = ()  # gripper.width_frames: () = none found
+    # gripper.stiffness [N/m], gripper.damping [N·s/m]: the finger servo's, designed (None: not
+    # written, no gripper)
+    finger_servo: tuple[float, float] | None = None
 
 
 def rounded(values: np.ndarray) -> list[float]:
@@ -130,9 +133,16 @@ def entries(choices: Choices) -> list[Entry]:
         "limiter.effort_rate_limit": rounded(per_joint(gains.effort_rate_limit)),
         "safe_hold.damping": rounded(per_joint(gains.hold_damping)),
     }
+    if choices.finger_servo is not None:
+        values["gripper.stiffness"], values["gripper.damping"] = rounded(
+            np.array(choices.finger_servo)
+        )
     notes = {
         "robot_description": "written by ct-setup",
         "gripper.width_frames": "ct-setup: found from the gripper joints, or as given",
+        "gripper.stiffness": "ct-setup: the default, or lowered with the damping",
+        "gripper.damping": "ct-setup: the default, or what the lightest finger holds at "
+        "update_rate (D · period / mass ≤ 1)",
         "references.max_acceleration": "ct-setup: half the effort left after gravity, and "
         "about 0.05 rad of tracking error",
         "references.max_jerk": "ct-setup: 10 × max_acceleration per second",
