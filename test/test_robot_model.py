@@ -265,15 +265,19 @@ def test_the_bundled_arm_needs_no_configuration_conversion(model):
 
 def test_a_frame_named_by_a_fixed_joint_and_its_link_means_the_link() -> None:
     """The Unitree Z1 (example-robot-data) names the fixed joint ``gripperStator`` like the link
-    it carries, so Pinocchio holds two frames of that name: the TCP, a width frame or a pose
-    frame of that name is the link's (BODY) frame, at the placement of the URDF's forward
-    kinematics (the chain's joint origins composed by hand), not an ambiguity error."""
+    it carries: the name means the link (its BODY frame), the joint's frame is renamed
+    ``gripperStator_joint`` at the same placement, and what looks frames up by name works —
+    the TCP's pose matches the URDF's forward kinematics (the chain's joint origins composed by
+    hand), and the IK with the jaw locked builds its reduced model (Pinocchio's
+    buildReducedModel refused the ambiguous name)."""
     from ct_controllers.bench.robots import example_robot_path
+    from ct_controllers.ik.solver import IkSolver
 
     urdf = example_robot_path("robots/z1_description/urdf/z1.urdf").read_text()
     model = RobotModel(urdf, tcp_frame="gripperStator", base_frame="world")
-    frames = [f for f in model.model.frames if f.name == "gripperStator"]
-    assert sorted(str(f.type) for f in frames) == ["BODY", "FIXED_JOINT"]
+    named = {str(f.name): f for f in model.model.frames if "gripperStator" in f.name}
+    assert named["gripperStator"].type == pin.FrameType.BODY
+    assert named["gripperStator_joint"].type == pin.FrameType.FIXED_JOINT
     assert model.model.frames[model.frame_id("gripperStator")].type == pin.FrameType.BODY
     # At q = 0 every Z1 joint origin has no rotation: the TCP is the sum of the origins from
     # link00 (world → link00 at 0) to gripperStator [m].
@@ -288,3 +292,8 @@ def test_a_frame_named_by_a_fixed_joint_and_its_link_means_the_link() -> None:
     ]
     pose = model.frame_pose(np.zeros(model.nq), "gripperStator")
     np.testing.assert_allclose(pose[:3, 3], np.sum(origins, axis=0), atol=1e-12)
+    np.testing.assert_allclose(
+        pose, model.frame_pose(np.zeros(model.nq), "gripperStator_joint"), atol=1e-12
+    )
+    solver = IkSolver(model, locked={"jointGripper": 0.0})
+    assert solver.solve(pose).converged

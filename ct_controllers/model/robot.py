@@ -77,6 +77,24 @@ class JointLimits:
     effort: FloatArray
 
 
+def _rename_shadowing_frames(model: pin.Model) -> None:
+    """A URDF may name a joint like a link (the Unitree Z1's fixed joint ``gripperStator`` and
+    the link it carries): Pinocchio then holds two frames of one name, and every look-up by
+    name — its own ``buildReducedModel`` for the IK's locked fingers among them — fails as
+    ambiguous. A name means the link: the joint's frame takes ``<name>_joint`` (in place)."""
+    names = [frame.name for frame in model.frames]
+    for index, frame in enumerate(model.frames):
+        if frame.type == pin.FrameType.BODY or names.count(frame.name) < 2:
+            continue
+        renamed = f"{frame.name}_joint"
+        while renamed in names:
+            renamed += "_"
+        names[index] = renamed
+        copy = model.frames[index]
+        copy.name = renamed
+        model.frames[index] = copy
+
+
 def _root_link(model: pin.Model) -> str:
     """The URDF's root link: the first body frame on Pinocchio's universe joint."""
     for frame in model.frames:
@@ -115,6 +133,7 @@ class RobotModel:
                     joint = self.model.joints[self.model.getJointId(name)]
                     if joint.nv == 1:
                         self.model.armature[joint.idx_v] = value
+            _rename_shadowing_frames(self.model)
         self.data = self.model.createData()
         # The payload this model carries at the TCP (:meth:`with_payload`), and the model
         # without it (the same object when there is none; shared read-only by the copies).
