@@ -20,7 +20,7 @@ from test_grip_width import panda_urdf
 from test_one_jaw_gripper import one_jaw_urdf
 
 from ct_controllers.bench.grasp import REGION
-from ct_controllers.hardware.grasp_scene import grasp_scene, tcp_reach
+from ct_controllers.hardware.grasp_scene import JAW_CLEARANCE, grasp_scene, tcp_reach
 from ct_controllers.hardware.mujoco_scene import CUBE_HALF_SIZE, TABLE_CENTER, TABLE_HALF_SIZE
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.grip_geometry import gripper_geometry
@@ -93,7 +93,8 @@ def test_the_bundled_arm_keeps_its_scene_and_the_panda_scales() -> None:
 def test_one_jaw_grip_offset_centres_the_cube_between_the_jaws() -> None:
     """One prismatic jaw against a fixed one: the cube is 0.625 of the 4 cm stroke, and the
     offset (tool frame) is the midpoint of the two jaw frames with the jaw opened to the cube's
-    width, seen from the TCP: (0, s/2, 0) here, computed independently by FK."""
+    width plus the clearance on each side, seen from the TCP: (0, s/2 + c, 0) here, computed
+    independently by FK."""
     model = RobotModel(one_jaw_urdf("prismatic"), "tcp", "base_link")
     grip = gripper_geometry(model, ("left_finger_joint",))
     assert grip is not None
@@ -101,13 +102,14 @@ def test_one_jaw_grip_offset_centres_the_cube_between_the_jaws() -> None:
     size = 2 * scene.cube_half_size
     assert abs(size - 0.625 * 0.04) < 1e-9
     q = model.neutral()
-    q[model.q_index("left_finger_joint")] = size  # width = q_jaw (test_grip_width)
+    clearance = JAW_CLEARANCE
+    q[model.q_index("left_finger_joint")] = size + 2 * clearance  # width = q_jaw
     tcp = model.frame_pose(q)
     middle = 0.5 * (model.frame_pose(q, "left_finger") + model.frame_pose(q, "right_finger"))
     expected = tcp[:3, :3].T @ (middle[:3, 3] - tcp[:3, 3])
     expected[2] = 0.0  # along the approach: not the grip's business (the frames lie across)
     assert np.allclose(scene.grip_offset, expected, atol=1e-9), (scene.grip_offset, expected)
-    assert abs(scene.grip_offset[1] - size / 2) < 1e-9
+    assert abs(scene.grip_offset[1] - (size / 2 + clearance)) < 1e-9
 
 
 def test_the_simulated_scene_is_the_derived_one() -> None:

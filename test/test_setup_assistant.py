@@ -599,3 +599,42 @@ def test_a_lone_jaw_gets_fingertip_frames_and_its_width_is_the_tip_chord(
         state.update(q, np.zeros(model.nv))
         expected = 2 * radius * math.sin(abs(theta - closed) / 2)
         assert grip.width(state) == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_tcp_whose_z_is_not_the_approach_gets_a_tool_frame(tmp_path: Path) -> None:
+    """The Unitree Z1's deepest frame, gripperStator, has its x axis along the jaws: ct-setup
+    adds ``gripperStator_tool`` on that link, at its origin, and takes it as the TCP. Checked
+    by forward kinematics of the written description, independently of how it was built: its z
+    axis points from the last arm joint to the jaws' tips (closed) within 1°, its y axis along
+    the line from the fixed to the moving tip (open) made orthogonal to z, and it is a proper
+    rotation. The Panda's panda_hand_tcp, whose z is the approach already, is kept."""
+    urdf = example_robot_path("robots/z1_description/urdf/z1.urdf")
+    code, printed = _quietly(str(urdf), "-o", str(tmp_path))
+    assert code == 0, printed
+    config = load_config(tmp_path / "controllers.yaml")
+    assert config.tcp_frame == "gripperStator_tool"
+    assert "TCP frame gripperStator_tool: added in the xacro on gripperStator" in printed
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+    q = model.neutral()
+    tool, stator = model.frame_pose(q), model.frame_pose(q, "gripperStator")
+    np.testing.assert_allclose(tool[:3, 3], stator[:3, 3], atol=1e-12)
+    rotation = tool[:3, :3]
+    np.testing.assert_allclose(rotation.T @ rotation, np.eye(3), atol=1e-9)
+    assert np.linalg.det(rotation) == pytest.approx(1.0)
+    pin_model = model.model
+    pin.forwardKinematics(pin_model, model.data, model.pinocchio_configuration(q))
+    wrist = model.data.oMi[pin_model.getJointId("joint6")].translation
+    tips = [model.frame_pose(q, name)[:3, 3] for name in config.grip_width_frames]  # closed: 0
+    approach = 0.5 * (tips[0] + tips[1]) - wrist
+    approach /= np.linalg.norm(approach)
+    assert rotation[:, 2] @ approach > math.cos(math.radians(1.0))
+    opened = q.copy()
+    opened[model.q_index("jointGripper")] = -1.5707
+    closing = model.frame_pose(opened, "jointGripper_tip")[:3, 3] - tips[1]
+    closing -= (closing @ rotation[:, 2]) * rotation[:, 2]
+    assert abs(rotation[:, 1] @ closing) / np.linalg.norm(closing) > math.cos(math.radians(1.0))
+    panda = _quietly(
+        str(example_robot_path("panda_description/urdf/panda.urdf")), "-o", str(tmp_path / "panda")
+    )
+    assert panda[0] == 0 and "TCP frame panda_hand_tcp:" in panda[1] and "_tool" not in panda[1]

@@ -16,9 +16,10 @@ The fractions are the bundled arm's figures over its R (region x ∈ [0.45, 0.60
 y ∈ ±0.15 m, the cube starting at x = 0.5 m, a 5 cm cube in its 8 cm opening), so that arm's
 scene stays what it was.
 ``grip_offset`` [m, tool frame]: from the TCP to the grip's centre (the midpoint of the width
-frames with the gripper opened to the cube, along the line between them): 0 for symmetric
-fingers, half the cube for one jaw closing on a fixed one; a top-down grasp puts the TCP there
-so that the cube's centre lies between the jaws.
+frames with the gripper opened JAW_CLEARANCE wider than the cube on each side, along the line
+between them across the approach): 0 for symmetric fingers, half the cube plus the clearance for
+one jaw closing on a fixed one; a top-down grasp puts the TCP there so that the cube's centre
+lies between the jaws.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ REACH_SEED = 0
 CUBE_MAX_SIZE = 0.05  # [m] edge
 CUBE_OPENING_FRACTION = 0.625  # edge over the gripper's full opening
 CUBE_MASS = 0.1  # [kg]
+JAW_CLEARANCE = 0.005  # [m] between the cube and each jaw as the gripper comes down on it
 TABLE_THICKNESS = 0.02  # [m] half
 REGION_X = (0.435, 0.58)  # of R
 REGION_Y = 0.145  # of R, each side
@@ -80,7 +82,15 @@ def grasp_scene(model: RobotModel, grip: GripGeometry | None) -> GraspScene:
     size = CUBE_MAX_SIZE
     if grip is not None:
         size = min(CUBE_MAX_SIZE, CUBE_OPENING_FRACTION * grip.open_width)
-    offset = (0.0, 0.0, 0.0) if grip is None else grip_offset(model, grip, size)
+    # The cube's centre where the jaws' midpoint is with them opened CLEARANCE wider than it on
+    # each side: symmetric fingers keep their midpoint whatever the width; one jaw against a
+    # fixed one puts the cube CLEARANCE off the fixed jaw (its face is not exactly where the
+    # moving tip closes: measured, the Z1's stator sat on the cube's edge without it).
+    offset = (
+        (0.0, 0.0, 0.0)
+        if grip is None
+        else grip_offset(model, grip, min(size + 2 * JAW_CLEARANCE, grip.open_width))
+    )
     return GraspScene(
         reach=reach,
         cube_half_size=size / 2,
@@ -130,7 +140,8 @@ def tcp_reach(model: RobotModel) -> float:
 def grip_offset(model: RobotModel, grip: GripGeometry, width: float) -> tuple[float, float, float]:
     """[m] tool frame: from the TCP to the midpoint of the width frames with the gripper
     opened to ``width`` (joints interpolated between closed and open), along the line between
-    the frames (the component along the approach is not the grip's business)."""
+    the frames made orthogonal to the approach (tool z: the component along the approach is
+    not the grip's business; a revolute jaw's chord leans back along it)."""
     fraction = min(max(width / grip.open_width, 0.0), 1.0) if grip.open_width > 0 else 1.0
     q = model.neutral()
     for name, value in zip(grip.joints, grip.joint_target(fraction), strict=True):
@@ -142,6 +153,7 @@ def grip_offset(model: RobotModel, grip: GripGeometry, width: float) -> tuple[fl
     tcp = data.oMf[model.tcp_frame_id]
     rotation = np.array(tcp.rotation)
     direction = rotation.T @ (a - b)
+    direction[2] = 0.0
     norm = float(np.linalg.norm(direction))
     if norm < 1e-9:
         return (0.0, 0.0, 0.0)

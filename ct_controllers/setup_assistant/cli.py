@@ -15,6 +15,7 @@ there is a bug of ours (exit code 1), never written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import tempfile
@@ -51,6 +52,11 @@ from ct_controllers.setup_assistant.jaw_frames import (
     with_frames,
 )
 from ct_controllers.setup_assistant.readback import read_back
+from ct_controllers.setup_assistant.tool_frame import (
+    MAX_ANGLE,
+    approach_tool_frame,
+    gripper_approach,
+)
 from ct_controllers.setup_assistant.urdf_tree import RobotTree, read_robot
 from ct_controllers.setup_assistant.xacro_writer import hardware_plugins, wrapper_xacro
 from ct_controllers.setup_assistant.yaml_writer import render
@@ -214,6 +220,32 @@ def _jaw_frames(
     return jaw_tip_frames(tree, chain, design.model, tree.source.parent)
 
 
+def _tool_frame(
+    tree: RobotTree, chain: Chain, design: DesignModel, frames: Sequence[str], given: bool
+) -> tuple[FixedFrame | None, str | None]:
+    """The frame to take as the TCP where the gripper's approach is off the TCP's z axis
+    (:mod:`~ct_controllers.setup_assistant.tool_frame`), and the line saying so; a TCP the user
+    named is kept (the line then warns). (None, None) without a gripper geometry or where the
+    TCP's z is the approach."""
+    if not frames:
+        return None, None
+    grip = grip_geometry(design.model, chain.gripper_joints, frames)
+    approach = gripper_approach(design.model, grip)
+    if approach is None or approach.angle <= MAX_ANGLE:
+        return None, None
+    degrees = math.degrees(approach.angle)
+    if given:
+        return None, (
+            f"TCP frame {chain.tcp}: its z axis is {degrees:.0f}° off the gripper's approach "
+            "(the Grasp approaches along the TCP's z): leave --tcp out to have a frame added"
+        )
+    tool = approach_tool_frame(tree, chain.tcp, approach)
+    return tool, (
+        f"TCP frame {tool.link}: added in the xacro on {chain.tcp}, z along the gripper's "
+        f"approach ({chain.tcp}'s z is {degrees:.0f}° off it), y across its fingers"
+    )
+
+
 def _finger_servo(
     design: DesignModel, chain: Chain, frames: Sequence[str], update_rate: float
 ) -> tuple[tuple[float, float] | None, str | None]:
@@ -297,20 +329,28 @@ def plan(
     tree = read_robot(urdf)
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=gripper)
     design = design_model(tree, chain)
+    added: list[FixedFrame] = []  # frames the xacro adds to the URDF, and the design carries
     jaw = _jaw_frames(tree, chain, design, width_frames)
-    if jaw is not None:  # the design (and the xacro) carry the frames added to the jaw
+    if jaw is not None:
+        added += jaw.frames
         tree = with_frames(tree, jaw.frames)
         design = design_model(tree, chain)
     frames, width_note = _width_frames(
         design, chain, width_frames if jaw is None else jaw.width_frames, added=jaw is not None
     )
+    tool, tool_note = _tool_frame(tree, chain, design, frames, given=tcp is not None)
+    if tool is not None and tool_note is not None:
+        added.append(tool)
+        tree = with_frames(tree, (tool,))
+        chain = dataclasses.replace(chain, tcp=tool.link, notes=(*chain.notes, tool_note))
+        design = design_model(tree, chain)
     finger_servo, servo_note = _finger_servo(design, chain, frames, update_rate)
     chosen: Home = (
         check_home(tree, design, list(home)) if home is not None else choose_home(tree, design)
     )
     plugins = hardware_plugins()
     description, xacro, backend, why = _description(
-        tree, chain, out.resolve(), plugins, () if jaw is None else jaw.frames
+        tree, chain, out.resolve(), plugins, tuple(added)
     )
     targets = [out.resolve() / CONFIG_NAME] + ([description] if xacro is not None else [])
     there = [str(path) for path in targets if path.exists()]
@@ -338,6 +378,7 @@ def plan(
         + (", ".join(_with_followers(n, chain) for n in chain.gripper_joints) or "none"),
         *([f"  {width_note}"] if width_note else []),
         *([f"  {servo_note}"] if servo_note else []),
+        *([f"  {tool_note}"] if tool_note and tool is None else []),
         f"  home [rad | m]: [{', '.join(f'{v:.3f}' for v in chosen.positions)}] ({chosen.note})",
         f"  gains: {bandwidth:g} rad/s, damping ratio {damping_ratio:g} on the worst-case "
         f"inertia M(q)ᵢᵢ + armature over sampled configurations; stable at {update_rate:g} Hz "

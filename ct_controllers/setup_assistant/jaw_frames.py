@@ -46,13 +46,15 @@ class FixedFrame:
     parent: str
     xyz: tuple[float, float, float]
     comment: str = ""
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)  # [rad] URDF roll, pitch, yaw
 
     def urdf(self) -> str:
         xyz = " ".join(f"{v:.6g}" for v in self.xyz)
+        rpy = " ".join(f"{v:.9g}" for v in self.rpy)
         return (
             f'<link name="{self.link}"/>'
             f'<joint name="{self.joint}" type="fixed"><parent link="{self.parent}"/>'
-            f'<child link="{self.link}"/><origin xyz="{xyz}" rpy="0 0 0"/></joint>'
+            f'<child link="{self.link}"/><origin xyz="{xyz}" rpy="{rpy}"/></joint>'
         )
 
 
@@ -73,7 +75,9 @@ class JawFrames:
         return (self.tip.link, self.fixed_tip.link)
 
 
-def _free_name(tree: RobotTree, wanted: str) -> str:
+def free_name(tree: RobotTree, wanted: str) -> str:
+    """``wanted``, or it numbered, free among the URDF's link and joint names (and with
+    ``_joint`` appended)."""
     taken = set(tree.links) | {j.name for j in tree.joints}
     name, count = wanted, 1
     while name in taken or f"{name}_joint" in taken:
@@ -158,8 +162,8 @@ def jaw_tip_frames(
     tip = _fingertip(scene, joint, points)
     closed = _closing_limit(tree, joint, urdf_directory, tip)
     fixed = _closed_tip_in_parent(model, joint, tip, closed)
-    name = _free_name(tree, f"{joint.name}_tip")
-    fixed_name = _free_name(tree, f"{joint.name}_fixed_tip")
+    name = free_name(tree, f"{joint.name}_tip")
+    fixed_name = free_name(tree, f"{joint.name}_fixed_tip")
     return JawFrames(
         tip=FixedFrame(
             name,
