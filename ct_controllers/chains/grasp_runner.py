@@ -133,9 +133,11 @@ class GraspRunner(WrappingController):
                 f"grip geometry of joints {grip.joints}, gripper servo of {gripper.joint_names}"
             )
         self.grip = grip
-        # Joint effort → finger-surface force [N] (None: every lever 1, nothing to divide).
-        levers = gripper.levers
+        # Finger speeds through the levers; joint effort → squeeze force on each finger [N]
+        # through the force levers (None: every one 1, nothing to scale).
+        levers, force_levers = gripper.levers, gripper.force_levers
         self._levers = None if np.all(levers == 1.0) else levers
+        self._force_levers = None if np.all(force_levers == 1.0) else force_levers
         self._open_grip_width = None if grip is None else grip.open_width
         self.records: list[TaskRecord] | None = [] if record else None
         # The last compute's stages [s], read by the loop's telemetry (mutated in place).
@@ -178,7 +180,7 @@ class GraspRunner(WrappingController):
                 else state.v[self.fingers] * self._levers
             ),
             # Measured finger efforts when the backend reports them; else none is claimed.
-            finger_efforts=_measured(state.effort, self.fingers, self._levers),
+            finger_efforts=_measured(state.effort, self.fingers, self._force_levers),
             contact_forces=reading.contact_forces,
             object_pose=reading.pose,
             grip_width=None if self.grip is None else self.grip.width(evaluated),
@@ -274,9 +276,9 @@ class GraspRunner(WrappingController):
                     targets = self.grip.joint_target(min(max(fraction, 0.0), 1.0))
                 self._finger_lists = (targets, [float(force)] * count)
                 self._effort_limit = np.full(self.model.nv, np.nan)
-                # [N·m | N] the drives' limit: the force [N] through each joint's lever.
+                # [N·m | N] the drives' limit: the force [N] through each joint's force lever.
                 self._effort_limit[self.fingers] = np.minimum(
-                    np.fmax(self._finger_lists[1], 0.0) * self.gripper.levers,
+                    np.fmax(self._finger_lists[1], 0.0) * self.gripper.force_levers,
                     self.gripper.max_effort,
                 )
             finger_target, limit = self._finger_lists
@@ -395,6 +397,7 @@ def grasp_gripper(
         stiffness=config.gripper_stiffness,
         damping=config.gripper_damping,
         levers=None if grip is None else grip.levers,
+        force_levers=None if grip is None else grip.force_levers,
     )
 
 
@@ -403,7 +406,7 @@ def finger_force_limit(stack: Stack) -> float:
     through its lever (a revolute jaw's N·m over its length)."""
     fingers = stack.config.gripper_joints
     effort = stack.model.limits.effort[stack.model.indices(fingers)]
-    levers = np.ones(len(fingers)) if stack.grip is None else np.array(stack.grip.levers)
+    levers = np.ones(len(fingers)) if stack.grip is None else np.array(stack.grip.force_levers)
     return float(np.min(effort / levers))
 
 

@@ -52,7 +52,7 @@ class GripperCommandRunner(WrappingController):
         joint controller during a goal; afterwards whatever runs, :meth:`around`); ``targets``
         [m | rad] per gripper joint (the servo's ``joint_names`` order); ``force`` [N] of finger
         surface, the bound every finger grips with (a joint's effort bound is it times the
-        joint's lever)."""
+        joint's force lever: lever × the fingers it moves)."""
         super().__init__()
         self.inner = inner
         self.gripper = gripper
@@ -69,7 +69,9 @@ class GripperCommandRunner(WrappingController):
         self._limits = [self.force] * len(self.targets)
         nv = self.model.nv
         # [N·m | N] the position fingers' drives' bound: the force through each joint's lever.
-        self._finger_limit = np.minimum(max(self.force, 0.0) * gripper.levers, gripper.max_effort)
+        self._finger_limit = np.minimum(
+            max(self.force, 0.0) * gripper.force_levers, gripper.max_effort
+        )
         self._effort_limit = np.full(nv, np.nan)
         self._effort = np.zeros(nv)
         self._reference = JointReference(np.zeros(nv), np.zeros(nv), np.zeros(nv))
@@ -146,6 +148,7 @@ def gripper_servo(stack: Stack, speed: float = DEFAULT_SPEED) -> GripperControll
     model = stack.model.with_own_data()
     grip = stack.grip
     levers = None if grip is None else grip.levers
+    force_levers = None if grip is None else grip.force_levers
     return GripperController(
         model,
         stack.config.gripper_joints,
@@ -153,6 +156,7 @@ def gripper_servo(stack: Stack, speed: float = DEFAULT_SPEED) -> GripperControll
         damping=stack.config.gripper_damping,
         speed=speed,
         levers=levers,
+        force_levers=force_levers,
     )
 
 
@@ -162,6 +166,15 @@ def joint_lever(stack: Stack, joint: str) -> float:
     if grip is None:
         return 1.0
     return float(grip.levers[list(grip.joints).index(joint)])
+
+
+def joint_force_lever(stack: Stack, joint: str) -> float:
+    """[m/rad | m/m] the effort of gripper ``joint`` per newton of squeeze on each finger it
+    moves (its lever times the fingers it moves: GripGeometry.force_levers)."""
+    grip = stack.grip
+    if grip is None:
+        return 1.0
+    return float(grip.force_levers[list(grip.joints).index(joint)])
 
 
 def gripper_limits(stack: Stack, joint: str) -> GripperLimits:
@@ -174,7 +187,7 @@ def gripper_limits(stack: Stack, joint: str) -> GripperLimits:
         lower=float(limits.lower[index]),
         upper=float(limits.upper[index]),
         max_velocity=float(limits.velocity[index]),
-        max_effort=finger_force_limit(stack) * joint_lever(stack, joint),
+        max_effort=finger_force_limit(stack) * joint_force_lever(stack, joint),
     )
 
 
@@ -182,7 +195,7 @@ def minimum_effort(stack: Stack, joint: str, velocity: float) -> float:
     """[N | N·m of ``joint``] the smallest effort bound the servo controls at ``velocity``
     [m/s | rad/s of ``joint``] (:attr:`GripperController.minimum_effort`, through the lever)."""
     lever = joint_lever(stack, joint)
-    return gripper_servo(stack, velocity * lever).minimum_effort * lever
+    return gripper_servo(stack, velocity * lever).minimum_effort * joint_force_lever(stack, joint)
 
 
 def build_gripper_runner(
@@ -194,4 +207,5 @@ def build_gripper_runner(
     servo = gripper_servo(stack, goal.velocity * lever)
     fingers = stack.config.gripper_joints
     targets = finger_targets(stack.grip, fingers, joint, goal.position)
-    return GripperCommandRunner(arm_controller, servo, targets, goal.effort / lever)
+    force = goal.effort / joint_force_lever(stack, joint)
+    return GripperCommandRunner(arm_controller, servo, targets, force)

@@ -54,13 +54,17 @@ class GripperController:
         speed: float = 0.1,
         margin: float = FINGER_LIMIT_MARGIN,
         levers: Sequence[float] | None = None,
+        force_levers: Sequence[float] | None = None,
     ) -> None:
         """``margin`` [m]: targets are taken at least this far inside the fingers' range.
         ``levers`` [m/rad | m/m] per joint: how far the finger surface moves per unit of the
         joint (:attr:`~ct_controllers.model.grip_geometry.GripGeometry.levers`; None: 1 each, a
         prismatic finger). The servo's stiffness [N/m], damping [N·s/m], speed [m/s], margin [m]
         and force limits [N] are the finger surface's: a joint of lever l gets K l², D l²,
-        speed / l, margin / l and F l (a revolute jaw: N·m/rad, N·m·s/rad, rad/s, rad, N·m)."""
+        speed / l, margin / l and F l (a revolute jaw: N·m/rad, N·m·s/rad, rad/s, rad, N·m).
+        ``force_levers`` [m/rad | m/m] per joint: its effort per newton of squeeze on every
+        finger it moves, where that is not its lever (a mimic master moving two fingers:
+        ``GripGeometry.force_levers``; None: ``levers``); the force limits go through it."""
         for name, value in (
             ("stiffness", stiffness),
             ("damping", damping),
@@ -86,6 +90,16 @@ class GripperController:
             )
         self.levers = lever
         self._lever_list = lever.tolist()
+        force_lever = lever if force_levers is None else np.array(force_levers, float)
+        if force_lever.shape != lever.shape or not np.all(
+            np.isfinite(force_lever) & (force_lever > 0)
+        ):
+            raise ValueError(
+                f"gripper force levers must be one positive number per joint "
+                f"{self.joint_names}, got {force_levers!r}"
+            )
+        self.force_levers = force_lever
+        self._force_lever_list = force_lever.tolist()
         joint_margin = margin / lever  # [m | rad]
         if not np.all(self.upper - self.lower > 2 * joint_margin):
             raise ValueError(
@@ -218,7 +232,7 @@ class GripperController:
         moving = dt > 0
         references: list[float] = []
         velocities: list[float] = []
-        for index, target, force, maximum, r, (lower, upper), lever in zip(
+        for index, target, force, maximum, r, (lower, upper), lever, force_lever in zip(
             self._index_list,
             targets,
             effort_limits,
@@ -226,11 +240,12 @@ class GripperController:
             self._reference,
             self._target_range_list,
             self._lever_list,
+            self._force_lever_list,
             strict=True,
         ):
             # The finger surface's units into the joint's (lever 1: unchanged).
             step = surface_step / lever
-            limit = force * lever
+            limit = force * force_lever
             squared = lever * lever
             # The target within the margin of the range (a NaN stays NaN), then
             # r += clip(target − r, ±step).

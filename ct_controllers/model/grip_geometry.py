@@ -52,7 +52,10 @@ class GripGeometry:
     moves per unit of the joint, the width's change over the joint's range divided by that range
     and by the fingers it moves (itself and its mimic followers): 1 for a prismatic finger of
     the bundled arm or the Panda, ~ the jaw's length for a revolute one. The gripper servo works
-    in finger-surface units through it (force F [N] ↔ joint effort F · lever)."""
+    in finger-surface units through it. ``couplings`` per joint: the fingers it moves (1, or 2
+    for a master and its ``<mimic>`` follower): a squeeze force F [N] on every finger takes the
+    joint effort F · lever · coupling (virtual work: τ δq = Σ F δx over the fingers it moves;
+    :attr:`force_levers`)."""
 
     frames: tuple[str, str]
     joints: tuple[str, ...]
@@ -62,6 +65,14 @@ class GripGeometry:
     open_width: float
     frame_ids: tuple[int, int]
     levers: tuple[float, ...]
+    couplings: tuple[int, ...] = ()
+
+    @property
+    def force_levers(self) -> tuple[float, ...]:
+        """[m/rad | m/m] per joint: the joint effort per newton of squeeze on each finger it
+        moves, lever · coupling (the Panda's master: 2, both fingers pressing F)."""
+        couplings = self.couplings or (1,) * len(self.levers)
+        return tuple(lever * n for lever, n in zip(self.levers, couplings, strict=True))
 
     def width(self, evaluated: ModelState) -> float:
         """w [m] at ``evaluated`` (the model at the measured state): the frames' distance less
@@ -100,6 +111,7 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
     closed: list[float] = []
     opened: list[float] = []
     levers: list[float] = []
+    couplings: list[int] = []
     for k, name in enumerate(joints):
         distances = []
         for limit in (lower[k], upper[k]):
@@ -115,6 +127,7 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
         fingers = 1 + sum(1 for m in model.mimic.values() if m.master == name)
         span = float(upper[k] - lower[k])
         levers.append(abs(distances[1] - distances[0]) / span / fingers)
+        couplings.append(fingers)
         closed.append(float(lower[k] if low_closes else upper[k]))
         opened.append(float(upper[k] if low_closes else lower[k]))
     q = middle.copy()
@@ -130,6 +143,7 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
         open_width=_distance(model, q, ids) - closed_distance,
         frame_ids=ids,
         levers=tuple(levers),
+        couplings=tuple(couplings),
     )
 
 

@@ -56,6 +56,7 @@ from ct_controllers.chains.gripper_command_runner import (
     build_gripper_runner,
     finger_hold,
     gripper_limits,
+    joint_force_lever,
     joint_lever,
     minimum_effort,
 )
@@ -193,7 +194,7 @@ class GripperCommandServer:
             return str(exc)
         # [N] of finger surface; rounded: a prismatic finger's lever is 1 only to round-off (from
         # forward kinematics), and 40 N / (1 − 1e-16) is above a 40 N drive limit.
-        force = round(checked.effort / joint_lever(self.stack, self.joint), 9)
+        force = round(checked.effort / joint_force_lever(self.stack, self.joint), 9)
         refusal = grip_force_refusal(
             self.stack.hardware, self.stack.config.gripper_joints, force, field
         )
@@ -256,7 +257,7 @@ class GripperCommandServer:
                 fingers = self.stack.model.indices(self.stack.config.gripper_joints)
                 entry = float(self.parameters["max_effort"])
                 effort = default_effort(0.0, entry, limits.max_effort)
-                force = effort / joint_lever(self.stack, self.joint)
+                force = effort / joint_force_lever(self.stack, self.joint)
                 hold = runner.holding(snapshot.position[fingers].tolist(), force)
         if self.arbiter.is_current(token):
             self.loop.hold()
