@@ -83,9 +83,7 @@ def test_each_finger_squeezes_with_the_grasp_effort(config: StackConfig) -> None
                     forces.append(np.array(reading))
 
     cube = grasp.trial_cube(1, 0, grasp.robot_scene(config).region)
-    result, _ = grasp.run_trial(
-        config, 0, cube, observers=lambda setup, goal: [HoldForces(setup)]
-    )
+    result, _ = grasp.run_trial(config, 0, cube, observers=lambda setup, goal: [HoldForces(setup)])
     assert result.success, result
     goal = grasp.GraspGoal(grasp_pose=np.eye(4))
     held = np.array(forces)

@@ -4,10 +4,12 @@ body poses, mass matrix, gravity and bias forces agree at random states, as do t
 damping and friction, on every robot here — the bundled arm (xacro, primitives, armature), the
 Franka Panda and the UR5 of the installed example-robot-data (STL meshes, fused fixed and
 massless links, a <mimic> finger on the Panda), the UR5 with a continuous wrist (nq ≠ nv in
-Pinocchio), and the Kinova Jaco 2 (three continuous joints, ranges not centred on zero, every
-collision mesh Collada, converted). Pinocchio is used directly (pin.buildModelFromXML), as the
-independent reader of the URDF; the robots come from the installed packages, never copied
-here."""
+Pinocchio), the Kinova Jaco 2 (three continuous joints, ranges not centred on zero, every
+collision mesh Collada, converted), the Unitree Z1 (a revolute jaw, joint friction, a fixed joint
+named like its link), the SO-101 (5 DOF, a revolute jaw, links of grams) and the UR3 with its
+gripper (a root link named "world" that its base is fused into). Pinocchio is used directly
+(pin.buildModelFromXML), as the independent reader of the URDF; the robots come from the
+installed packages, never copied here."""
 
 from __future__ import annotations
 
@@ -66,6 +68,9 @@ class Robot:
                 "panda": "robots/panda_description/urdf/panda.urdf",
                 "ur5": "robots/ur_description/urdf/ur5_robot.urdf",
                 "kinova": "robots/kinova_description/robots/kinova.urdf",
+                "z1": "robots/z1_description/urdf/z1.urdf",
+                "so101": "robots/so_arm_description/urdf/so101.urdf",
+                "ur3_gripper": "robots/ur_description/urdf/ur3_gripper.urdf",
             }[self.name]
         )
         return path.read_text(), path.parent
@@ -77,6 +82,12 @@ ROBOTS = (
     Robot("ur5", "tool0"),
     Robot("ur5_continuous", "tool0"),
     Robot("kinova", "j2s6s200_end_effector"),
+    # a revolute jaw, joint friction, a fixed joint named like its link
+    Robot("z1", "gripperStator"),
+    # 5 DOF and a revolute jaw, grams-light links
+    Robot("so101", "gripper_frame_link"),
+    # a root link named "world", its base fused into it
+    Robot("ur3_gripper", "tool0"),
 )
 
 
@@ -207,9 +218,9 @@ def test_poses_and_dynamics_agree_with_pinocchio(pair: Pair) -> None:
     data = mujoco.MjData(model)
     dofs = pair.dofs
     site = model.site(pair.robot.tcp).id
-    tcp_frame = pin_model.getFrameId(pair.robot.tcp)
+    tcp_frame = pin_model.getFrameId(pair.robot.tcp, pin.BODY)  # a link (Z1: a joint too)
     bodies = [
-        (b, pin_model.getFrameId(model.body(b).name))
+        (b, pin_model.getFrameId(model.body(b).name, pin.BODY))
         for b in range(1, model.nbody)
         if pin_model.existFrame(model.body(b).name)
     ]
