@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import io
 import math
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -408,6 +409,17 @@ def _broken(tmp_path: Path) -> Path:
     return path
 
 
+def _no_effort(tmp_path: Path) -> Path:
+    """The UR5 with its elbow's effort limit 0 (written to tmp_path)."""
+    text = example_robot("ur_description/urdf/ur5_robot.urdf").read_text()
+    start = text.index('<joint name="elbow_joint"')
+    end = text.index("</joint>", start)
+    joint = re.sub(r'effort="[^"]*"', 'effort="0"', text[start:end])
+    path = tmp_path / "ur5_no_effort.urdf"
+    path.write_text(text[:start] + joint + text[end:])
+    return path
+
+
 BAD_INPUTS = {
     # case: (robot or a maker of a bad file, extra arguments, what the message must name)
     "urdf does not parse": (_broken, [], "does not parse"),
@@ -424,6 +436,17 @@ BAD_INPUTS = {
     "home outside the limits": ("panda", ["--home", "0,0,0,-3.5,0,1,0"], "panda_joint4"),
     "home of the wrong length": ("ur5", ["--home", "0,0,0"], "expected 6"),
     "home not a number": ("ur5", ["--home", "0,a,0,0,0,0"], "'a'"),
+    # example-robot-data's double pendulum: <limit lower="0" upper="0" effort="0" velocity="0">
+    "a joint with no range": (
+        lambda tmp: example_robot("double_pendulum_description/urdf/double_pendulum.urdf"),
+        [],
+        "joint 'joint1' has no range",
+    ),
+    "a joint with no effort limit": (
+        _no_effort,
+        [],
+        "joint 'elbow_joint' has <limit effort=\"0\">",
+    ),
 }
 
 

@@ -201,6 +201,26 @@ def _friction_lines(gains: GainDesign) -> list[str]:
     ]
 
 
+def _check_driven_limits(tree: RobotTree, chain: Chain) -> None:
+    """Every joint the stack drives has a range, an effort and a velocity limit to drive it
+    with: a ``<limit>`` of lower = upper, effort 0 or velocity 0 (the double pendulum of
+    example-robot-data has all three) is a SetupError naming the joint and the value."""
+    for name in chain.joint_names:
+        joint = tree.joint(name)
+        unit = "m" if joint.prismatic else "rad"
+        if joint.type != "continuous" and not joint.upper > joint.lower:
+            raise SetupError(
+                f"joint '{name}' has no range to move in: <limit lower=\"{joint.lower:g}\" "
+                f'upper="{joint.upper:g}"> [{unit}]'
+            )
+        for what, value in (("effort", joint.effort), ("velocity", joint.velocity)):
+            if not value > 0:
+                raise SetupError(
+                    f"joint '{name}' has <limit {what}=\"{value:g}\">: the stack cannot drive "
+                    f"it (give its drive's {what} limit)"
+                )
+
+
 def _jaw_frames(
     tree: RobotTree, chain: Chain, design: DesignModel, given: Sequence[str] | None
 ) -> JawFrames | None:
@@ -328,6 +348,7 @@ def plan(
             raise SetupError(f"{name} must be a positive number, got {value}")
     tree = read_robot(urdf)
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=gripper)
+    _check_driven_limits(tree, chain)
     design = design_model(tree, chain)
     added: list[FixedFrame] = []  # frames the xacro adds to the URDF, and the design carries
     jaw = _jaw_frames(tree, chain, design, width_frames)
