@@ -72,7 +72,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ct_controllers.bench.grasp import top_down_grasp, worker_pool
+from ct_controllers.bench.grasp import robot_scene, top_down_grasp, worker_pool
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
 from ct_controllers.config import RealtimeSettings, load_config
@@ -262,7 +262,11 @@ class Scenarios:
         if plant_object:
             self.rig.place_object(OBJECT_WIDTH)
         runner = build_grasp_runner(stack, stack.controllers[self.config.default_controller])
-        goal = GraspGoal(grasp_pose=top_down_grasp(0.5, 0.0, 0.0), grasp_effort=GRASP_EFFORT)
+        # The cube where the robot's scene puts it (MuJoCo's; the plants' is between the
+        # fingers wherever they are), the grasp pose from that scene (grip offset, height).
+        scene = robot_scene(self.config)
+        x, y = scene.cube_start
+        goal = GraspGoal(grasp_pose=top_down_grasp(x, y, 0.0, scene), grasp_effort=GRASP_EFFORT)
         runner.task.start(goal)
         self.loop.switch_controller(runner)
         start = self.now()
