@@ -93,8 +93,8 @@ def test_the_bundled_arm_keeps_its_scene_and_the_panda_scales() -> None:
 def test_one_jaw_grip_offset_centres_the_cube_between_the_jaws() -> None:
     """One prismatic jaw against a fixed one: the cube is 0.625 of the 4 cm stroke, and the
     offset (tool frame) is the midpoint of the two jaw frames with the jaw opened to the cube's
-    width plus the clearance on each side, seen from the TCP: (0, s/2 + c, 0) here, computed
-    independently by FK."""
+    width plus the clearance on each side (as far as the stroke allows), seen from the TCP:
+    (0, s/2 + c, 0) here, computed independently by FK."""
     model = RobotModel(one_jaw_urdf("prismatic"), "tcp", "base_link")
     grip = gripper_geometry(model, ("left_finger_joint",))
     assert grip is not None
@@ -102,7 +102,7 @@ def test_one_jaw_grip_offset_centres_the_cube_between_the_jaws() -> None:
     size = 2 * scene.cube_half_size
     assert abs(size - 0.625 * 0.04) < 1e-9
     q = model.neutral()
-    clearance = JAW_CLEARANCE
+    clearance = min(JAW_CLEARANCE, (0.04 - size) / 2)  # as much as the 4 cm stroke leaves
     q[model.q_index("left_finger_joint")] = size + 2 * clearance  # width = q_jaw
     tcp = model.frame_pose(q)
     middle = 0.5 * (model.frame_pose(q, "left_finger") + model.frame_pose(q, "right_finger"))
