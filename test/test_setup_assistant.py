@@ -420,6 +420,18 @@ def _no_effort(tmp_path: Path) -> Path:
     return path
 
 
+def _prefixed_xacro(tmp_path: Path) -> Path:
+    """The UR5 as a xacro whose every link and joint name starts with ``$(arg prefix)``, an
+    argument it does not declare (so it must be given), written to tmp_path."""
+    text = example_robot("ur_description/urdf/ur5_robot.urdf").read_text()
+    text = re.sub(r'(<(?:joint|link) name="|<(?:parent|child) link=")', r"\1$(arg prefix)", text)
+    text = text.replace("<robot ", '<robot xmlns:xacro="http://www.ros.org/wiki/xacro" ', 1)
+    text = text.replace(' xmlns:xacro="http://wiki.ros.org/xacro"', "")
+    path = tmp_path / "ur5_prefixed.urdf.xacro"
+    path.write_text(text)
+    return path
+
+
 BAD_INPUTS = {
     # case: (robot or a maker of a bad file, extra arguments, what the message must name)
     "urdf does not parse": (_broken, [], "does not parse"),
@@ -442,6 +454,9 @@ BAD_INPUTS = {
         [],
         "joint 'joint1' has no range",
     ),
+    "a xacro argument not given": (_prefixed_xacro, [], "Undefined substitution argument prefix"),
+    "xacro arguments for a plain urdf": ("ur5", ["prefix:=left_"], "not a .xacro"),
+    "a xacro argument not NAME:=VALUE": (_prefixed_xacro, ["prefix=left_"], "'prefix=left_'"),
     "a joint with no effort limit": (
         _no_effort,
         [],
@@ -661,3 +676,24 @@ def test_a_tcp_whose_z_is_not_the_approach_gets_a_tool_frame(tmp_path: Path) -> 
         str(example_robot_path("panda_description/urdf/panda.urdf")), "-o", str(tmp_path / "panda")
     )
     assert panda[0] == 0 and "TCP frame panda_hand_tcp:" in panda[1] and "_tool" not in panda[1]
+
+
+def test_xacro_arguments_are_used_and_kept_in_the_written_xacro(tmp_path: Path) -> None:
+    """A xacro that needs an argument (every name of the UR5 prefixed by ``$(arg prefix)``):
+    ``ct-setup FILE -o DIR prefix:=left_`` expands it with the argument, as ``xacro FILE
+    prefix:=left_`` would, and the xacro it writes declares the argument with that default, so
+    that the stack — which expands the description with ``backend`` alone — reads the same
+    robot: its joints are the prefixed ones and the configuration loads."""
+    urdf = _prefixed_xacro(tmp_path)
+    out = tmp_path / "out"
+    code, printed = _quietly(str(urdf), "-o", str(out), "prefix:=left_")
+    assert code == 0, printed
+    config = load_config(out / "controllers.yaml")
+    assert config.arm_joints[0] == "left_shoulder_pan_joint"
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    joints = [j.get("name") for j in ET.fromstring(description.urdf).findall("joint")]
+    assert set(config.arm_joints) <= set(joints)
+    assert all(name.startswith("left_") for name in joints)
+    assert (
+        '<xacro:arg name="prefix" default="left_"/>' in Path(config.robot_description).read_text()
+    )

@@ -19,7 +19,7 @@ import dataclasses
 import math
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,9 +101,12 @@ def _description(
     out: Path,
     plugins: dict[str, str],
     frames: Sequence[FixedFrame] = (),
+    arguments: Mapping[str, str] | None = None,
 ) -> tuple[Path, str | None, str, str]:
     """(robot_description path, xacro text or None, backend, why); ``frames`` added to the
-    URDF (a xacro is written for them even where the URDF's own block is ours)."""
+    URDF and the xacro ``arguments`` it was expanded with (a xacro is written for them even
+    where the URDF's own block is ours: the stack expands the description with ``backend``
+    alone)."""
     ours = {plugin: backend for backend, plugin in plugins.items()}
     named = [p for p in tree.plugins if p in ours]
     if named:
@@ -113,7 +116,7 @@ def _description(
                 "exactly one: leave ours alone in it"
             )
         why = f"its own <ros2_control> block ({named[0]})"
-        if not frames:
+        if not frames and not arguments:
             return tree.source, None, ours[named[0]], why
         text = wrapper_xacro(
             tree.name,
@@ -124,8 +127,11 @@ def _description(
             ours[named[0]],
             frames=frames,
             ros2_control=False,
+            arguments=arguments,
         )
-        return out / _file_name(tree.name), text, ours[named[0]], why + "; frames added"
+        added = "; frames added" if frames else ""
+        given = "; its xacro arguments kept" if arguments else ""
+        return out / _file_name(tree.name), text, ours[named[0]], why + added + given
     if DEFAULT_BACKEND not in plugins:
         raise SetupError(f"no hardware plugin for backend '{DEFAULT_BACKEND}' is installed")
     if tree.plugins:
@@ -141,6 +147,7 @@ def _description(
         plugins,
         DEFAULT_BACKEND,
         frames=frames,
+        arguments=arguments,
     )
     if frames:
         why += "; fingertip frames added"
@@ -199,6 +206,17 @@ def _friction_lines(gains: GainDesign) -> list[str]:
         )
         + "; <dynamics damping> paid as D_p v* on the reference velocity"
     ]
+
+
+def _xacro_arguments(items: Sequence[str]) -> dict[str, str]:
+    """``NAME:=VALUE`` items as a mapping; SetupError naming an item that is not one."""
+    arguments: dict[str, str] = {}
+    for item in items:
+        name, separator, value = item.partition(":=")
+        if not separator or not name or not name.replace("_", "").isalnum():
+            raise SetupError(f"'{item}' is not a xacro argument NAME:=VALUE")
+        arguments[name] = value
+    return arguments
 
 
 def _check_driven_limits(tree: RobotTree, chain: Chain) -> None:
@@ -336,6 +354,7 @@ def plan(
     bandwidth: float = BANDWIDTH,
     damping_ratio: float = DAMPING_RATIO,
     force: bool = False,
+    xacro_arguments: Mapping[str, str] | None = None,
 ) -> Plan:
     """Everything ``ct-setup`` would write and print, checked, without writing; files already
     in ``out`` are refused before the design's cost unless ``force``."""
@@ -346,7 +365,8 @@ def plan(
     ):
         if not (math.isfinite(value) and value > 0):
             raise SetupError(f"{name} must be a positive number, got {value}")
-    tree = read_robot(urdf)
+    arguments = dict(xacro_arguments or {})
+    tree = read_robot(urdf, arguments)
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=gripper)
     _check_driven_limits(tree, chain)
     design = design_model(tree, chain)
@@ -371,7 +391,7 @@ def plan(
     )
     plugins = hardware_plugins()
     description, xacro, backend, why = _description(
-        tree, chain, out.resolve(), plugins, tuple(added)
+        tree, chain, out.resolve(), plugins, tuple(added), arguments
     )
     targets = [out.resolve() / CONFIG_NAME] + ([description] if xacro is not None else [])
     there = [str(path) for path in targets if path.exists()]
@@ -429,6 +449,13 @@ def main(argv: list[str] | None = None) -> int:
         "your own arm from its URDF, with gains designed from the model.",
     )
     parser.add_argument("urdf", metavar="URDF", help="the arm's URDF (or xacro) file")
+    parser.add_argument(
+        "xacro_arguments",
+        nargs="*",
+        metavar="NAME:=VALUE",
+        help="xacro arguments for a .xacro URDF, as `xacro FILE NAME:=VALUE` takes them "
+        "(kept in the xacro written)",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write")
     parser.add_argument(
         "--tcp", metavar="FRAME", help="tool frame (default: tip of the longest chain)"
@@ -450,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bandwidth", type=float, default=BANDWIDTH, help="[rad/s] (20)")
     parser.add_argument("--damping-ratio", type=float, default=DAMPING_RATIO, help="[-] (1.0)")
     parser.add_argument("--force", action="store_true", help="replace files already in DIR")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # NAME:=VALUE may follow the options
     out = Path(args.output).expanduser()
     try:
         if out.exists() and not out.is_dir():
@@ -467,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
             bandwidth=args.bandwidth,
             damping_ratio=args.damping_ratio,
             force=args.force,
+            xacro_arguments=_xacro_arguments(args.xacro_arguments),
         )
     except SetupError as exc:
         print(f"ct-setup: {exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,27 +114,36 @@ def _number(element: ET.Element | None, attribute: str, default: float) -> float
         return math.nan
 
 
-def _expand(path: Path) -> str:
+def _expand(path: Path, arguments: Mapping[str, str]) -> str:
     if path.suffix != ".xacro":
+        if arguments:
+            raise SetupError(
+                f"{path}: xacro arguments ({', '.join(arguments)}) given for a file that is not "
+                "a .xacro"
+            )
         return path.read_text()
     import xacro  # only for xacro input: it takes a while to import
 
     declared = "xacro:arg" in path.read_text() and 'name="backend"' in path.read_text()
-    mappings = {"backend": "mujoco"} if declared else {}
+    mappings = {**({"backend": "mujoco"} if declared else {}), **arguments}
     try:
         return str(xacro.process_file(str(path), mappings=mappings).toxml())
     except Exception as exc:  # xacro raises its own and many built-in kinds
-        raise SetupError(f"{path}: xacro cannot expand it: {exc}".splitlines()[0]) from None
+        message = f"{path}: xacro cannot expand it: {exc}".splitlines()[0]
+        if "Undefined substitution argument" in message:
+            message += " (give xacro arguments as NAME:=VALUE after the file)"
+        raise SetupError(message) from None
 
 
-def read_robot(path: str | Path) -> RobotTree:
-    """Read and check ``path`` (URDF or xacro). :class:`SetupError` names the file and the
+def read_robot(path: str | Path, arguments: Mapping[str, str] | None = None) -> RobotTree:
+    """Read and check ``path`` (URDF or xacro, expanded with the xacro ``arguments``, name →
+    value, as ``xacro file name:=value`` would). :class:`SetupError` names the file and the
     problem: not found, not XML, not a ``<robot>``, a joint without parent or child, a link
     named twice, no single root, a joint limit that is not a number, or what Pinocchio refuses."""
     file = Path(path).expanduser().resolve()
     if not file.is_file():
         raise SetupError(f"URDF not found: {file}")
-    return parse_robot(_expand(file), file)
+    return parse_robot(_expand(file, dict(arguments or {})), file)
 
 
 def parse_robot(urdf: str, file: Path) -> RobotTree:

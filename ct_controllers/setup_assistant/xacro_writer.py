@@ -56,10 +56,13 @@ def wrapper_xacro(
     default_backend: str,
     frames: Sequence[AddedFrame] = (),
     ros2_control: bool = True,
+    arguments: Mapping[str, str] | None = None,
 ) -> str:
     """The xacro text (module docstring); ``joints`` in configuration order; ``frames`` fixed
     links added (a lone jaw's fingertip frames); ``ros2_control`` False where the included URDF
-    carries our block already (the xacro then only adds ``frames``)."""
+    carries our block already (the xacro then only adds ``frames``); ``arguments`` the xacro
+    arguments the user's file was expanded with, declared here with those values as defaults
+    (declared first, they are what the included file sees)."""
     lines = [
         '<?xml version="1.0"?>',
         "<!--",
@@ -70,6 +73,10 @@ def wrapper_xacro(
         "-->",
         f'<robot xmlns:xacro="http://www.ros.org/wiki/xacro" name={quoteattr(robot)}>',
         f'  <xacro:arg name="backend" default={quoteattr(default_backend)}/>',
+        *(
+            f"  <xacro:arg name={quoteattr(name)} default={quoteattr(value)}/>"
+            for name, value in (arguments or {}).items()
+        ),
         f"  <xacro:include filename={quoteattr(str(urdf))}/>",
     ]
     for frame in frames:
