@@ -215,10 +215,20 @@ def test_contacts_are_the_pairs_closer_than_the_clearance(name: str, request) ->
 
 
 def test_a_pair_overlapping_by_build_is_allowed_but_not_any_deeper(ur5: Robot) -> None:
-    """The UR5's base and shoulder meshes overlap at home (its own build): allowed from there
-    at every pan angle; the upper arm laid on the base (shoulder lift turned down) is a
-    collision naming the two links."""
-    check = ur5.collision
+    """The UR5's base and shoulder meshes overlap at home (its own build). The stack's scene
+    excludes that pair (a root and the links moving on it); rebuilt here without the
+    exclusion, the checker meets the overlap: allowed from there at every pan angle; the upper
+    arm laid on the base (shoulder lift turned down) is a collision naming the two links."""
+    path = _example_robot("ur_description/urdf/ur5_robot.urdf")
+    spec = build_scene(path.read_text(), tcp_frame="tool0", urdf_directory=path.parent)
+    excluded = [e for e in spec.excludes if "shoulder_link" in (e.bodyname1, e.bodyname2)]
+    assert excluded, "the stack's scene excludes the base-shoulder pair"
+    for exclude in excluded:
+        spec.delete(exclude)
+    model = ur5.model
+    followers = {n: (j.master, j.multiplier, j.offset) for n, j in model.mimic.items()}
+    check = SceneCollision(compile_scene(spec), model.joint_names, followers, CLEARANCE)
+    assert not ur5.collision.allowed_at(UR5_HOME)  # the stack's own: nothing to allow
     allowed = check.allowed_at(UR5_HOME)
     assert allowed, "the UR5's base and shoulder touch at home"
     for pan in np.linspace(-6.0, 6.0, 7):

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from helpers import bundled_description, home_by_name, new_robot_model
 
@@ -105,6 +106,34 @@ def test_unit_conversion_round_trips_and_refuses_overflow():
     finger = JointScaling.for_joint("f", 4096, 20.0, 0.0, 40.0, prismatic=True, screw_lead=0.01)
     assert finger.counts_per_unit == pytest.approx(4096 * 20 / 0.01)
     assert cia402.heartbeat_consumer_entry(3, 50) == 0x00030032
+
+
+def test_torque_targets_carry_their_rounding_so_that_their_mean_is_the_command():
+    """TorqueQuantizer: a constant effort 0.3 ‰ past a whole per-mille, written 1000 times,
+    alternates between the two neighbouring steps with a mean within 1 / 1000 ‰ of the exact
+    per-mille (plain rounding, effort_to_permille, writes the lower step every time: 0.3 ‰ off
+    for ever); every value within one step of the command; a varying command keeps the running
+    sum within one step; an effort out of range raises, naming the joint, and changes nothing
+    carried; reset() forgets it."""
+    scaling = JointScaling.for_joint("wrist", 4096, 100.0, 0.0, 7.0)
+    quantizer = cia402.TorqueQuantizer((scaling,))
+    effort = 7.0 * 12.3 / 1000.0  # [N·m] 12.3 ‰ of the rated 7 N·m
+    written = [quantizer.permille([effort])[0] for _ in range(1000)]
+    assert set(written) == {12, 13}
+    assert abs(np.mean(written) - 12.3) <= 1e-3
+    assert scaling.effort_to_permille(effort) == 12  # rounding alone: 0.3 ‰ short each tick
+    rng = np.random.default_rng(7)
+    commands = rng.uniform(-50.0, 50.0, 500)  # [‰]
+    steps = [quantizer.permille([c * 7.0 / 1000.0])[0] for c in commands]
+    assert np.max(np.abs(np.array(steps) - commands)) <= 1.0 + 1e-9
+    assert abs(np.sum(steps) - np.sum(commands)) <= 1.0 + 1e-9
+    before = quantizer.permille([effort])
+    with pytest.raises(UnitRangeError, match="wrist"):
+        quantizer.permille([7.0 * 40])
+    after = quantizer.permille([effort])
+    assert abs(before[0] + after[0] - 2 * 12.3) <= 1.0  # the carried error was kept
+    quantizer.reset()
+    assert quantizer.permille([7.0 * 0.4 / 1000.0]) == [0]
 
 
 # --- the stack on simulated drives -----------------------------------------------------------

@@ -255,12 +255,13 @@ class JointScaling:
         counts = round(velocity * self.counts_per_unit)
         return min(max(counts, INT32[0]), INT32[1])
 
-    def effort_to_permille(self, effort: float) -> int:
-        """[N·m | N] → per-mille of the rated effort (6071h), rounded; UnitRangeError when it is
-        not finite or does not fit int16 (never wrapped)."""
+    def effort_to_permille(self, effort: float, carried: float = 0.0) -> int:
+        """[N·m | N] → per-mille of the rated effort (6071h), rounded, with ``carried`` [‰]
+        added first (:class:`TorqueQuantizer`'s error); UnitRangeError when it is not finite or
+        does not fit int16 (never wrapped)."""
         if not math.isfinite(effort):
             raise UnitRangeError(f"joint '{self.name}': non-finite effort {effort}")
-        permille = round(effort / self.rated_effort * 1000.0)
+        permille = round(effort / self.rated_effort * 1000.0 + carried)
         if not INT16[0] <= permille <= INT16[1]:
             raise UnitRangeError(
                 f"joint '{self.name}': effort {effort} N·m is {permille} per-mille of the rated "
@@ -271,3 +272,37 @@ class JointScaling:
     def permille_to_effort(self, permille: int) -> float:
         """per-mille (6077h) → [N·m | N]."""
         return permille * self.rated_effort / 1000.0
+
+
+class TorqueQuantizer:
+    """Target torques (6071h, whole per-mille of each drive's rated torque) whose mean is the
+    commanded effort: each tick's rounding error is carried into the next command (error
+    feedback, first-order sigma-delta). Plain rounding holds a step of 1 ‰ of rated torque: a
+    joint whose stiffness K makes that step a position error of 0.5 ‰ / K rests anywhere in a
+    dead band of that half-width (measured: the Kinova Jaco 2's light wrist, 0.02 rad off on
+    the simulated drives). With the error carried, the command alternates between the two
+    neighbouring steps in the proportion that gives the exact mean; the joint's inertia
+    averages it, and each written value is within one step of the commanded effort."""
+
+    def __init__(self, scalings: tuple[JointScaling, ...]) -> None:
+        self.scalings = scalings
+        self._carried = [0.0] * len(scalings)  # [‰] per drive
+
+    def reset(self) -> None:
+        """Nothing carried (a new activation, a command of another mode)."""
+        self._carried = [0.0] * len(self.scalings)
+
+    def permille(self, efforts: list[float]) -> list[int]:
+        """One command [N·m | N] per drive → per-mille; UnitRangeError (as
+        :meth:`JointScaling.effort_to_permille`) leaves what is carried unchanged."""
+        converted = [
+            scaling.effort_to_permille(effort, carried)
+            for scaling, effort, carried in zip(self.scalings, efforts, self._carried, strict=True)
+        ]
+        self._carried = [
+            effort / scaling.rated_effort * 1000.0 + carried - step
+            for scaling, effort, carried, step in zip(
+                self.scalings, efforts, self._carried, converted, strict=True
+            )
+        ]
+        return converted

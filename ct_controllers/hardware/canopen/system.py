@@ -156,6 +156,8 @@ class CanopenCia402System(SystemInterface):
         self.nodes: list[canopen.RemoteNode] = []
         self.master: canopen.LocalNode | None = None  # our own node: the heartbeat producer
         self._image = ProcessImage(len(self.drives))
+        # Torque targets in whole per-mille with the rounding error carried (cia402).
+        self._torque_steps = cia402.TorqueQuantizer(tuple(d.scaling for d in self.drives))
         self._receiver = DriveReceiver(self._image, self.joint_names, self.drives)
         self._cycle = SyncCycle(
             self._image, self.drives, config, lambda: self.apply_fault_reaction(QUICK_STOP)
@@ -244,6 +246,7 @@ class CanopenCia402System(SystemInterface):
             image.controlword = [cia402.CW_SHUTDOWN] * len(self.drives)
             self._enabled_once = [False] * len(self.drives)
             image.last_write = -math.inf
+        self._torque_steps.reset()
         self.network.nmt.state = "OPERATIONAL"  # broadcast NMT start
         if self.master is not None:
             self.master.nmt.state = "OPERATIONAL"  # what our heartbeat says from now on
@@ -343,10 +346,7 @@ class CanopenCia402System(SystemInterface):
     def _write(self, command: JointCommand, values: FloatArray) -> None:
         try:
             if self.config.mode == TORQUE:
-                converted = [
-                    d.scaling.effort_to_permille(float(v))
-                    for d, v in zip(self.drives, values, strict=True)
-                ]
+                converted = self._torque_steps.permille([float(v) for v in values])
             else:
                 converted = [
                     d.scaling.position_to_counts(float(v))
