@@ -46,6 +46,7 @@ from ct_controllers.bench import reach
 from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.cli import sim_main
 from ct_controllers.config import StackConfig, load_config
+from ct_controllers.hardware.mujoco_collision import scene_clearance
 from ct_controllers.model.description import default_description_path, load_description
 from ct_controllers.setup_assistant.cli import main as setup_main
 
@@ -117,9 +118,9 @@ def _model(config: StackConfig) -> Any:
 def _clear_steps(config: StackConfig, model: Any) -> list[np.ndarray]:
     """The arm configurations of :data:`STEPS` (:func:`_stepped`) clear of the scene, in order."""
     description = load_description(config.robot_description, mappings={"backend": "mujoco"})
-    check = reach.ClearanceCheck(config, description)
+    check = scene_clearance(description, config, reach.CLEARANCE)
     found = [_stepped(model, config, step) for step in STEPS]
-    return [q for q in found if check.clear(config.arm_joints, q)]
+    return [q for q in found if check.clear(dict(zip(config.arm_joints, q, strict=True)))]
 
 
 def _stepped(model: Any, config: StackConfig, step: float) -> np.ndarray:

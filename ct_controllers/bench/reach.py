@@ -1,10 +1,11 @@
 """``ct-bench reach``: MoveToPose on random reachable poses, through the real chain in MuJoCo.
 
 Poses (TRAC-IK style): arm joint positions uniform inside their limits (fingers at home), kept
-only where the arm in the MuJoCo scene (``hardware/mujoco_scene.py``) is clear of everything:
-every robot collision shape at least ``CLEARANCE`` above the table-top plane z = 0 (the arm works
-above its table) and from the table, floor and cube, and no two links in contact. FK gives the
-target TCP pose (base frame); the configuration itself is not used again.
+only where the arm in the MuJoCo scene (``hardware/mujoco_scene.py``) is clear of everything
+(:class:`~ct_controllers.hardware.mujoco_collision.SceneClearance` from home): every robot
+collision shape at least ``CLEARANCE`` above the table-top plane z = 0 (the arm works above its
+table) and from the table, floor and cube, and no two links in contact. FK gives the target TCP
+pose (base frame); the configuration itself is not used again.
 
 Each pose is one trial per method, each on a fresh stack from controllers.yaml in MuJoCo lockstep
 (1 kHz), from the home pose: the goal check's full IK seeded with the measured configuration
@@ -37,7 +38,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-import mujoco
 import numpy as np
 import pinocchio as pin
 
@@ -50,15 +50,13 @@ from ct_controllers.chains.pose_goal import (
     pose_chain,
 )
 from ct_controllers.config import StackConfig, load_config
-from ct_controllers.hardware.mujoco_scene import CUBE_BODY
-from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.hardware.mujoco_collision import scene_clearance
 from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import build_stack
 from ct_controllers.tasks.conditions import DwellCondition
 
 CLEARANCE = 0.02  # [m] of every robot shape from the table plane, table, floor and cube
-HOME_SLACK = 1e-3  # [m] how much closer than at home a shape already inside CLEARANCE may come
 DEFAULT_TIMEOUT = 10.0  # [s] sim time; the action's move_to_pose.default_timeout
 SETTLE_TICKS = 20  # ticks at home before the goal (a measured state to seed the IK with)
 JUDGE_TICKS = 10  # ticks between two judgements of the success rule
@@ -81,80 +79,6 @@ class Outcome:
     message: str = ""  # why it failed, or that no solution with a clear approach was found
 
 
-class ClearanceCheck:
-    """Is the arm at a configuration clear of the scene (see the module docstring)? A shape
-    that already lies closer than CLEARANCE at home (a shoulder whose mesh reaches below the
-    base plane, as the UR5's does) may come no closer than it is there (less HOME_SLACK), and
-    two links already touching at home are not a collision: the robot's own build, not a pose."""
-
-    def __init__(self, config: StackConfig, description: RobotDescription) -> None:
-        # The very scene the stack simulates (meshes, TCP site, objects), built as it builds it.
-        self.model = MujocoSystem.from_config(description, config).scene_spec().compile()
-        self.data = mujoco.MjData(self.model)
-        m = self.model
-        cube = m.body(CUBE_BODY).id
-        base = m.body(config.base_frame).id
-        self._qpos = {n: m.joint(n).qposadr[0] for n in config.joint_names}
-        self._home = dict(zip(config.joint_names, config.home_positions, strict=True))
-        robot = [g for g in range(m.ngeom) if m.geom_bodyid[g] not in (0, cube)]
-        self._robot = set(robot)
-        # Every robot shape but the base's own (it stands on the plane) keeps off the plane.
-        self._above = [g for g in robot if m.geom_bodyid[g] != base]
-        scenery = [g for g in range(m.ngeom) if g not in self._robot]
-        self._pairs = [(r, s) for r in robot for s in scenery]
-        self._fromto = np.zeros(6)
-        self._pose({})
-        lowest, distances = self._lowest(), self._distances()
-        self._floor = np.where(lowest < CLEARANCE, lowest - HOME_SLACK, CLEARANCE)
-        self._gap = np.where(distances < CLEARANCE, distances - HOME_SLACK, CLEARANCE)
-        self._touching_at_home = self._self_contacts()
-
-    def _pose(self, arm: dict[str, float]) -> None:
-        m, d = self.model, self.data
-        mujoco.mj_resetData(m, d)
-        for name, value in {**self._home, **arm}.items():
-            d.qpos[self._qpos[name]] = value
-        mujoco.mj_forward(m, d)
-
-    def _lowest(self) -> np.ndarray:
-        m, d = self.model, self.data
-        lowest = np.empty(len(self._above))
-        for i, g in enumerate(self._above):
-            center, half = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
-            rotation = d.geom_xmat[g].reshape(3, 3)
-            lowest[i] = (d.geom_xpos[g] + rotation @ center)[2] - np.abs(rotation[2]) @ half
-        return lowest
-
-    def _distances(self) -> np.ndarray:
-        m, d = self.model, self.data
-        return np.array(
-            [
-                mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto)
-                for robot, scenery in self._pairs
-            ]
-        )
-
-    def _self_contacts(self) -> set[tuple[int, int]]:
-        d = self.data
-        return {
-            (min(c.geom1, c.geom2), max(c.geom1, c.geom2))
-            for c in d.contact[: d.ncon]
-            if c.geom1 in self._robot and c.geom2 in self._robot
-        }
-
-    def clear(self, arm_joints: tuple[str, ...], q_arm: np.ndarray) -> bool:
-        self._pose(dict(zip(arm_joints, (float(v) for v in q_arm), strict=True)))
-        if np.any(self._lowest() < self._floor):
-            return False
-        if self._self_contacts() - self._touching_at_home:
-            return False  # two links in contact (adjacent links are not checked)
-        m, d = self.model, self.data
-        for (robot, scenery), gap in zip(self._pairs, self._gap, strict=True):
-            if mujoco.mj_geomDistance(m, d, robot, scenery, CLEARANCE, self._fromto) < gap:
-                return False
-        return True
-
-
 def reachable_configurations(
     config: StackConfig,
     model: RobotModel,
@@ -164,7 +88,7 @@ def reachable_configurations(
 ) -> Iterator[np.ndarray]:
     """Full model-order configurations: arm uniform inside its limits (a continuous joint in
     [−π, π]), fingers at home, clear of the scene; ``counts`` records "drawn" and "rejected"."""
-    check = ClearanceCheck(config, description)
+    check = scene_clearance(description, config, CLEARANCE)
     arm = model.indices(config.arm_joints)
     lower, upper = model.limits.lower[arm], model.limits.upper[arm]
     lower = np.where(np.isfinite(lower), lower, -math.pi)
@@ -175,7 +99,7 @@ def reachable_configurations(
     while True:
         q_arm = rng.uniform(lower, upper)
         counts["drawn"] = counts.get("drawn", 0) + 1
-        if not check.clear(config.arm_joints, q_arm):
+        if not check.clear(dict(zip(config.arm_joints, q_arm.tolist(), strict=True))):
             counts["rejected"] = counts.get("rejected", 0) + 1
             continue
         q = home.copy()

@@ -16,12 +16,17 @@ shoulder) is not in collision.
 
 A path is a sequence of configurations, sampled densely enough that no joint moves more than
 ``resolution`` [rad | m] between two samples; it collides when one sample does.
+
+:class:`SceneClearance` is the stricter check of a pose the arm is to rest at or pass through
+without touching anything — a home (``ct-setup``), the scripted waypoints of ``ct-sim``, the
+poses a bench samples: the free objects (the cube) count too, and every robot shape must keep
+``clearance`` from the scene, not only from contact (see the class).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +47,9 @@ DEFAULT_RESOLUTION = 0.05  # [rad | m] largest joint step between two checked sa
 ALLOWED_SLACK = 0.005
 
 Allowed = dict[tuple[int, int], float]  # geom pair → the distance [m] it may not come below
+SCENE_CLEARANCE = 0.02  # [m] SceneClearance's default: of every robot shape from the scene
+REFERENCE_SLACK = 1e-3  # [m] how much closer than at the reference a shape already near may come
+PLANE = "the table-top plane z = 0"  # what a shape below it is said to hit
 
 
 @dataclass(frozen=True)
@@ -155,14 +163,162 @@ class SceneCollision:
         return None
 
     def _body_of(self, geom: int) -> str:
-        m = self.model
-        body = int(m.geom_bodyid[geom])
-        name = m.geom(geom).name
-        return m.body(body).name + (f"/{name}" if name and body == 0 else "")
+        return _body_of(self.model, geom)
+
+
+def _body_of(model: mujoco.MjModel, geom: int) -> str:
+    """The body a geom belongs to, by name (a world geom: "world/<geom name>")."""
+    body = int(model.geom_bodyid[geom])
+    name = model.geom(geom).name
+    return model.body(body).name + (f"/{name}" if name and body == 0 else "")
 
 
 def _copy(model: mujoco.MjModel) -> mujoco.MjModel:
     return copy.copy(model)  # MjModel's copy is a deep one (mj_copyModel)
+
+
+class SceneClearance:
+    """Is the arm at a configuration clear of the scene by ``clearance`` [m]? The scene is a
+    compiled MuJoCo one (the backend's, :func:`scene_clearance`): the robot, the floor, the table
+    whose top is the plane z = 0 and the free objects (the cube) where they start. Clear when
+
+    - every robot shape but the base body's lies ≥ ``clearance`` above the plane z = 0 (its
+      lowest point by its bounding box: conservative);
+    - every robot shape is ≥ ``clearance`` from every shape of the scene (floor, table, free
+      objects; MuJoCo's ``mj_geomDistance``, signed: negative inside);
+    - no two robot shapes are in contact (MuJoCo's collision; a body and its parent are not
+      tested).
+
+    At ``reference`` (the configuration the arm starts from: a home; joint name → position, the
+    other joints at the scene's ``qpos0``) a shape already nearer the plane, the floor or the
+    table than ``clearance`` may come no nearer than it is there (less ``REFERENCE_SLACK``), and
+    two robot shapes in contact there are not a collision: the robot's own build (a UR5's
+    shoulder mesh reaches below its base plane), not a pose. A free object gets no such
+    allowance: an arm that starts inside the cube is not clear of it. Mimic followers are set
+    from their masters by the scene's joint equalities.
+
+    ``base``: the base link (a name the scene may have fused into the world: then the world).
+    Not thread-safe (one scratch ``MjData``).
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        base: str,
+        reference: Mapping[str, float] | None = None,
+        clearance: float = SCENE_CLEARANCE,
+    ) -> None:
+        if not (np.isfinite(clearance) and clearance >= 0):
+            raise ValueError(f"scene clearance must be finite and ≥ 0, got {clearance}")
+        self.clearance = clearance
+        self.model = m = model  # read only: nothing of it is changed here
+        self.data = mujoco.MjData(m)
+        free = mujoco.mjtJoint.mjJNT_FREE
+        self._free_bodies = {int(m.jnt_bodyid[j]) for j in range(m.njnt) if m.jnt_type[j] == free}
+        self._qpos = {
+            m.joint(j).name: int(m.jnt_qposadr[j])
+            for j in range(m.njnt)
+            if int(m.jnt_type[j]) in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
+        }
+        self._followers = [
+            (int(m.jnt_qposadr[m.eq_obj1id[e]]), int(m.jnt_qposadr[m.eq_obj2id[e]]), e)
+            for e in range(m.neq)
+            if int(m.eq_type[e]) == mujoco.mjtEq.mjEQ_JOINT
+            and m.eq_active0[e]
+            and m.eq_obj2id[e] >= 0
+        ]
+        self._reference = dict(reference or {})
+        unknown = sorted(set(self._reference) - set(self._qpos))
+        if unknown:
+            raise ValueError(f"joints {unknown} are not in the scene")
+        base_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, base)
+        base_id = max(base_id, 0)  # fused into the world
+        robot = [
+            g
+            for g in range(m.ngeom)
+            if m.geom_bodyid[g] != 0 and int(m.geom_bodyid[g]) not in self._free_bodies
+        ]
+        self._robot = set(robot)
+        self._above = [g for g in robot if m.geom_bodyid[g] != base_id]
+        scenery = [g for g in range(m.ngeom) if g not in self._robot]
+        self._pairs = [(r, s) for r in robot for s in scenery]
+        self._fromto = np.zeros(6)
+        self._pose({})
+        lowest, distances = self._lowest(), self._distances()
+        self._floor = np.where(lowest < clearance, lowest - REFERENCE_SLACK, clearance)
+        movable = np.array([int(m.geom_bodyid[s]) in self._free_bodies for _, s in self._pairs])
+        self._gap = np.where(
+            (distances < clearance) & ~movable, distances - REFERENCE_SLACK, clearance
+        )
+        self._touching_at_reference = self._self_contacts()
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """The scene's hinge and slide joints (those a configuration may name)."""
+        return tuple(self._qpos)
+
+    def _pose(self, positions: Mapping[str, float]) -> None:
+        m, d = self.model, self.data
+        mujoco.mj_resetData(m, d)
+        for name, value in {**self._reference, **positions}.items():
+            d.qpos[self._qpos[name]] = value
+        for follower, master, e in self._followers:
+            coefficients = m.eq_data[e, :5]
+            x = d.qpos[master] - m.qpos0[master]
+            d.qpos[follower] = m.qpos0[follower] + sum(c * x**k for k, c in enumerate(coefficients))
+        mujoco.mj_forward(m, d)
+
+    def _lowest(self) -> np.ndarray:
+        m, d = self.model, self.data
+        lowest = np.empty(len(self._above))
+        for i, g in enumerate(self._above):
+            center, half = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
+            rotation = d.geom_xmat[g].reshape(3, 3)
+            lowest[i] = (d.geom_xpos[g] + rotation @ center)[2] - np.abs(rotation[2]) @ half
+        return lowest
+
+    def _distance(self, robot: int, scenery: int) -> float:
+        distmax = max(self.clearance, 1e-3)  # beyond it MuJoCo answers distmax
+        return mujoco.mj_geomDistance(self.model, self.data, robot, scenery, distmax, self._fromto)
+
+    def _distances(self) -> np.ndarray:
+        return np.array([self._distance(robot, scenery) for robot, scenery in self._pairs])
+
+    def _self_contacts(self) -> dict[tuple[int, int], float]:
+        d = self.data
+        return {
+            (min(c.geom1, c.geom2), max(c.geom1, c.geom2)): float(c.dist)
+            for c in d.contact[: d.ncon]
+            if c.geom1 in self._robot and c.geom2 in self._robot
+        }
+
+    def check(self, positions: Mapping[str, float]) -> Collision | None:
+        """What the arm at ``positions`` (joint name → [rad | m]; the joints not named at the
+        reference) is too near (the class docstring), or None when it is clear: the first
+        found of a robot shape below the plane, two robot shapes in contact, a robot shape too
+        near the scene (the robot's body first)."""
+        unknown = sorted(set(positions) - set(self._qpos))
+        if unknown:
+            raise ValueError(f"joints {unknown} are not in the scene")
+        self._pose(positions)
+        m = self.model
+        lowest = self._lowest()
+        below = np.flatnonzero(lowest < self._floor)
+        if below.size:
+            g = self._above[int(below[0])]
+            return Collision(_body_of(m, g), PLANE, float(lowest[below[0]]))
+        for pair, distance in self._self_contacts().items():
+            if pair not in self._touching_at_reference:
+                return Collision(_body_of(m, pair[0]), _body_of(m, pair[1]), distance)
+        for (robot, scenery), gap in zip(self._pairs, self._gap, strict=True):
+            distance = self._distance(robot, scenery)
+            if distance < gap:
+                return Collision(_body_of(m, robot), _body_of(m, scenery), distance)
+        return None
+
+    def clear(self, positions: Mapping[str, float]) -> bool:
+        """:meth:`check` found nothing."""
+        return self.check(positions) is None
 
 
 # Compiled scenes by what they are built from: a node's goal checks and a bench's fresh stack
@@ -182,12 +338,22 @@ def scene_collision(
     description and configuration (whatever backend the configuration names). Raises
     :class:`~ct_controllers.model.description.DescriptionError` (or ``ValueError``) when that
     scene cannot be built, e.g. a collision mesh in a format MuJoCo cannot read."""
+    return SceneCollision(scene_model(description, config), joint_names, followers, clearance)
+
+
+def scene_model(description: RobotDescription, config: StackConfig) -> mujoco.MjModel:
+    """The compiled scene the MuJoCo backend would simulate for this description and
+    configuration (whatever backend the configuration names), compiled once per process and
+    kept (shared: never change it). DescriptionError (or ``ValueError``) when it cannot be
+    built."""
     key = (
         description.urdf,
         description.source,
         config.tcp_frame,
         str(config.parameters.get(SCENE, "")),
         tuple(config.joint_names),
+        tuple(config.gripper_joints),
+        tuple(config.grip_width_frames),
     )
     model = _SCENES.get(key)
     if model is None:
@@ -195,4 +361,17 @@ def scene_collision(
         while len(_SCENES) >= _SCENES_KEPT:
             _SCENES.pop(next(iter(_SCENES)))
         _SCENES[key] = model
-    return SceneCollision(model, joint_names, followers, clearance)
+    return model
+
+
+def scene_clearance(
+    description: RobotDescription, config: StackConfig, clearance: float = SCENE_CLEARANCE
+) -> SceneClearance:
+    """A :class:`SceneClearance` in the scene the MuJoCo backend would simulate for this
+    description and configuration (:func:`scene_model`), from the configured home."""
+    return SceneClearance(
+        scene_model(description, config),
+        config.base_frame,
+        dict(zip(config.joint_names, config.home_positions, strict=True)),
+        clearance,
+    )
