@@ -5,8 +5,9 @@ Writes ``DIR/controllers.yaml`` and, where the URDF has no ``<ros2_control>`` bl
 ``DIR/<robot>.urdf.xacro`` (the URDF included unchanged, plus our block), then says in a few
 lines what it chose and why. Bad input — a URDF that does not parse, a frame or joint that is not
 there, a gripper joint on the arm chain, a width frame not in the URDF (or that does not measure
-the gripper), a home outside the limits or of the wrong length, files already in DIR without
-``--force`` — is one line on stderr naming it, exit code 2, and nothing written. Before
+the gripper), a home outside the limits, of the wrong length or that starts inside the simulated
+scene (the cube, the table) or another link, files already in DIR without ``--force`` — is one
+line on stderr naming it, exit code 2, and nothing written. Before
 writing, the files are read back the stack's way (its configuration loader, description parser,
 controller plugins and gain check at ``update_rate``) in a scratch directory; a file that fails
 there is a bug of ours (exit code 1), never written.
@@ -52,6 +53,7 @@ from ct_controllers.setup_assistant.jaw_frames import (
     with_frames,
 )
 from ct_controllers.setup_assistant.readback import read_back
+from ct_controllers.setup_assistant.scene import home_scene
 from ct_controllers.setup_assistant.tool_frame import (
     MAX_ANGLE,
     approach_tool_frame,
@@ -386,9 +388,13 @@ def plan(
         chain = dataclasses.replace(chain, tcp=tool.link, notes=(*chain.notes, tool_note))
         design = design_model(tree, chain)
     finger_servo, servo_note = _finger_servo(design, chain, frames, update_rate)
-    chosen: Home = (
-        check_home(tree, design, list(home)) if home is not None else choose_home(tree, design)
-    )
+    if home is not None:
+        # A given home is the user's: refused only where it starts inside something.
+        scene, _ = home_scene(tree, design, frames, clearance=0.0)
+        chosen: Home = check_home(tree, design, list(home), scene)
+    else:
+        scene, unchecked = home_scene(tree, design, frames)
+        chosen = choose_home(tree, design, scene, unchecked)
     plugins = hardware_plugins()
     description, xacro, backend, why = _description(
         tree, chain, out.resolve(), plugins, tuple(added), arguments

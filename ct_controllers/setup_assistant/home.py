@@ -14,6 +14,14 @@ tool's z axis points down (a grasp approach). A candidate is refused when a link
 TCP dips below the base plane (z in the base frame below min(0.05 m, the link's height at
 q = 0)): the arm starts above the table it stands on. Gripper joints start at mid-range (a mimic
 follower is not a joint of the configuration: it follows its master).
+
+The home is also clear of the scene the stack will simulate (``scene.py``: the table, the floor
+and the cube placed from the arm's reach), by the stack's own check
+(:class:`~ct_controllers.hardware.mujoco_collision.SceneClearance`, ``SCENE_CLEARANCE`` = 2 cm
+from q = 0 with the gripper at mid-range): the candidates are checked in score order until one
+is clear (the rest are never checked: a few MuJoCo distance queries each), and the refinement
+takes only clear improvements. A given home is refused where a robot shape is inside the scene
+(the cube, the table, the floor) or in another link, beyond what it is at q = 0.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from ct_controllers.hardware.mujoco_collision import PLANE, Collision, SceneClearance
 from ct_controllers.setup_assistant.design_model import DesignModel
 from ct_controllers.setup_assistant.errors import SetupError
+from ct_controllers.setup_assistant.scene import configuration, reference
 from ct_controllers.setup_assistant.urdf_tree import RobotTree
 from ct_controllers.types import FloatArray
 
@@ -95,58 +105,100 @@ class _Scorer:
         return manipulability * clearance * (1.0 + down) / 2.0
 
 
-def _gripper_positions(design: DesignModel, q: FloatArray) -> None:
-    """Gripper joints to mid-range (in place, model order)."""
-    model = design.model
-    for name in design.chain.gripper_joints:
-        i = model.v_index(name)
-        q[i] = 0.5 * (model.limits.lower[i] + model.limits.upper[i])
+def _inside(collision: Collision) -> str:
+    """A collision in words: "upper_arm_link 33 mm inside cube", "... 2 mm above the plane"."""
+    depth = f"{abs(collision.distance) * 1e3:.0f} mm"
+    if collision.body2 == PLANE:
+        return f"{collision.body1} {depth} {'below' if collision.distance < 0 else 'above'} {PLANE}"
+    return f"{collision.body1} {depth} {'inside' if collision.distance < 0 else 'from'} " + (
+        collision.body2
+    )
 
 
-def choose_home(tree: RobotTree, design: DesignModel) -> Home:
-    """The chosen home (module docstring)."""
+def choose_home(
+    tree: RobotTree, design: DesignModel, scene: SceneClearance | None = None, why: str = ""
+) -> Home:
+    """The chosen home (module docstring); ``scene`` None: not checked against a scene
+    (``why``: MuJoCo could not build it)."""
     scorer = _Scorer(design)
     model = design.model
     arm = design.arm
     low, high = _sample_range(model.limits.lower[arm], model.limits.upper[arm])
     rng = np.random.default_rng(0)
-    q = np.array(pin.neutral(model.model))
-    _gripper_positions(design, q)
-    best_q, best = q.copy(), -math.inf
+    q = reference(design)
     candidates = [0.5 * (low + high)] + [rng.uniform(low, high) for _ in range(CANDIDATES)]
+    scored = []
     for arm_q in candidates:
         q[arm] = arm_q
-        value = scorer.score(q)
-        if value > best:
-            best, best_q = value, q.copy()
+        scored.append((scorer.score(q), q.copy()))
+    refused: list[Collision] = []
+
+    def clear(candidate: FloatArray) -> bool:
+        if scene is None:
+            return True
+        collision = scene.check(configuration(design, candidate))
+        if collision is not None:
+            refused.append(collision)
+        return collision is None
+
+    best_q, best = q.copy(), -math.inf
+    # In score order (the first of equals first), until one is clear.
+    for index in sorted(range(len(scored)), key=lambda i: -scored[i][0]):
+        value, candidate = scored[index]
+        if value <= 0.0:
+            break
+        if clear(candidate):
+            best, best_q = value, candidate
+            break
+    if best <= 0.0:
+        raise SetupError(
+            "no home pose found with every link above the base plane and the TCP off a "
+            + "singularity"
+            + (
+                f", clear of the scene by {scene.clearance * 100:g} cm ({len(refused)} refused, "
+                f"e.g. {_inside(refused[0])})"
+                if scene is not None and refused
+                else ""
+            )
+            + ": give one with --home"
+        )
     scale = STEP * (high - low)
     for _ in range(REFINE):
         q = best_q.copy()
         q[arm] = np.clip(q[arm] + rng.normal(0.0, 1.0, arm.size) * scale, low, high)
         value = scorer.score(q)
-        if value > best:
+        if value > best and clear(q):
             best, best_q = value, q
-    if best <= 0.0:
-        raise SetupError(
-            "no home pose found with every link above the base plane and the TCP off a "
-            "singularity: give one with --home"
-        )
     fraction = (best_q[arm] - model.limits.lower[arm]) / (
         model.limits.upper[arm] - model.limits.lower[arm]
     )
     margin = float(np.min(np.minimum(fraction, 1.0 - fraction)))
+    if scene is None:
+        where = f"; not checked against the simulated scene (MuJoCo cannot build it: {why})"
+    else:
+        where = (
+            f", clear of the simulated table, floor and cube by {scene.clearance * 100:g} cm"
+            + (
+                f" ({len(refused)} better-scored pose(s) refused, e.g. {_inside(refused[0])})"
+                if refused
+                else ""
+            )
+        )
     note = (
         f"chosen: manipulability {best:.3g} (score), every arm joint ≥ {100 * margin:.0f} % of "
-        "its range from a limit, every link above the base plane"
+        f"its range from a limit, every link above the base plane{where}"
     )
     return Home(tuple(design.to_config(best_q).tolist()), note)
 
 
-def check_home(tree: RobotTree, design: DesignModel, values: list[float]) -> Home:
+def check_home(
+    tree: RobotTree, design: DesignModel, values: list[float], scene: SceneClearance | None = None
+) -> Home:
     """A given home: ``len(arm_joints)`` values (the gripper then starts at mid-range) or one per
-    joint (arm then gripper), each within its URDF limits. :class:`SetupError` names the joint,
-    value and limits."""
-    chain, model = design.chain, design.model
+    joint (arm then gripper), each within its URDF limits, and no robot shape inside the scene or
+    another link (``scene``: the check at clearance 0, touching is not refused; None: not
+    checked). :class:`SetupError` names the joint, value and limits, or the bodies."""
+    chain = design.chain
     arm_count, count = len(chain.arm_joints), len(chain.joint_names)
     if not all(math.isfinite(v) for v in values):
         raise SetupError(f"--home has a value that is not a finite number: {values}")
@@ -158,8 +210,7 @@ def check_home(tree: RobotTree, design: DesignModel, values: list[float]) -> Hom
             f"--home has {len(values)} value(s); expected {wanted}, in the order "
             f"{', '.join(chain.joint_names)}"
         )
-    q = np.array(pin.neutral(model.model))
-    _gripper_positions(design, q)
+    q = reference(design)
     q[design.order[: len(values)]] = values
     for name, value in zip(chain.joint_names, design.to_config(q), strict=True):
         joint = tree.joint(name)
@@ -169,4 +220,11 @@ def check_home(tree: RobotTree, design: DesignModel, values: list[float]) -> Hom
                 f"--home puts joint '{name}' at {value:g}, outside its limits "
                 f"[{lower:g}, {upper:g}] {'m' if joint.prismatic else 'rad'}"
             )
-    return Home(tuple(design.to_config(q).tolist()), "as given")
+    collision = None if scene is None else scene.check(configuration(design, q))
+    if collision is not None:
+        raise SetupError(
+            f"--home puts {_inside(collision)}: the simulated arm would start in collision "
+            "(give another home)"
+        )
+    note = "as given" + ("" if scene is not None else "; not checked against the simulated scene")
+    return Home(tuple(design.to_config(q).tolist()), note)
