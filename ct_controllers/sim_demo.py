@@ -12,6 +12,7 @@ import numpy as np
 import pinocchio as pin
 
 from ct_controllers.config import StackConfig
+from ct_controllers.hardware.mujoco_collision import SceneClearance, scene_clearance
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.control_loop import SUCCEEDED, LoopSnapshot
 from ct_controllers.runtime.stack import Stack, build_stack
@@ -20,7 +21,9 @@ from ct_controllers.runtime.timing import Percentiles, TimingSummary
 # The scripted motion comes from the robot: three waypoints about its home, each arm joint moved
 # by AMPLITUDE (capped at FRACTION of its room to the limit on that side) with the signs of one
 # of PATTERNS, then home again. A waypoint (or the straight joint-space path to it) that takes
-# a link below the floor is shrunk (halved, up to SHRINK times; home itself is always allowed).
+# a link below the floor, or a robot shape into the simulated scene (the table, the cube: the
+# stack's SceneClearance from home), is shrunk (halved, up to SHRINK times; home itself is
+# always allowed).
 AMPLITUDE = (0.5, 0.05)  # [rad, m] revolute (or continuous), prismatic arm joints
 FRACTION = 0.5  # [-] of the distance from home to the limit on the side moved towards
 PATTERNS = ("alternate", "opposite", "half")  # +−+−…, −+−+…, all + at half the amplitude
@@ -82,10 +85,14 @@ def _prismatic(model: RobotModel, joint_names: Sequence[str]) -> np.ndarray:
     return np.array(kinds, dtype=bool)
 
 
-def scripted_waypoints(model: RobotModel, config: StackConfig) -> list[np.ndarray]:
+def scripted_waypoints(
+    model: RobotModel, config: StackConfig, scene: SceneClearance | None = None
+) -> list[np.ndarray]:
     """The arm's waypoints [rad | m] (``arm_joints`` order), home last, from the robot's home and
-    limits (see AMPLITUDE): every one inside the joint limits, no link (or the path to it) below
-    ``min(FLOOR, the link's height at home)`` in the base frame."""
+    limits (see AMPLITUDE): every one inside the joint limits, no link (or the path to it,
+    PATH_SAMPLES points) below ``min(FLOOR, the link's height at home)`` in the base frame, and
+    none of those points where ``scene`` (built from home: the other joints stay there) finds the
+    arm too near the scene (None: not checked)."""
     arm = model.indices(config.arm_joints)
     full_home = np.array(model.neutral())
     full_home[model.indices(config.joint_names)] = config.home_positions
@@ -108,6 +115,10 @@ def scripted_waypoints(model: RobotModel, config: StackConfig) -> list[np.ndarra
             q[arm] = start + s * (end - start)
             if np.any(_heights(model, q, frames) < floor):
                 return False
+            if scene is not None and not scene.clear(
+                dict(zip(config.arm_joints, q[arm].tolist(), strict=True))
+            ):
+                return False
         return True
 
     waypoints: list[np.ndarray] = []
@@ -127,10 +138,12 @@ def scripted_waypoints(model: RobotModel, config: StackConfig) -> list[np.ndarra
 
 
 def run_scripted_motion(config: StackConfig, observers: Sequence[RunObserver] = ()) -> SimSummary:
+    """ct-sim's run: the stack of ``config`` through :func:`scripted_waypoints`, kept clear of
+    the MuJoCo scene of this description and configuration, and back home."""
     stack = build_stack(config)
     loop = stack.loop
     arm = stack.model.indices(config.arm_joints)
-    goals = scripted_waypoints(stack.model, config)
+    goals = scripted_waypoints(stack.model, config, scene_clearance(stack.description, config))
     home = goals[-1]
     errors: list[np.ndarray] = []
     ticks_per_settle = round(SETTLE_TIME / config.period)
