@@ -143,3 +143,17 @@ def test_unknown_joint_names_are_refused(model: mujoco.MjModel) -> None:
         check.check({"elbow": 0.0})
     with pytest.raises(ValueError, match="elbow"):
         SceneClearance(model, "base", {"elbow": 0.0}, CLEARANCE)
+
+
+def test_without_the_plane_rule_only_the_scenes_shapes_count(model: mujoco.MjModel) -> None:
+    """plane=False at clearance 0 (how ct-setup checks a given home): the tip 4 cm below the
+    plane where the scene has nothing is clear, the tip inside the post or the cube is not,
+    named with its closed-form distance."""
+    check = SceneClearance(model, "base", {"pan": math.pi}, 0.0, plane=False)
+    assert check.clear({"lift": -0.17})  # tip centre at z = −0.07: lowest −0.1 m
+    inside = check.check({"pan": math.pi / 2, "lift": 0.0})
+    assert inside is not None and inside.body2 == "world/post"
+    expected = _box_distance(_tip(math.pi / 2, 0.0), POST_CENTER, POST_HALF) - RADIUS
+    assert inside.distance == pytest.approx(expected, abs=1e-6)
+    cube = check.check({"pan": 0.0, "lift": -0.07})
+    assert cube is not None and cube.body2 == "cube"

@@ -183,7 +183,8 @@ class SceneClearance:
     whose top is the plane z = 0 and the free objects (the cube) where they start. Clear when
 
     - every robot shape but the base body's lies ≥ ``clearance`` above the plane z = 0 (its
-      lowest point by its bounding box: conservative);
+      lowest point by its bounding box: conservative), unless ``plane`` is False (then only the
+      scene's shapes count: the table, not the plane beyond it);
     - every robot shape is ≥ ``clearance`` from every shape of the scene (floor, table, free
       objects; MuJoCo's ``mj_geomDistance``, signed: negative inside);
     - no two robot shapes are in contact (MuJoCo's collision; a body and its parent are not
@@ -207,6 +208,7 @@ class SceneClearance:
         base: str,
         reference: Mapping[str, float] | None = None,
         clearance: float = SCENE_CLEARANCE,
+        plane: bool = True,
     ) -> None:
         if not (np.isfinite(clearance) and clearance >= 0):
             raise ValueError(f"scene clearance must be finite and ≥ 0, got {clearance}")
@@ -239,7 +241,7 @@ class SceneClearance:
             if m.geom_bodyid[g] != 0 and int(m.geom_bodyid[g]) not in self._free_bodies
         ]
         self._robot = set(robot)
-        self._above = [g for g in robot if m.geom_bodyid[g] != base_id]
+        self._above = [g for g in robot if m.geom_bodyid[g] != base_id] if plane else []
         scenery = [g for g in range(m.ngeom) if g not in self._robot]
         self._pairs = [(r, s) for r in robot for s in scenery]
         self._fromto = np.zeros(6)

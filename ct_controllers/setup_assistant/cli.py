@@ -390,7 +390,7 @@ def plan(
     finger_servo, servo_note = _finger_servo(design, chain, frames, update_rate)
     if home is not None:
         # A given home is the user's: refused only where it starts inside something.
-        scene, _ = home_scene(tree, design, frames, clearance=0.0)
+        scene, _ = home_scene(tree, design, frames, clearance=0.0, plane=False)
         chosen: Home = check_home(tree, design, list(home), scene)
     else:
         scene, unchecked = home_scene(tree, design, frames)

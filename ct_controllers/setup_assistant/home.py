@@ -20,8 +20,8 @@ and the cube placed from the arm's reach), by the stack's own check
 (:class:`~ct_controllers.hardware.mujoco_collision.SceneClearance`, ``SCENE_CLEARANCE`` = 2 cm
 from q = 0 with the gripper at mid-range): the candidates are checked in score order until one
 is clear (the rest are never checked: a few MuJoCo distance queries each), and the refinement
-takes only clear improvements. A given home is refused where a robot shape is inside the scene
-(the cube, the table, the floor) or in another link, beyond what it is at q = 0.
+takes only clear improvements. A given home is refused where a robot shape is inside a shape of
+the scene (the cube, the table, the floor) or in another link, beyond what it is at q = 0.
 """
 
 from __future__ import annotations
@@ -196,8 +196,9 @@ def check_home(
 ) -> Home:
     """A given home: ``len(arm_joints)`` values (the gripper then starts at mid-range) or one per
     joint (arm then gripper), each within its URDF limits, and no robot shape inside the scene or
-    another link (``scene``: the check at clearance 0, touching is not refused; None: not
-    checked). :class:`SetupError` names the joint, value and limits, or the bodies."""
+    another link (``scene``: the check at clearance 0 without the plane rule, so neither touching
+    nor a link below the plane where the scene has nothing is refused; None: not checked).
+    :class:`SetupError` names the joint, value and limits, or the bodies."""
     chain = design.chain
     arm_count, count = len(chain.arm_joints), len(chain.joint_names)
     if not all(math.isfinite(v) for v in values):

@@ -47,9 +47,11 @@ def home_scene(
     design: DesignModel,
     width_frames: Sequence[str],
     clearance: float = SCENE_CLEARANCE,
+    plane: bool = True,
 ) -> tuple[SceneClearance | None, str]:
-    """The clearance check in the scene the stack will simulate (module docstring), and ""; or
-    None and why, where MuJoCo cannot build that scene (a mesh it cannot find or read)."""
+    """The clearance check in the scene the stack will simulate (module docstring; ``plane``:
+    SceneClearance's), and ""; or None and why, where MuJoCo cannot build that scene (a mesh it
+    cannot find or read)."""
     chain, model = design.chain, design.model
     try:
         grip = gripper_geometry(model, chain.gripper_joints, width_frames)
@@ -62,7 +64,7 @@ def home_scene(
         )
         scene = compile_scene(spec)
         check = SceneClearance(
-            scene, chain.base, configuration(design, reference(design)), clearance
+            scene, chain.base, configuration(design, reference(design)), clearance, plane
         )
     except (CtError, ValueError) as exc:
         return None, str(exc)
