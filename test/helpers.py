@@ -87,3 +87,36 @@ def reference_sensitivity(
             )
             out[:, j] = (upper - lower) / (2 * step)
     return by_q, by_v
+
+
+def cube_distances(
+    config: StackConfig,
+    description: RobotDescription,
+    configurations: list[dict[str, float]],
+) -> list[tuple[float, str]]:
+    """MuJoCo's own distance [m] (``mj_geomDistance``, signed: negative inside) from the robot
+    to the cube, and the robot body nearest it, for each of ``configurations`` (joint name →
+    position; the joints not named at home) in the scene the MuJoCo backend builds for
+    ``config`` (``MujocoSystem.from_config``), the cube where it starts: computed here, not by
+    the stack's clearance check."""
+    import mujoco
+
+    from ct_controllers.hardware.mujoco_scene import CUBE_BODY
+    from ct_controllers.hardware.mujoco_system import MujocoSystem
+
+    model = MujocoSystem.from_config(description, config).scene_spec().compile()
+    data = mujoco.MjData(model)
+    cube = model.body(CUBE_BODY).id
+    geoms = [g for g in range(model.ngeom) if model.geom_bodyid[g] == cube]
+    robot = [g for g in range(model.ngeom) if model.geom_bodyid[g] not in (0, cube)]
+    found = []
+    for positions in configurations:
+        mujoco.mj_resetData(model, data)
+        for name, value in {**home_by_name(config), **positions}.items():
+            data.qpos[model.joint(name).qposadr[0]] = value
+        mujoco.mj_forward(model, data)
+        distance, nearest = min(
+            (mujoco.mj_geomDistance(model, data, r, c, 1.0, None), r) for r in robot for c in geoms
+        )
+        found.append((distance, model.body(model.geom_bodyid[nearest]).name))
+    return found

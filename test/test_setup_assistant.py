@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -432,6 +433,37 @@ def _prefixed_xacro(tmp_path: Path) -> Path:
     return path
 
 
+# The UR3 of example-robot-data with its (fixed) gripper: its upper arm reaches the cube.
+UR3 = "ur_description/urdf/ur3_gripper.urdf"
+UR3_HOME_IN_THE_CUBE = (-0.618, 0.404, -1.189, -0.813, -1.639, -0.831)  # [rad]
+
+
+def test_ur3_home_is_clear_of_the_cube_and_ct_sim_of_it_ends_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The UR3 with gripper (issue #24): ct-setup's chosen home keeps more than SCENE_CLEARANCE
+    (2 cm) from the cube of the scene the stack simulates for the written files — MuJoCo's own
+    distance (mj_geomDistance of every robot shape to the cube, in MujocoSystem.from_config's
+    scene of the loaded configuration) — and the summary says it was checked; ct-sim of that
+    output exits 0, its final error within FINAL_ERROR_LIMIT."""
+    from helpers import cube_distances
+
+    from ct_controllers.cli import sim_main
+    from ct_controllers.hardware.mujoco_collision import SCENE_CLEARANCE
+    from ct_controllers.sim_demo import FINAL_ERROR_LIMIT
+
+    code, stdout, _ = _run(capsys, str(example_robot(UR3)), "-o", str(tmp_path))
+    assert code == 0
+    assert "clear of the simulated table, floor and cube by 2 cm" in stdout
+    config = load_config(tmp_path / "controllers.yaml")
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    [(distance, body)] = cube_distances(config, description, [{}])
+    assert distance > SCENE_CLEARANCE, (distance, body)
+    assert sim_main(["--config", str(tmp_path / "controllers.yaml"), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["ok"] and run["final_error_rad"] <= FINAL_ERROR_LIMIT, run
+
+
 BAD_INPUTS = {
     # case: (robot or a maker of a bad file, extra arguments, what the message must name)
     "urdf does not parse": (_broken, [], "does not parse"),
@@ -447,6 +479,12 @@ BAD_INPUTS = {
     ),
     "home outside the limits": ("panda", ["--home", "0,0,0,-3.5,0,1,0"], "panda_joint4"),
     "home of the wrong length": ("ur5", ["--home", "0,0,0"], "expected 6"),
+    # ct-setup's own choice before #24: the UR3's upper arm 33 mm inside the cube
+    "home inside the cube": (
+        lambda tmp: example_robot(UR3),
+        ["--home=" + ",".join(map(str, UR3_HOME_IN_THE_CUBE))],
+        "upper_arm_link 33 mm inside cube",
+    ),
     "home not a number": ("ur5", ["--home", "0,a,0,0,0,0"], "'a'"),
     # example-robot-data's double pendulum: <limit lower="0" upper="0" effort="0" velocity="0">
     "a joint with no range": (
