@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+from pathlib import Path
+
 import numpy as np
 import pytest
+from helpers import cube_distances
 
+from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import load_config
+from ct_controllers.hardware.mujoco_collision import SCENE_CLEARANCE, scene_clearance
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.sim_demo import (
     FINAL_ERROR_LIMIT,
     MOVE_TIME,
+    PATH_SAMPLES,
     PATTERNS,
     SETTLE_TIME,
     SimSummary,
@@ -83,3 +91,48 @@ def test_waypoints_come_from_the_robot_and_stay_inside_its_limits():
         overrides={"home_positions": [*shifted, *config.home_positions[len(arm) :]]}
     )
     assert not np.allclose(scripted_waypoints(model, other)[0], waypoints[0])
+
+
+# The UR3 with gripper of example-robot-data from a home 4 cm above the cube (its upper arm low
+# over the table): waypoints from link heights alone run its upper arm into the cube.
+UR3 = "ur_description/urdf/ur3_gripper.urdf"
+UR3_HOME_NEAR_THE_CUBE = [-0.618, 0.10, -1.189, -0.813, -1.639, -0.831]  # [rad]
+
+
+def _sampled_paths(waypoints: list[np.ndarray]) -> list[np.ndarray]:
+    """Every waypoint and PATH_SAMPLES points of each straight path to it, from home."""
+    points, previous = [], waypoints[-1]
+    for waypoint in waypoints:
+        points += [
+            previous + s * (waypoint - previous) for s in np.linspace(0, 1, PATH_SAMPLES + 1)
+        ]
+        previous = waypoint
+    return points
+
+
+def test_waypoints_and_their_paths_keep_clear_of_the_cube(tmp_path: Path) -> None:
+    """The UR3 with gripper (ct-setup's output) from a home 4 cm from the cube, where the
+    waypoints from link heights alone run into the cube: with the stack's scene, every waypoint
+    and every sampled point of the straight paths between them keeps more than SCENE_CLEARANCE
+    from the cube by MuJoCo's own distance (in MujocoSystem.from_config's scene), and ct-sim's
+    run from that home ends within FINAL_ERROR_LIMIT."""
+    from ct_controllers.setup_assistant.cli import main as setup_main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert setup_main([str(example_robot_path(UR3)), "-o", str(tmp_path)]) == 0
+    config = load_config(
+        tmp_path / "controllers.yaml",
+        overrides={"home_positions": UR3_HOME_NEAR_THE_CUBE, "mujoco.mode": "lockstep"},
+    )
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+
+    def nearest(waypoints: list[np.ndarray]) -> float:
+        points = [dict(zip(config.arm_joints, q, strict=True)) for q in _sampled_paths(waypoints)]
+        return min(d for d, _ in cube_distances(config, description, points))
+
+    assert nearest(scripted_waypoints(model, config)) < 0.0  # heights alone: into the cube
+    clear = scripted_waypoints(model, config, scene_clearance(description, config))
+    assert nearest(clear) > SCENE_CLEARANCE
+    summary = run_scripted_motion(config)
+    assert summary.ok and summary.final_error <= FINAL_ERROR_LIMIT
