@@ -63,18 +63,21 @@ def _tip(pan: float, lift: float) -> np.ndarray:
 
 
 def _expected(pan: float, lift: float) -> tuple[str, float] | None:
-    """What the tip sphere is nearer than CLEARANCE to, by closed form (in the check's order:
-    the plane, then the scene's shapes in the scene's order), or None."""
+    """What the tip sphere is nearer than CLEARANCE to, by closed form, in the check's order
+    (the nearest of the scene's shapes, else the plane), or None."""
     tip = _tip(pan, lift)
+    near = [
+        (_box_distance(tip, center, half) - RADIUS, name)
+        for name, center, half in (
+            ("world/post", POST_CENTER, POST_HALF),
+            ("cube", CUBE, np.full(3, HALF)),
+        )
+    ]
+    distance, name = min(near)
+    if distance < CLEARANCE:
+        return name, distance
     if tip[2] - RADIUS < CLEARANCE:
         return PLANE, tip[2] - RADIUS
-    for name, center, half in (
-        ("world/post", POST_CENTER, POST_HALF),
-        ("cube", CUBE, np.full(3, HALF)),
-    ):
-        distance = _box_distance(tip, center, half) - RADIUS
-        if distance < CLEARANCE:
-            return name, distance
     return None
 
 

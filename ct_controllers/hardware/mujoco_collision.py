@@ -296,26 +296,30 @@ class SceneClearance:
 
     def check(self, positions: Mapping[str, float]) -> Collision | None:
         """What the arm at ``positions`` (joint name → [rad | m]; the joints not named at the
-        reference) is too near (the class docstring), or None when it is clear: the first
-        found of a robot shape below the plane, two robot shapes in contact, a robot shape too
-        near the scene (the robot's body first)."""
+        reference) is too near (the class docstring), or None when it is clear: of the scene's
+        shapes, the one it is nearest to (the robot's body first); else two robot shapes in
+        contact; else a robot shape too near the plane."""
         unknown = sorted(set(positions) - set(self._qpos))
         if unknown:
             raise ValueError(f"joints {unknown} are not in the scene")
         self._pose(positions)
         m = self.model
+        worst: tuple[float, int, int] | None = None
+        for (robot, scenery), gap in zip(self._pairs, self._gap, strict=True):
+            distance = self._distance(robot, scenery)
+            if distance < gap and (worst is None or distance < worst[0]):
+                worst = (distance, robot, scenery)
+        if worst is not None:
+            distance, robot, scenery = worst
+            return Collision(_body_of(m, robot), _body_of(m, scenery), distance)
+        for pair, distance in self._self_contacts().items():
+            if pair not in self._touching_at_reference:
+                return Collision(_body_of(m, pair[0]), _body_of(m, pair[1]), distance)
         lowest = self._lowest()
         below = np.flatnonzero(lowest < self._floor)
         if below.size:
             g = self._above[int(below[0])]
             return Collision(_body_of(m, g), PLANE, float(lowest[below[0]]))
-        for pair, distance in self._self_contacts().items():
-            if pair not in self._touching_at_reference:
-                return Collision(_body_of(m, pair[0]), _body_of(m, pair[1]), distance)
-        for (robot, scenery), gap in zip(self._pairs, self._gap, strict=True):
-            distance = self._distance(robot, scenery)
-            if distance < gap:
-                return Collision(_body_of(m, robot), _body_of(m, scenery), distance)
         return None
 
     def clear(self, positions: Mapping[str, float]) -> bool:
