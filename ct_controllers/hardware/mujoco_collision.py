@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import mujoco
 import numpy as np
 
+from ct_controllers.hardware.mujoco_scene import FLOOR_GEOM, TABLE_GEOM
 from ct_controllers.hardware.mujoco_system import SCENE, MujocoSystem
 from ct_controllers.types import FloatArray
 
@@ -199,7 +200,10 @@ class SceneClearance:
     from their masters by the scene's joint equalities.
 
     ``base``: the base link (a name the scene may have fused into the world: then the world).
-    Not thread-safe (one scratch ``MjData``).
+    The scene's shapes are the world's and the free objects'; where the base is the world itself
+    (a URDF whose root link is named "world", or fused into it), the world's shapes other than
+    the floor, the table (by the names the scene builder gives them) and planes are the robot's
+    base, as a base body's are. Not thread-safe (one scratch ``MjData``).
     """
 
     def __init__(
@@ -235,11 +239,15 @@ class SceneClearance:
             raise ValueError(f"joints {unknown} are not in the scene")
         base_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, base)
         base_id = max(base_id, 0)  # fused into the world
-        robot = [
-            g
-            for g in range(m.ngeom)
-            if m.geom_bodyid[g] != 0 and int(m.geom_bodyid[g]) not in self._free_bodies
-        ]
+
+        def scenery(g: int) -> bool:
+            body = int(m.geom_bodyid[g])
+            if body != 0 or base_id != 0:
+                return body == 0 or body in self._free_bodies
+            plane = int(m.geom_type[g]) == mujoco.mjtGeom.mjGEOM_PLANE
+            return plane or m.geom(g).name in (FLOOR_GEOM, TABLE_GEOM)
+
+        robot = [g for g in range(m.ngeom) if not scenery(g)]
         self._robot = set(robot)
         self._above = [g for g in robot if m.geom_bodyid[g] != base_id] if plane else []
         scenery = [g for g in range(m.ngeom) if g not in self._robot]

@@ -49,6 +49,8 @@ from ct_controllers.model.payload import Payload
 from ct_controllers.types import FloatArray
 
 CUBE_BODY = "cube"
+FLOOR_GEOM = "floor"
+TABLE_GEOM = "table"
 # The scene without a robot-derived one (objects=None): the bundled arm's, as it was before the
 # scene was derived from the robot (hardware/grasp_scene.py derives the same for that arm).
 CUBE_HALF_SIZE = 0.025  # [m]
@@ -327,13 +329,13 @@ def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None) -> None:
     world.add_light(pos=[0, 0, 3], dir=[0, 0, -1])
     if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in world.geoms):  # an MJCF's own
         world.add_geom(
-            name="floor",
+            name=FLOOR_GEOM,
             type=mujoco.mjtGeom.mjGEOM_PLANE,
             size=[3, 3, 0.1],
             pos=[0, 0, FLOOR_HEIGHT],
         )
     world.add_geom(
-        name="table",
+        name=TABLE_GEOM,
         type=mujoco.mjtGeom.mjGEOM_BOX,
         size=list(table_size),
         pos=list(table_center),
