@@ -240,14 +240,14 @@ class SceneClearance:
         base_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, base)
         base_id = max(base_id, 0)  # fused into the world
 
-        def scenery(g: int) -> bool:
+        def of_the_scene(g: int) -> bool:
             body = int(m.geom_bodyid[g])
             if body != 0 or base_id != 0:
                 return body == 0 or body in self._free_bodies
-            plane = int(m.geom_type[g]) == mujoco.mjtGeom.mjGEOM_PLANE
-            return plane or m.geom(g).name in (FLOOR_GEOM, TABLE_GEOM)
+            flat = int(m.geom_type[g]) == mujoco.mjtGeom.mjGEOM_PLANE
+            return flat or m.geom(g).name in (FLOOR_GEOM, TABLE_GEOM)
 
-        robot = [g for g in range(m.ngeom) if not scenery(g)]
+        robot = [g for g in range(m.ngeom) if not of_the_scene(g)]
         self._robot = set(robot)
         self._above = [g for g in robot if m.geom_bodyid[g] != base_id] if plane else []
         scenery = [g for g in range(m.ngeom) if g not in self._robot]
