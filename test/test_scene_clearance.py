@@ -160,3 +160,46 @@ def test_without_the_plane_rule_only_the_scenes_shapes_count(model: mujoco.MjMod
     assert inside.distance == pytest.approx(expected, abs=1e-6)
     cube = check.check({"pan": 0.0, "lift": -0.07})
     assert cube is not None and cube.body2 == "cube"
+
+
+# A mesh of scattered points on an arm tilting about y at 0.3 m: its lowest point is a vertex's.
+MESH_POINTS = np.random.default_rng(7).uniform(-0.05, 0.05, (20, 3)) + np.array([0.25, 0, 0])
+MESH_SCENE = f"""
+<mujoco>
+  <asset>
+    <mesh name="points" vertex="{" ".join(f"{v:.6f}" for v in MESH_POINTS.ravel())}"/>
+  </asset>
+  <worldbody>
+    <body name="base">
+      <geom type="box" size="0.05 0.05 0.05" pos="-0.3 0 0.05" mass="1"/>
+      <body name="arm" pos="0 0 0.3">
+        <joint name="tilt" type="hinge" axis="0 1 0"/>
+        <geom type="mesh" mesh="points" mass="0.1"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_a_mesh_is_as_low_as_its_lowest_vertex() -> None:
+    """A mesh's height above the plane is its lowest vertex's (not its bounding box's): over
+    tilts that bring it near the plane, the check is clear exactly where the lowest of the
+    points the mesh was made of (placed here by the hinge's rotation, not by MuJoCo) is at least
+    CLEARANCE up, and otherwise reports that height within float32 rounding."""
+    model = mujoco.MjModel.from_xml_string(MESH_SCENE)
+    check = SceneClearance(model, "base", {"tilt": 0.0}, CLEARANCE)
+    verdicts = set()
+    for tilt in np.linspace(0.5, 1.6, 111):
+        rotation_z = np.array([-math.sin(tilt), 0.0, math.cos(tilt)])  # R_y(tilt)'s z row
+        lowest = 0.3 + float(np.min(MESH_POINTS @ rotation_z))
+        if abs(lowest - CLEARANCE) < 1e-5:
+            continue
+        found = check.check({"tilt": float(tilt)})
+        verdicts.add(found is None)
+        if lowest >= CLEARANCE:
+            assert found is None, (tilt, lowest, found)
+        else:
+            assert found is not None and found.body1 == "arm" and found.body2 == PLANE
+            assert found.distance == pytest.approx(lowest, abs=1e-6)
+    assert verdicts == {True, False}

@@ -26,6 +26,7 @@ poses a bench samples: the free objects (the cube) count too, and every robot sh
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -184,8 +185,8 @@ class SceneClearance:
     whose top is the plane z = 0 and the free objects (the cube) where they start. Clear when
 
     - every robot shape but the base body's lies ≥ ``clearance`` above the plane z = 0 (its
-      lowest point by its bounding box: conservative), unless ``plane`` is False (then only the
-      scene's shapes count: the table, not the plane beyond it);
+      lowest point: a mesh's lowest vertex, a primitive's in closed form), unless ``plane`` is
+      False (then only the scene's shapes count: the table, not the plane beyond it);
     - every robot shape is ≥ ``clearance`` from every shape of the scene (floor, table, free
       objects; MuJoCo's ``mj_geomDistance``, signed: negative inside);
     - no two robot shapes are in contact (MuJoCo's collision; a body and its parent are not
@@ -250,13 +251,21 @@ class SceneClearance:
         robot = [g for g in range(m.ngeom) if not of_the_scene(g)]
         self._robot = set(robot)
         self._above = [g for g in robot if m.geom_bodyid[g] != base_id] if plane else []
+        self._vertices: dict[int, np.ndarray] = {}  # mesh geom → its vertices, geom frame [m]
+        for g in self._above:
+            mesh = int(m.geom_dataid[g])
+            if int(m.geom_type[g]) == mujoco.mjtGeom.mjGEOM_MESH and mesh >= 0:
+                start, count = int(m.mesh_vertadr[mesh]), int(m.mesh_vertnum[mesh])
+                self._vertices[g] = np.asarray(m.mesh_vert[start : start + count], dtype=float)
         scenery = [g for g in range(m.ngeom) if g not in self._robot]
         self._pairs = [(r, s) for r in robot for s in scenery]
         self._fromto = np.zeros(6)
         self._pose({})
         lowest, distances = self._lowest(), self._distances()
         self._floor = np.where(lowest < clearance, lowest - REFERENCE_SLACK, clearance)
-        movable = np.array([int(m.geom_bodyid[s]) in self._free_bodies for _, s in self._pairs])
+        movable = np.array(
+            [int(m.geom_bodyid[s]) in self._free_bodies for _, s in self._pairs], dtype=bool
+        )
         self._gap = np.where(
             (distances < clearance) & ~movable, distances - REFERENCE_SLACK, clearance
         )
@@ -279,12 +288,28 @@ class SceneClearance:
         mujoco.mj_forward(m, d)
 
     def _lowest(self) -> np.ndarray:
+        """Each of ``_above``'s lowest point [m] (world z): a mesh's lowest vertex (its convex
+        hull's, the shape MuJoCo collides), a sphere's, capsule's or cylinder's in closed form,
+        another shape's bounding box's (exact for a box)."""
         m, d = self.model, self.data
         lowest = np.empty(len(self._above))
         for i, g in enumerate(self._above):
-            center, half = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
             rotation = d.geom_xmat[g].reshape(3, 3)
-            lowest[i] = (d.geom_xpos[g] + rotation @ center)[2] - np.abs(rotation[2]) @ half
+            z = float(d.geom_xpos[g][2])
+            kind, size = int(m.geom_type[g]), m.geom_size[g]
+            vertices = self._vertices.get(g)
+            if vertices is not None:
+                lowest[i] = z + float(np.min(vertices @ rotation[2]))
+            elif kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+                lowest[i] = z - size[0]
+            elif kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
+                lowest[i] = z - abs(rotation[2, 2]) * size[1] - size[0]
+            elif kind == mujoco.mjtGeom.mjGEOM_CYLINDER:
+                tilt = math.sqrt(max(0.0, 1.0 - rotation[2, 2] ** 2))
+                lowest[i] = z - abs(rotation[2, 2]) * size[1] - size[0] * tilt
+            else:
+                center, half = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
+                lowest[i] = z + rotation[2] @ center - np.abs(rotation[2]) @ half
         return lowest
 
     def _distance(self, robot: int, scenery: int) -> float:
@@ -292,7 +317,9 @@ class SceneClearance:
         return mujoco.mj_geomDistance(self.model, self.data, robot, scenery, distmax, self._fromto)
 
     def _distances(self) -> np.ndarray:
-        return np.array([self._distance(robot, scenery) for robot, scenery in self._pairs])
+        return np.array(
+            [self._distance(robot, scenery) for robot, scenery in self._pairs], dtype=float
+        )
 
     def _self_contacts(self) -> dict[tuple[int, int], float]:
         d = self.data
