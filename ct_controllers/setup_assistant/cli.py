@@ -152,7 +152,7 @@ def _description(
         arguments=arguments,
     )
     if frames:
-        why += "; fingertip frames added"
+        why += "; frames added (" + ", ".join(f.link for f in frames) + ")"
     return path, text, DEFAULT_BACKEND, why
 
 
