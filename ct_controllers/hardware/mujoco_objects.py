@@ -55,6 +55,7 @@ class ObjectSensor:
         if model is None:
             raise RuntimeError("configure the MuJoCo backend before attaching sensors")
         self.system = system
+        self.finger_names = tuple(finger_bodies)  # the order of the contact forces
         self.body_id = _body_id(model, body)
         self.finger_ids = tuple(_body_id(model, name) for name in finger_bodies)
         self._force = np.zeros(6)

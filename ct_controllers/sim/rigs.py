@@ -24,6 +24,7 @@ from typing import Any
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware import cia402
 from ct_controllers.hardware.canopen.system import CanopenCia402System
+from ct_controllers.hardware.mujoco_objects import ObjectSensor
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import RobotDescription, load_description
 from ct_controllers.model.payload import Payload
@@ -132,9 +133,9 @@ class Rig:
             raise ValueError(f"the {self.backend} rig has no object model (its scene has a cube)")
 
     def contact_forces(self) -> dict[str, float]:
-        """Finger joint → the normal force [N] between it and the object, as the plant knows
-        it (MuJoCo: its object sensor's; the plant rigs: their contact model's); empty without
-        an object."""
+        """Finger → the normal force [N] between it and the object, as the plant knows it (the
+        plant rigs: their contact model's, by finger joint; MuJoCo: its object sensor's, by the
+        finger's body — a mimic follower's and a fixed jaw's too); empty without an object."""
         if isinstance(self.plant, PlantProcess):
             return dict(self.plant.report()["contact"])
         if isinstance(self.plant, SimulatedDrives | DrivesProcess):
@@ -145,7 +146,8 @@ class Rig:
         forces = sensor.observe().contact_forces
         if forces is None:
             return {}
-        return dict(zip(self.config.gripper_joints, forces.tolist(), strict=True))
+        assert isinstance(sensor, ObjectSensor)  # MuJoCo's
+        return dict(zip(sensor.finger_names, forces.tolist(), strict=True))
 
     def brought_up(self) -> Rig:
         """Configure and activate the stack; if that fails, close what was opened (the plant
