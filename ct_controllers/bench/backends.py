@@ -12,7 +12,8 @@ Scenarios, each from rest at the home pose, in this order on one rig per backend
   the reference limits); ok when the motion succeeded and every arm joint of the plant is
   within 0.01 rad of its goal (MoveJoints' tolerance) within 2 s of its end. Error: the
   largest |q − goal| [rad] of the plant's own positions then.
-- ``cartesian``: a TCP target 5 cm away, orientation kept, through the chain factory's chain (QP
+- ``cartesian``: a TCP target ~5 cm away (a least-squares joint step toward it, orientation kept:
+  one the arm can reach), through the chain factory's chain (QP
   differential IK → the stack's joint controller, what MoveToPose runs); ok when the chain's
   error stays within 3 mm and 0.01 rad for 0.3 s within 6 s. Error: the plant's TCP (an
   independent FK of its own positions) to the target [m].
@@ -110,6 +111,21 @@ class Row:
     unit: str
     seconds: float
     message: str
+
+
+def reachable_offset_target(
+    model: RobotModel, arm_joints: Sequence[str], q: np.ndarray
+) -> np.ndarray:
+    """The Cartesian scenario's target (4x4, base frame): the TCP pose at q + J⁺ [OFFSET; 0],
+    one least-squares step of the arm joints toward OFFSET with the orientation kept (within
+    their limits) — OFFSET itself to first order on an arm of six joints or more, and on fewer
+    (the SO-101's five) the nearest pose the arm can take, never one it cannot."""
+    arm = model.indices(arm_joints)
+    jacobian = model.frame_jacobian(q)[:, arm]
+    step = np.linalg.pinv(jacobian) @ np.concatenate([OFFSET, np.zeros(3)])
+    moved = np.array(q, dtype=float)
+    moved[arm] = np.clip(q[arm] + step, model.limits.lower[arm], model.limits.upper[arm])
+    return model.frame_pose(moved).copy()
 
 
 class Scenarios:
@@ -213,8 +229,7 @@ class Scenarios:
         snapshot = self.loop.snapshot()
         assert snapshot is not None
         model = self.model.with_own_data()
-        target = model.frame_pose(snapshot.position).copy()
-        target[:3, 3] += OFFSET
+        target = reachable_offset_target(model, self.config.arm_joints, snapshot.position)
         chain = tcp_target_chain(
             model,
             self.rig.stack.controller,
