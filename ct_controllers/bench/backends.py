@@ -73,10 +73,12 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ct_controllers.bench.grasp import robot_scene, top_down_grasp, worker_pool
+from ct_controllers.bench.grasp import fingertip_scene, robot_scene, top_down_grasp, worker_pool
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
 from ct_controllers.config import RealtimeSettings, load_config
+from ct_controllers.hardware.mujoco_objects import ObjectSensor
+from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.control_loop import CANCELED, PREEMPTED, RUNNING, SUCCEEDED
@@ -278,8 +280,13 @@ class Scenarios:
             self.rig.place_object(OBJECT_WIDTH)
         runner = build_grasp_runner(stack, stack.controllers[self.config.default_controller])
         # The cube where the robot's scene puts it (MuJoCo's; the plants' is between the
-        # fingers wherever they are), the grasp pose from that scene (grip offset, height).
+        # fingers wherever they are), the grasp pose from that scene (grip offset, height:
+        # in MuJoCo, high enough for the fingers' reach past the TCP to clear the table).
         scene = robot_scene(self.config)
+        inner = self.rig.injector.inner
+        sensor = inner.object_sensor() if isinstance(inner, MujocoSystem) else None
+        if isinstance(inner, MujocoSystem) and isinstance(sensor, ObjectSensor):
+            scene = fingertip_scene(self.config, inner, sensor)
         x, y = scene.cube_start
         goal = GraspGoal(grasp_pose=top_down_grasp(x, y, 0.0, scene), grasp_effort=GRASP_EFFORT)
         runner.task.start(goal)

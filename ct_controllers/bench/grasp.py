@@ -188,9 +188,16 @@ def grasp_setup(
     )
     if install:
         stack.loop.switch_controller(runner)
-    # The fingers' reach past the TCP, at the home pose (the fingers open as they approach).
+    return GraspSetup(stack, task, runner, sensor, fingertip_scene(config, hardware, sensor))
+
+
+def fingertip_scene(
+    config: StackConfig, hardware: MujocoSystem, sensor: ObjectSensor
+) -> GraspScene:
+    """The robot's grasp scene with its grasp height for the fingers' reach past the TCP, at
+    the present pose (home: the fingers open as they approach), in ``hardware``'s scene."""
     depth = fingertip_depth(hardware, sensor.finger_ids, config.tcp_frame)
-    return GraspSetup(stack, task, runner, sensor, with_fingertips(robot_scene(config), depth))
+    return with_fingertips(robot_scene(config), depth)
 
 
 def run_trial(
