@@ -117,43 +117,33 @@ def _description(
                 f"{tree.source} has {len(tree.plugins)} <ros2_control> blocks; the stack reads "
                 "exactly one: leave ours alone in it"
             )
-        why = f"its own <ros2_control> block ({named[0]})"
+        backend, why = ours[named[0]], f"its own <ros2_control> block ({named[0]})"
         if not frames and not arguments:
-            return tree.source, None, ours[named[0]], why
-        text = wrapper_xacro(
-            tree.name,
-            tree.source,
-            chain.joint_names,
-            chain.followers,
-            plugins,
-            ours[named[0]],
-            frames=frames,
-            ros2_control=False,
-            arguments=arguments,
-        )
-        added = "; frames added" if frames else ""
-        given = "; its xacro arguments kept" if arguments else ""
-        return out / _file_name(tree.name), text, ours[named[0]], why + added + given
-    if DEFAULT_BACKEND not in plugins:
-        raise SetupError(f"no hardware plugin for backend '{DEFAULT_BACKEND}' is installed")
-    if tree.plugins:
-        why = f"its <ros2_control> block names {', '.join(tree.plugins)}, not a plugin of ours"
+            return tree.source, None, backend, why
     else:
-        why = "it has no <ros2_control> block"
-    path = out / _file_name(tree.name)
+        if DEFAULT_BACKEND not in plugins:
+            raise SetupError(f"no hardware plugin for backend '{DEFAULT_BACKEND}' is installed")
+        backend = DEFAULT_BACKEND
+        if tree.plugins:
+            why = f"its <ros2_control> block names {', '.join(tree.plugins)}, not a plugin of ours"
+        else:
+            why = "it has no <ros2_control> block"
     text = wrapper_xacro(
         tree.name,
         tree.source,
         chain.joint_names,
         chain.followers,
         plugins,
-        DEFAULT_BACKEND,
+        backend,
         frames=frames,
+        ros2_control=not named,  # the included URDF carries ours already
         arguments=arguments,
     )
     if frames:
         why += "; frames added (" + ", ".join(f.link for f in frames) + ")"
-    return path, text, DEFAULT_BACKEND, why
+    if arguments:
+        why += "; its xacro arguments kept"
+    return out / _file_name(tree.name), text, backend, why
 
 
 def _with_followers(name: str, chain: Chain) -> str:
