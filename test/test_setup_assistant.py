@@ -590,7 +590,8 @@ def test_a_lone_jaw_at_the_chain_tip_is_the_gripper(
     """A single revolute jaw against a fixed one, the last joint of the chain (no branch in the
     tree): the SO-100, SO-101 and Unitree Z1 of example-robot-data. The jaw is the gripper, not
     an arm joint, and the TCP is fixed to the link the jaw hangs on (the jaw does not move it);
-    an arm whose last joint is not named like a jaw (the UR5's wrist_3) keeps it."""
+    an arm whose last joint is not named like a jaw (the UR5's wrist_3), or whose joints are all
+    named so (a finger robot), keeps it."""
     from ct_controllers.setup_assistant.chain import discover_chain
     from ct_controllers.setup_assistant.urdf_tree import read_robot
 
@@ -606,6 +607,9 @@ def test_a_lone_jaw_at_the_chain_tip_is_the_gripper(
     )
     assert ur5.gripper_joints == () and ur5.arm_joints[-1] == "wrist_3_joint"
     assert discover_chain(tree, gripper=[]).gripper_joints == ()
+    # A finger robot (TriFinger's finger_edu): every joint named "finger_...", none set apart.
+    finger = read_robot(example_robot_path("robots/finger_edu_description/robots/finger_edu.urdf"))
+    assert discover_chain(finger).gripper_joints == ()
 
 
 @pytest.mark.parametrize(

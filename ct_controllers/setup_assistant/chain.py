@@ -141,15 +141,18 @@ def _branch_gripper(tree: RobotTree, base: str, tip: str) -> tuple[str, list[str
 def _tip_jaw(tree: RobotTree, base: str, tip: str) -> UrdfJoint | None:
     """The last movable joint on the path base → ``tip`` when it is a lone jaw: no movable joint
     below it, at least one movable (arm) joint above it, and its or its link's name gripper-like
-    (:data:`JAW_NAMES`)."""
+    (:data:`JAW_NAMES`) where the name of the joint before it is not."""
     moving = [j for j in tree.path(base, tip) or () if j.movable]
     if len(moving) < 2:
         return None
-    last = moving[-1]
+    last, before = moving[-1], moving[-2]
     if _movable_count(tree.joints_below(last.child)) or last.mimic is not None:
         return None
+
     named = JAW_NAMES.search(last.name.lower()) or JAW_NAMES.search(last.child.lower())
-    return last if named else None
+    # The name must set it apart: a finger robot's joints are all "finger_..." (TriFinger's);
+    # the wrist before a jaw may carry the "gripper" link (the SO-100's), not such a name.
+    return last if named and not JAW_NAMES.search(before.name.lower()) else None
 
 
 def _longest_tip(tree: RobotTree, base: str, excluded: set[str]) -> str:

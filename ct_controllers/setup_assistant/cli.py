@@ -32,6 +32,7 @@ from ct_controllers.controllers.gripper import (
     sampled_finger_gains,
 )
 from ct_controllers.errors import CtError
+from ct_controllers.model.description import DescriptionError
 from ct_controllers.model.grip_geometry import GripGeometryError, found_width_frames, grip_geometry
 from ct_controllers.setup_assistant import friction
 from ct_controllers.setup_assistant.chain import Chain, discover_chain
@@ -247,7 +248,10 @@ def _jaw_frames(
             return None
         except GripGeometryError:
             pass
-    return jaw_tip_frames(tree, chain, design.model, tree.source.parent)
+    try:
+        return jaw_tip_frames(tree, chain, design.model, tree.source.parent)
+    except DescriptionError:  # MuJoCo cannot build it: no frames (the home's note says why)
+        return None
 
 
 def _tool_frame(
