@@ -218,6 +218,37 @@ def test_plugins_resolve_by_name():
     assert "ct_controllers/MujocoSystem" in known_plugins(HARDWARE)
 
 
+def test_a_plugin_installed_while_the_process_runs_is_found_and_a_removed_one_forgotten(
+    tmp_path, monkeypatch
+):
+    """The installed packages' entry points are scanned once and kept (a scan reads every
+    distribution's metadata: 20-60 ms), yet a package that appears in a folder already on
+    ``sys.path`` (its ``.dist-info`` with an ``entry_points.txt``, as pip writes it) is found
+    by the next lookup, and once the folder leaves ``sys.path`` its plugin is unknown again."""
+    import os
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = "ct_cache_probe/Impedance"
+    assert name not in known_plugins(CONTROLLERS)
+    info = tmp_path / "ct_cache_probe-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ct-cache-probe\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[ct_controllers.controllers]\n"
+        f"{name} = ct_controllers.controllers.joint_impedance:JointImpedanceController\n"
+    )
+    # A folder's new contents are told by its modification time, as importlib.metadata tells
+    # them; a later one than the scan's, whatever the file system's clock granularity.
+    stamp = os.stat(tmp_path).st_mtime_ns + 10**9
+    os.utime(tmp_path, ns=(stamp, stamp))
+    assert name in known_plugins(CONTROLLERS)
+    assert load_plugin(CONTROLLERS, name) is JointImpedanceController
+    monkeypatch.undo()
+    assert name not in known_plugins(CONTROLLERS)
+    with pytest.raises(UnknownPluginError):
+        load_plugin(CONTROLLERS, name)
+
+
 def test_unknown_hardware_plugin_lists_the_known_ones():
     """An unknown plugin name raises UnknownPluginError naming it and listing the known."""
     with pytest.raises(UnknownPluginError) as info:

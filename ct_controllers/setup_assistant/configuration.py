@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from ct_controllers.controllers.computed_torque import ComputedTorqueController
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.parameter_schema import ParameterSchema, section_schema
-from ct_controllers.plugins import CONTROLLERS
+from ct_controllers.plugins import CONTROLLERS, plugin_entry_points
 from ct_controllers.references.trajectory_controller_parameters import (
     JOINT_TRAJECTORY_CONTROLLER,
 )
@@ -60,7 +59,7 @@ def rounded(values: np.ndarray) -> list[float]:
 
 def controller_type(cls: object) -> str:
     """The plugin name registered for a controller class (as the YAML's ``type`` names it)."""
-    for entry_point in entry_points(group=CONTROLLERS):
+    for entry_point in plugin_entry_points(CONTROLLERS):
         if entry_point.load() is cls:
             return entry_point.name
     raise LookupError(f"{cls!r} is not registered in {CONTROLLERS}")

@@ -11,12 +11,11 @@ MuJoCo scene refuse it there): it follows its master, written as a comment besid
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 from xml.sax.saxutils import quoteattr
 
-from ct_controllers.plugins import HARDWARE
+from ct_controllers.plugins import HARDWARE, plugin_entry_points
 
 COMMANDS = ("effort", "position")
 
@@ -37,7 +36,7 @@ def hardware_plugins() -> dict[str, str]:
     """``backend:`` value → hardware plugin name, for every installed hardware plugin that
     names its backend (one that cannot be imported here is left out)."""
     plugins: dict[str, str] = {}
-    for entry_point in sorted(entry_points(group=HARDWARE), key=lambda e: e.name):
+    for entry_point in sorted(plugin_entry_points(HARDWARE), key=lambda e: e.name):
         try:
             backend = getattr(entry_point.load(), "BACKEND", None)
         except ImportError:

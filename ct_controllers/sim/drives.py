@@ -96,6 +96,7 @@ SUBSTEP = 0.0005  # [s] integration step of the motor model
 DRIVES_PRIORITY = 55
 WATCH_PERIOD = 0.002  # [s] the drives' own timer: heartbeat consumer checks, the motors' steps
 MAX_STEP = 0.05  # [s] longest motor step at once (a stalled simulation does not leap)
+NOTIFIER_CYCLE = 0.05  # [s] longest wait of the network's receive thread for a frame
 
 
 def least_inertia(model: RobotModel, samples: int = 64) -> np.ndarray:
@@ -422,6 +423,10 @@ class SimulatedDrives:
         self.friction = drive_friction(model, least)
         self.dynamics = RotorDynamics(model, self.rotor)
         self.network = canopen.Network()
+        # The receive thread checks for its stop between reads of at most this long: canopen's
+        # 1 s held close() (disconnect() joins the thread) for a whole second on a bus the stack
+        # had already left, every rig.
+        self.network.NOTIFIER_CYCLE = NOTIFIER_CYCLE
         with threads_started_with(priority) as scheduling:  # its receive thread
             self.scheduling = scheduling
             self.network.connect(interface=interface, channel=channel)
