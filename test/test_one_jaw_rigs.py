@@ -237,10 +237,13 @@ def test_a_revolute_jaw_moves_on_canopen_torque(
     revolute_config_path: str, frozen_heap: None
 ) -> None:
     """On the CANopen torque rig the revolute jaw, moved by the joint controller from its home
-    0.25 rad to 0.45 rad, is within 0.015 rad of it 1.5 s after the move began and stays
-    there (the drive's torque resolution, 1 ‰ of its 2 N·m rated torque, is 0.015 rad of the
-    0.0675 N·m/rad designed for it at 100 Hz); before the drives were sized for their joints
-    (0.1 kg·m² and 0.5 N·m·s/rad on a jaw of 1.7e-4 kg·m²) it was at 0.31 rad after 3 s."""
+    0.25 rad to 0.45 rad, is within 0.0125 rad of it 1.5 s after the move began and stays
+    there (measured 0.0096-0.0097: the jaw still settling). The drive's torque step, 1 ‰ of its
+    2 N·m rated torque, is 0.03 rad of the 0.0675 N·m/rad designed for it at 100 Hz: rounded, it
+    left a dead band of half that (the bound was 0.015); with the rounding error carried into
+    the next command (cia402.TorqueQuantizer) the mean torque is the commanded one. Before the
+    drives were sized for their joints (0.1 kg·m² and 0.5 N·m·s/rad on a jaw of 1.7e-4 kg·m²)
+    it was at 0.31 rad after 3 s."""
     rig = make_rig("canopen", config_path=revolute_config_path)
     try:
         loop = rig.stack.loop
@@ -252,6 +255,9 @@ def test_a_revolute_jaw_moves_on_canopen_torque(
             assert loop.fault is None, loop.fault
             if tick * rig.config.period >= 1.5:
                 errors.append(abs(rig.true_positions()[JAW] - 0.45))
-        assert max(errors) <= 0.015, max(errors)
+        print(
+            f"revolute jaw on CANopen torque: at most {max(errors):.4f} rad from 0.45 after 1.5 s"
+        )
+        assert max(errors) <= 0.0125, max(errors)
     finally:
         rig.close()
