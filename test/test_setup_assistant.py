@@ -739,3 +739,47 @@ def test_xacro_arguments_are_used_and_kept_in_the_written_xacro(tmp_path: Path) 
     assert (
         '<xacro:arg name="prefix" default="left_"/>' in Path(config.robot_description).read_text()
     )
+
+
+ROBOT_UR5_JOINTS = (
+    "shoulder_pan_joint",
+    "shoulder_lift_joint",
+    "elbow_joint",
+    "wrist_1_joint",
+    "wrist_2_joint",
+    "wrist_3_joint",
+)
+
+
+def test_a_xacro_with_our_block_and_arguments_gets_a_wrapper_without_a_second_block(
+    tmp_path: Path,
+) -> None:
+    """A xacro that carries a <ros2_control> block of ours and needs an argument (the prefixed
+    UR5, its block naming the prefixed joints): the stack expands a description with
+    ``backend`` alone, so ct-setup writes a wrapper that declares the argument — and adds no
+    block of its own: the expanded description has exactly the one block, ours, whose joints
+    are the configuration's."""
+    urdf = _prefixed_xacro(tmp_path)
+    joints = [f"$(arg prefix){j}" for j in ROBOT_UR5_JOINTS]
+    block = (
+        '<ros2_control name="ours" type="system"><hardware><plugin>ct_controllers/MujocoSystem'
+        "</plugin></hardware>"
+        + "".join(
+            f'<joint name="{j}"><command_interface name="effort"/>'
+            '<state_interface name="position"/><state_interface name="velocity"/></joint>'
+            for j in joints
+        )
+        + "</ros2_control></robot>"
+    )
+    urdf.write_text(urdf.read_text().replace("</robot>", block))
+    out = tmp_path / "out"
+    code, printed = _quietly(str(urdf), "-o", str(out), "prefix:=right_")
+    assert code == 0, printed
+    assert "its own <ros2_control> block" in printed and "xacro arguments kept" in printed
+    config = load_config(out / "controllers.yaml")
+    assert Path(config.robot_description).parent == out.resolve()
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    blocks = ET.fromstring(description.urdf).findall("ros2_control")
+    assert len(blocks) == 1 and blocks[0].get("name") == "ours"
+    assert description.hardware.joint_names == config.joint_names
+    assert config.arm_joints == tuple(f"right_{j}" for j in ROBOT_UR5_JOINTS)
