@@ -7,6 +7,7 @@ model) and is read-only for the tests that use it.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 
@@ -120,3 +121,16 @@ def cube_distances(
         )
         found.append((distance, model.body(model.geom_bodyid[nearest]).name))
     return found
+
+
+def continuous_wrist(urdf: str) -> str:
+    """The UR5's URDF text with wrist_3_joint made continuous (its position limits dropped, its
+    effort and velocity limits kept)."""
+    pattern = re.compile(
+        r'(<joint name="wrist_3_joint" type=")revolute(">.*?<limit[^>]*?)'
+        r' lower="[^"]*" upper="[^"]*"',
+        re.S,
+    )
+    edited, count = pattern.subn(r"\1continuous\2", urdf)
+    assert count == 1
+    return edited

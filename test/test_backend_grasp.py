@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from backends import run_grasp
 from ros_helpers import bridge_node, pose_message, ros_client
 
 from ct_controllers.bench.grasp import top_down_grasp
@@ -66,22 +67,16 @@ def test_a_grasp_runs_end_to_end_with_the_grip_force_asked(rig: Rig) -> None:
     )
     loop.switch_controller(runner)
     fingers = stack.model.indices(FINGERS)
-    chunk = max(1, round(0.01 / rig.config.period))
     contact: list[list[float]] = []
     measured: list[np.ndarray] = []
-    for _ in range(round(30.0 / (chunk * rig.config.period))):
-        loop.run_ticks(chunk)
-        assert loop.fault is None, loop.fault
-        task = runner.task
-        if task.finished:
-            break
-        if task.phase is Phase.HOLD and task.stage == "hold" and len(contact) < 5:
-            contact.append(list(rig.contact_forces().values()))
-            snapshot = loop.snapshot()
-            assert snapshot is not None
-            measured.append(snapshot.measured_effort[fingers])
-    loop.switch_controller(stack.controller)
-    task = runner.task
+
+    def sample() -> None:
+        contact.append(list(rig.contact_forces().values()))
+        snapshot = loop.snapshot()
+        assert snapshot is not None
+        measured.append(snapshot.measured_effort[fingers])
+
+    task = run_grasp(rig, runner, sample)
     assert task.phase is Phase.DONE, task.failure
     assert contact, "never in the hold stage"
     print(f"{rig.backend}/{rig.extra['mode']}: contact {contact[-1]}, measured {measured[-1]}")

@@ -7,13 +7,12 @@ cross-process virtual CAN link, injections and checks included."""
 from __future__ import annotations
 
 import os
-import re
 
 import canopen
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import new_robot_model
+from helpers import continuous_wrist, new_robot_model
 
 from ct_controllers.bench.backends import realtime_thread
 from ct_controllers.bench.robots import example_robot_path
@@ -143,13 +142,7 @@ def test_a_continuous_joints_step_is_the_revolute_joints_step() -> None:
     step with RotorDynamics (ABA) ends within 1e-9 of the revolute model's, and the angle stays
     unwrapped (the step from θ beyond π ends near θ, not 2π away)."""
     text = example_robot_path("ur_description/urdf/ur5_robot.urdf").read_text()
-    pattern = re.compile(
-        r'(<joint name="wrist_3_joint" type=")revolute(">.*?<limit[^>]*?)'
-        r' lower="[^"]*" upper="[^"]*"',
-        re.S,
-    )
-    continuous_urdf, count = pattern.subn(r"\1continuous\2", text)
-    assert count == 1
+    continuous_urdf = continuous_wrist(text)
     continuous, revolute = RobotModel(continuous_urdf), RobotModel(text)
     assert continuous.continuous_joints == ("wrist_3_joint",) and revolute.model.nq == 6
     assert continuous.model.nq == 7

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from backends import run_grasp
 from test_one_jaw_gripper import JAW, one_jaw_urdf
 
 from ct_controllers.bench.grasp import robot_scene, top_down_grasp
@@ -38,9 +39,15 @@ GRASPING = [("ros2_control_bridge", "effort"), ("canopen", "torque"), ("canopen"
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """ct-setup's configuration of the prismatic one-jaw variant."""
-    out = tmp_path_factory.mktemp("one_jaw")
-    urdf = out / "prismatic.urdf"
-    urdf.write_text(one_jaw_urdf("prismatic"))
+    return _one_jaw_config(tmp_path_factory, "prismatic")
+
+
+def _one_jaw_config(tmp_path_factory: pytest.TempPathFactory, kind: str) -> str:
+    """``ct-setup --gripper JAW`` of the one-jaw variant ``kind`` (prismatic | revolute), in a
+    folder of its own; the path of the controllers.yaml it wrote."""
+    out = tmp_path_factory.mktemp(f"one_jaw_{kind}")
+    urdf = out / f"{kind}.urdf"
+    urdf.write_text(one_jaw_urdf(kind))
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
         code = setup_main([str(urdf), "-o", str(out / "config"), "--gripper", JAW])
@@ -99,18 +106,8 @@ def test_a_grasp_with_one_jaw_runs_on_the_plant_rigs(rig: Rig, scene: GraspScene
         GraspGoal(grasp_pose=top_down_grasp(0.5, 0.0, 0.0, scene), grasp_effort=GRASP_EFFORT)
     )
     loop.switch_controller(runner)
-    chunk = max(1, round(0.01 / rig.config.period))
     contact: list[list[float]] = []
-    for _ in range(round(30.0 / (chunk * rig.config.period))):
-        loop.run_ticks(chunk)
-        assert loop.fault is None, loop.fault
-        task = runner.task
-        if task.finished:
-            break
-        if task.phase is Phase.HOLD and task.stage == "hold" and len(contact) < 5:
-            contact.append(list(rig.contact_forces().values()))
-    loop.switch_controller(stack.controller)
-    task = runner.task
+    task = run_grasp(rig, runner, lambda: contact.append(list(rig.contact_forces().values())))
     assert task.phase is Phase.DONE, task.failure
     closed = next(t for t in task.transitions if t.source == Phase.CLOSE)
     assert closed.reason == "fingers stalled on the object", closed
@@ -155,14 +152,7 @@ def test_the_jaw_moves_on_the_bridge_with_position_commands(
 def revolute_config_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """ct-setup's configuration of the revolute one-jaw variant (a 10 cm finger hinged on the
     hand, 0.5 rad, 2 N·m; width frames found: its fingertip and the fixed jaw's)."""
-    out = tmp_path_factory.mktemp("one_revolute_jaw")
-    urdf = out / "revolute.urdf"
-    urdf.write_text(one_jaw_urdf("revolute"))
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        code = setup_main([str(urdf), "-o", str(out / "config"), "--gripper", JAW])
-    assert code == 0, printed.getvalue()
-    return str(out / "config" / "controllers.yaml")
+    return _one_jaw_config(tmp_path_factory, "revolute")
 
 
 def _tip_lever(rig: Rig, jaw_position: float) -> float:
@@ -209,18 +199,12 @@ def test_a_grasp_with_a_revolute_jaw_runs_on_the_plant_rigs(
             GraspGoal(grasp_pose=top_down_grasp(0.5, 0.0, 0.0, scene), grasp_effort=GRASP_EFFORT)
         )
         loop.switch_controller(runner)
-        chunk = max(1, round(0.01 / rig.config.period))
         held: list[tuple[float, float]] = []  # (contact force [N], jaw position [rad])
-        for _ in range(round(30.0 / (chunk * rig.config.period))):
-            loop.run_ticks(chunk)
-            assert loop.fault is None, loop.fault
-            task = runner.task
-            if task.finished:
-                break
-            if task.phase is Phase.HOLD and task.stage == "hold" and len(held) < 5:
-                held.append((rig.contact_forces()[JAW], rig.true_positions()[JAW]))
-        loop.switch_controller(stack.controller)
-        task = runner.task
+        task = run_grasp(
+            rig,
+            runner,
+            lambda: held.append((rig.contact_forces()[JAW], rig.true_positions()[JAW])),
+        )
         assert task.phase is Phase.DONE, task.failure
         closed = next(t for t in task.transitions if t.source == Phase.CLOSE)
         assert closed.reason == "fingers stalled on the object", closed

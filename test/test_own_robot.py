@@ -31,6 +31,7 @@ import yaml
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
+from helpers import continuous_wrist
 from rclpy.action import ActionClient
 from ros_helpers import (
     Client,
@@ -300,16 +301,8 @@ def test_move_to_pose_reaches_a_pose_derived_from_the_robot(robot: Setup, client
 
 def _continuous_wrist(urdf: Path, out: Path) -> Path:
     """The UR5 with wrist_3_joint continuous (its position limits dropped), as a new file."""
-    text = urdf.read_text()
-    pattern = re.compile(
-        r'(<joint name="wrist_3_joint" type=")revolute(">.*?<limit[^>]*?)'
-        r' lower="[^"]*" upper="[^"]*"',
-        re.S,
-    )
-    edited, count = pattern.subn(r"\1continuous\2", text)
-    assert count == 1
     path = out / "ur5_continuous.urdf"
-    path.write_text(edited)
+    path.write_text(continuous_wrist(urdf.read_text()))
     return path
 
 
