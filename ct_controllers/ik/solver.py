@@ -76,7 +76,7 @@ from scipy.linalg import lapack
 
 from ct_controllers.ik.branches import nearest_branch, periodic_joints
 from ct_controllers.model.configuration import ConfigurationMap
-from ct_controllers.model.frames import check_pose, named_frame_id
+from ct_controllers.model.frames import check_pose
 from ct_controllers.model.robot import RobotModel, UnknownNameError
 
 FloatArray = NDArray[np.float64]
@@ -266,10 +266,9 @@ class IkSolver:
         reduced = ConfigurationMap(self._model)
         self._to_pinocchio = reduced.to_pinocchio
         self._data = self._model.createData()
-        frame_id = named_frame_id(self._model, self.frame)
-        if frame_id is None:
+        if not self._model.existFrame(self.frame):
             raise UnknownNameError(f"frame '{self.frame}' does not survive locking {locked}")
-        self._frame_id = frame_id
+        self._frame_id = int(self._model.getFrameId(self.frame))
         # Reduced joint-position index of each solved joint, and where it goes in the full q.
         solved_joints = [self._model.joints[self._model.getJointId(n)] for n in self.solved_joints]
         self._reduced_index = np.array([joint.idx_v for joint in solved_joints], dtype=np.intp)

@@ -111,25 +111,3 @@ def shift_jacobian(jacobian: FloatArray, offset: FloatArray) -> FloatArray:
     shifted = jacobian.copy()
     shifted[:3] -= skew(offset) @ jacobian[3:]
     return shifted
-
-
-# Frame types, most link-like first: a URDF may name a fixed joint like the link it carries
-# (the Unitree Z1's ``gripperStator``), and Pinocchio then holds a FIXED_JOINT and a BODY frame
-# of that name at the same placement; a frame name means the link.
-_FRAME_TYPE_PREFERENCE = (
-    pin.FrameType.BODY,
-    pin.FrameType.OP_FRAME,
-    pin.FrameType.FIXED_JOINT,
-    pin.FrameType.JOINT,
-    pin.FrameType.SENSOR,
-)
-
-
-def named_frame_id(model: pin.Model, name: str) -> int | None:
-    """The id of the frame ``name`` of a Pinocchio model, the link's (BODY) where a joint of
-    the URDF carries the same name; None when there is none."""
-    found = [(index, frame.type) for index, frame in enumerate(model.frames) if frame.name == name]
-    if not found:
-        return None
-    rank = {kind: position for position, kind in enumerate(_FRAME_TYPE_PREFERENCE)}
-    return min(found, key=lambda item: (rank.get(item[1], len(rank)), item[0]))[0]

@@ -29,7 +29,6 @@ import numpy as np
 import pinocchio as pin
 
 from ct_controllers.errors import ConfigError, CtError
-from ct_controllers.model.frames import named_frame_id
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 
@@ -95,9 +94,8 @@ def grip_geometry(model: RobotModel, joints: Sequence[str], frames: Sequence[str
     if len(frames) != 2:
         raise GripGeometryError(f"gripper.width_frames: expected two frame names, got {frames!r}")
     pin_model = model.model
-    found = [named_frame_id(pin_model, name) for name in frames]
-    for name, frame_id in zip(frames, found, strict=True):
-        if frame_id is None:
+    for name in frames:
+        if not pin_model.existFrame(name):
             raise GripGeometryError(f"gripper.width_frames: frame '{name}' is not in the URDF")
     if frames[0] == frames[1]:
         raise GripGeometryError(f"gripper.width_frames: '{frames[0]}' named twice")

@@ -35,7 +35,6 @@ from numpy.typing import NDArray
 from ct_controllers.errors import CtError
 from ct_controllers.model.configuration import ConfigurationMap
 from ct_controllers.model.description import DescriptionError, joint_armature
-from ct_controllers.model.frames import named_frame_id
 from ct_controllers.model.payload import Payload, add_payload
 from ct_controllers.types import FloatArray
 
@@ -133,7 +132,7 @@ class RobotModel:
                     joint = self.model.joints[self.model.getJointId(name)]
                     if joint.nv == 1:
                         self.model.armature[joint.idx_v] = value
-            _rename_shadowing_frames(self.model)
+        _rename_shadowing_frames(self.model)
         self.data = self.model.createData()
         # The payload this model carries at the TCP (:meth:`with_payload`), and the model
         # without it (the same object when there is none; shared read-only by the copies).
@@ -273,11 +272,10 @@ class RobotModel:
 
     def frame_id(self, frame_name: str) -> int:
         """Pinocchio frame id. Raises :class:`UnknownNameError` naming it."""
-        found = named_frame_id(self.model, frame_name)
-        if found is None:
+        if not self.model.existFrame(frame_name):
             known = ", ".join(f.name for f in self.model.frames)
             raise UnknownNameError(f"unknown frame '{frame_name}'; the model has: {known}")
-        return found
+        return int(self.model.getFrameId(frame_name))
 
     # --- kinematics ------------------------------------------------------------------------
     def frame_pose(self, q: FloatArray, frame_name: str | None = None) -> FloatArray:
