@@ -33,7 +33,12 @@ from ct_controllers.controllers.gripper import (
 )
 from ct_controllers.errors import CtError
 from ct_controllers.model.description import DescriptionError
-from ct_controllers.model.grip_geometry import GripGeometryError, found_width_frames, grip_geometry
+from ct_controllers.model.grip_geometry import (
+    GripGeometry,
+    GripGeometryError,
+    found_width_frames,
+    grip_geometry,
+)
 from ct_controllers.setup_assistant import friction
 from ct_controllers.setup_assistant.chain import Chain, discover_chain
 from ct_controllers.setup_assistant.configuration import Choices, entries
@@ -255,15 +260,14 @@ def _jaw_frames(
 
 
 def _tool_frame(
-    tree: RobotTree, chain: Chain, design: DesignModel, frames: Sequence[str], given: bool
+    tree: RobotTree, chain: Chain, design: DesignModel, grip: GripGeometry | None, given: bool
 ) -> tuple[FixedFrame | None, str | None]:
     """The frame to take as the TCP where the gripper's approach is off the TCP's z axis
     (:mod:`~ct_controllers.setup_assistant.tool_frame`), and the line saying so; a TCP the user
     named is kept (the line then warns). (None, None) without a gripper geometry or where the
     TCP's z is the approach."""
-    if not frames:
+    if grip is None:
         return None, None
-    grip = grip_geometry(design.model, chain.gripper_joints, frames)
     approach = gripper_approach(design.model, grip)
     if approach is None or approach.angle <= MAX_ANGLE:
         return None, None
@@ -281,7 +285,7 @@ def _tool_frame(
 
 
 def _finger_servo(
-    design: DesignModel, chain: Chain, frames: Sequence[str], update_rate: float
+    design: DesignModel, chain: Chain, grip: GripGeometry | None, update_rate: float
 ) -> tuple[tuple[float, float] | None, str | None]:
     """The finger servo's (stiffness [N/m], damping [N·s/m]) at the finger surface: its
     defaults, lowered where the lightest finger (its mass M_ii / lever²) sampled at
@@ -290,7 +294,6 @@ def _finger_servo(
     fingers = chain.gripper_joints
     if not fingers:
         return None, None
-    grip = grip_geometry(design.model, fingers, frames) if frames else None
     servo = GripperController(design.model, fingers, levers=None if grip is None else grip.levers)
     mass = float(np.min(servo.finger_masses))
     gains = sampled_finger_gains(servo.stiffness, servo.damping, mass, 1.0 / update_rate)
@@ -305,20 +308,25 @@ def _finger_servo(
 
 def _width_frames(
     design: DesignModel, chain: Chain, given: Sequence[str] | None, added: bool = False
-) -> tuple[tuple[str, ...], str | None]:
+) -> tuple[tuple[str, ...], GripGeometry | None, str | None]:
     """The grip width frames to write (``given``, else found from the gripper joints; () for
-    none) and the line saying so (``added``: the frames ct-setup added to a lone jaw).
-    SetupError naming a frame that is not in the URDF or does not measure the gripper."""
+    none), the gripper's geometry between them (None: none) and the line saying so (``added``:
+    the frames ct-setup added to a lone jaw). SetupError naming a frame that is not in the URDF
+    or does not measure the gripper."""
     fingers = chain.gripper_joints
     if given is not None and not fingers:
         raise SetupError("--width-frames given, but the robot has no gripper joints")
     if not fingers:
-        return (), None
+        return (), None, None
     frames = tuple(given) if given is not None else found_width_frames(design.model, fingers)
     if frames is None:
-        return (), (
-            "grip width: no width frames found (the finger openings are summed instead): "
-            "--width-frames A,B to name the fingertip frames"
+        return (
+            (),
+            None,
+            (
+                "grip width: no width frames found (the finger openings are summed instead): "
+                "--width-frames A,B to name the fingertip frames"
+            ),
         )
     try:
         geometry = grip_geometry(design.model, fingers, frames)
@@ -332,9 +340,13 @@ def _width_frames(
         if given is not None
         else "found: the gripper joints' child links / jaws"
     )
-    return frames, (
-        f"grip width between {frames[0]} and {frames[1]} ({how}): "
-        f"{geometry.open_width * 1000:.1f} mm fully open, 0 closed"
+    return (
+        frames,
+        geometry,
+        (
+            f"grip width between {frames[0]} and {frames[1]} ({how}): "
+            f"{geometry.open_width * 1000:.1f} mm fully open, 0 closed"
+        ),
     )
 
 
@@ -372,16 +384,17 @@ def plan(
         added += jaw.frames
         tree = with_frames(tree, jaw.frames)
         design = design_model(tree, chain)
-    frames, width_note = _width_frames(
+    frames, grip, width_note = _width_frames(
         design, chain, width_frames if jaw is None else jaw.width_frames, added=jaw is not None
     )
-    tool, tool_note = _tool_frame(tree, chain, design, frames, given=tcp is not None)
+    tool, tool_note = _tool_frame(tree, chain, design, grip, given=tcp is not None)
     if tool is not None and tool_note is not None:
         added.append(tool)
         tree = with_frames(tree, (tool,))
         chain = dataclasses.replace(chain, tcp=tool.link, notes=(*chain.notes, tool_note))
         design = design_model(tree, chain)
-    finger_servo, servo_note = _finger_servo(design, chain, frames, update_rate)
+    # (the grip's levers are the same on the design that carries the added tool frame)
+    finger_servo, servo_note = _finger_servo(design, chain, grip, update_rate)
     if home is not None:
         # A given home is the user's: refused only where it starts inside something.
         scene, _ = home_scene(tree, design, frames, clearance=0.0, plane=False)
