@@ -7,7 +7,9 @@ massless links, a <mimic> finger on the Panda), the UR5 with a continuous wrist 
 Pinocchio), the Kinova Jaco 2 (three continuous joints, ranges not centred on zero, every
 collision mesh Collada, converted), the Unitree Z1 (a revolute jaw, joint friction, a fixed joint
 named like its link), the SO-101 (5 DOF, a revolute jaw, links of grams) and the UR3 with its
-gripper (a root link named "world" that its base is fused into). Pinocchio is used directly
+gripper (a root link named "world" that its base is fused into), and the Tiago mobile manipulator
+with its wheels, head and hand locked (ct_controllers.model.locked_joints; two links whose URDF
+inertia MuJoCo refuses, mended). Pinocchio is used directly
 (pin.buildModelFromXML), as the independent reader of the URDF; the robots come from the
 installed packages, never copied here."""
 
@@ -29,6 +31,7 @@ from ct_controllers.hardware.interface import JointCommand
 from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
 from ct_controllers.hardware.mujoco_system import MujocoConfig, MujocoSystem
 from ct_controllers.model.description import DescriptionError, joint_armature
+from ct_controllers.model.locked_joints import lock_joints
 
 SAMPLES = 40
 REL = 1e-6
@@ -51,6 +54,29 @@ def _ur5_with_continuous_wrist() -> tuple[str, Path]:
     return ET.tostring(root, encoding="unicode"), path.parent
 
 
+def _tiago_arm_alone() -> tuple[str, Path]:
+    """The installed Tiago with every movable joint but the torso lift and the arm locked: the
+    wheels (continuous) at 1 and −2 rad, the head turned (0.4, −0.3 rad), the hand's joints at
+    0 (its <mimic> followers with them)."""
+    path = _installed("robots/tiago_description/robots/tiago.urdf")
+    urdf = path.read_text()
+    root = ET.fromstring(urdf)
+    turned = {
+        "wheel_left_joint": 1.0,
+        "wheel_right_joint": -2.0,
+        "head_1_joint": 0.4,
+        "head_2_joint": -0.3,
+    }
+    hand = {
+        j.get("name", ""): 0.0
+        for j in root.findall("joint")
+        if j.get("name", "").startswith("hand_")
+        and j.get("type") != "fixed"
+        and j.find("mimic") is None
+    }
+    return lock_joints(urdf, {**turned, **hand}), path.parent
+
+
 @dataclass(frozen=True)
 class Robot:
     name: str
@@ -63,6 +89,8 @@ class Robot:
             return description.urdf, Path(description.source).parent
         if self.name == "ur5_continuous":
             return _ur5_with_continuous_wrist()
+        if self.name == "tiago_locked":
+            return _tiago_arm_alone()
         path = _installed(
             {
                 "panda": "robots/panda_description/urdf/panda.urdf",
@@ -88,6 +116,8 @@ ROBOTS = (
     Robot("so101", "gripper_frame_link"),
     # a root link named "world", its base fused into it
     Robot("ur3_gripper", "tool0"),
+    # a mobile manipulator, all but its torso and arm locked; MuJoCo-refused inertias mended
+    Robot("tiago_locked", "hand_tool_link"),
 )
 
 

@@ -380,6 +380,36 @@ def test_visual_meshes_mujoco_cannot_read_are_skipped_with_one_warning(tmp_path,
     assert model.geom_contype[mesh_geom] == 0 and model.geom_conaffinity[mesh_geom] == 0
 
 
+def test_an_inertia_mujoco_refuses_is_mended_to_a_physical_one_with_one_warning(caplog):
+    """A link whose URDF inertia is not positive definite (Tiago's antennas: |ixy| above the
+    diagonal) or breaks the triangle inequality (A + B < C): the scene compiles, with one warning
+    naming both links; MuJoCo's principal moments of each are positive and each at most the sum
+    of the other two; a link whose inertia was physical keeps it exactly (MuJoCo's moments of
+    the bundled arm's other links are those of the unmended scene)."""
+    root = ET.fromstring(bundled_description().urdf)
+    inertias = {
+        "link5": {"ixx": "2e-8", "iyy": "3e-8", "izz": "4e-8", "ixy": "6e-8"},
+        "link6": {"ixx": "1e-4", "iyy": "1e-4", "izz": "5e-4", "ixy": "0"},
+    }
+    for link in root.findall("link"):
+        if link.get("name") in inertias:
+            inertia = link.find("inertial/inertia")
+            assert inertia is not None
+            for key, value in inertias[link.get("name", "")].items():
+                inertia.set(key, value)
+    with caplog.at_level(logging.WARNING, logger="ct_controllers"):
+        model = compile_scene(build_scene(ET.tostring(root, encoding="unicode")))
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "link5, link6" in record.getMessage()
+    for name in inertias:
+        moments = np.sort(model.body(name).inertia)
+        assert moments[0] > 0 and moments[2] <= moments[0] + moments[1] * (1 + 1e-9), name
+    plain = compile_scene(build_scene(bundled_description().urdf))
+    for body in range(1, model.nbody):
+        if model.body(body).name not in inertias:
+            np.testing.assert_array_equal(model.body_inertia[body], plain.body_inertia[body])
+
+
 # --- rejected descriptions -------------------------------------------------------------------
 def test_massless_moving_link_is_rejected_naming_it():
     """A link on a movable joint with zero mass and inertia (MuJoCo cannot simulate it; fused

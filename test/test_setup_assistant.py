@@ -464,6 +464,95 @@ def test_ur3_home_is_clear_of_the_cube_and_ct_sim_of_it_ends_ok(
     assert run["ok"] and run["final_error_rad"] <= FINAL_ERROR_LIMIT, run
 
 
+TIAGO = "tiago_description/robots/tiago.urdf"
+
+
+def test_joints_off_the_chain_are_locked_where_asked_and_the_arm_moves_in_ct_sim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Tiago mobile manipulator (wheels, head and a 19-joint hand beside its torso and arm):
+    with the hand not the gripper (``--gripper ''``) ct-setup locks every joint it does not
+    drive, at 0 (the limit nearest 0 where 0 is outside) or where ``--lock`` says, and says so;
+    the stack's loaders read a model of the torso and arm alone, in which every link is where
+    Pinocchio puts it in the full URDF with the locked joints at those positions (checked at
+    the written home); ct-sim of that output exits 0 with the arm back home."""
+    from ct_controllers.cli import sim_main
+    from ct_controllers.sim_demo import FINAL_ERROR_LIMIT
+
+    urdf = example_robot(TIAGO)
+    code, stdout, stderr = _run(
+        capsys,
+        str(urdf),
+        "-o",
+        str(tmp_path),
+        "--gripper",
+        "",
+        "--tcp",
+        "hand_tool_link",
+        "--lock",
+        "head_1_joint=0.5,wheel_left_joint=-1.25",
+    )
+    assert code == 0, stderr
+    assert "locked joints (40): wheel_right_joint=0, wheel_left_joint=-1.25, head_1_joint=0.5" in (
+        stdout
+    )
+    config = load_config(tmp_path / "controllers.yaml")
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+    arm = ["torso_lift_joint"] + [f"arm_{i}_joint" for i in range(1, 8)]
+    assert list(config.arm_joints) == arm and list(model.joint_names) == arm
+    assert description.locked_joints["head_1_joint"] == 0.5
+    assert len(description.locked_joints) == 40  # the hand's followers too
+    full = pin.buildModelFromXML(urdf.read_text())
+    q_full = pin.neutral(full)
+    positions = {
+        **dict(description.locked_joints),
+        **dict(zip(config.joint_names, config.home_positions, strict=True)),
+    }
+    for name, value in positions.items():
+        joint = full.joints[full.getJointId(name)]
+        if joint.nq == 2:  # a wheel: continuous
+            q_full[joint.idx_q : joint.idx_q + 2] = (math.cos(value), math.sin(value))
+        else:
+            q_full[joint.idx_q] = value
+    full_data = full.createData()
+    pin.framesForwardKinematics(full, full_data, q_full)
+    home = to_model_order(model, config.joint_names, config.home_positions, "home")
+    for link in ("head_2_link", "wheel_left_link", "hand_index_flex_3_link", "hand_tool_link"):
+        expected = full_data.oMf[full.getFrameId(link, pin.BODY)].homogeneous
+        np.testing.assert_allclose(model.frame_pose(home, link), expected, atol=1e-9, err_msg=link)
+    assert sim_main(["--config", str(tmp_path / "controllers.yaml"), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["ok"] and run["final_error_rad"] <= FINAL_ERROR_LIMIT, run
+
+
+def test_a_dual_arm_robot_gets_one_arm_with_its_own_gripper_and_the_rest_locked() -> None:
+    """Baxter (two arms, each with a two-finger gripper, one finger a <mimic> follower, and a
+    head): the chain is the arm whose gripper was found (the longest chain leads into it), its
+    TCP on that arm, not the other arm's; the other arm, its gripper and the head are locked."""
+    from ct_controllers.setup_assistant.chain import discover_chain
+    from ct_controllers.setup_assistant.urdf_tree import read_robot
+
+    tree = read_robot(example_robot("baxter_description/urdf/baxter.urdf"))
+    chain = discover_chain(tree)
+    side, other = (
+        ("right", "left") if chain.arm_joints[0].startswith("right") else ("left", "right")
+    )
+    joints = ("s0", "s1", "e0", "e1", "w0", "w1", "w2")
+    assert chain.arm_joints == tuple(f"{side}_{j}" for j in joints)
+    assert chain.gripper_joints == (f"{side[0]}_gripper_l_finger_joint",)
+    assert chain.followers == {
+        f"{side[0]}_gripper_r_finger_joint": f"{side[0]}_gripper_l_finger_joint"
+    }
+    assert tree.path(f"{side}_wrist", chain.tcp) is not None  # on that arm
+    assert set(chain.locked) == {
+        "head_pan",
+        *(f"{other}_{j}" for j in joints),
+        f"{other[0]}_gripper_l_finger_joint",
+        f"{other[0]}_gripper_r_finger_joint",
+    }
+
+
 BAD_INPUTS = {
     # case: (robot or a maker of a bad file, extra arguments, what the message must name)
     "urdf does not parse": (_broken, [], "does not parse"),
@@ -495,6 +584,26 @@ BAD_INPUTS = {
     "a xacro argument not given": (_prefixed_xacro, [], "Undefined substitution argument prefix"),
     "xacro arguments for a plain urdf": ("ur5", ["prefix:=left_"], "not a .xacro"),
     "a xacro argument not NAME:=VALUE": (_prefixed_xacro, ["prefix=left_"], "'prefix=left_'"),
+    "a lock on a driven joint": (
+        lambda tmp: example_robot(TIAGO),
+        ["--lock", "arm_1_joint=0"],
+        "--lock arm_1_joint: the stack drives it",
+    ),
+    "a lock outside the joint's limits": (
+        lambda tmp: example_robot(TIAGO),
+        ["--lock", "head_1_joint=9"],
+        "'head_1_joint': position 9 is outside its limits",
+    ),
+    "a lock not JOINT=POSITION": (
+        lambda tmp: example_robot(TIAGO),
+        ["--lock", "head_1_joint"],
+        "'head_1_joint' is not JOINT=POSITION",
+    ),
+    "a lock of no movable joint": (
+        lambda tmp: example_robot(TIAGO),
+        ["--lock", "no_such_joint=0"],
+        "--lock no_such_joint: not a movable joint off the chain",
+    ),
     "a joint with no effort limit": (
         _no_effort,
         [],

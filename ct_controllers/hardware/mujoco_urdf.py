@@ -21,7 +21,11 @@ mimic relations and fixed-joint frames the scene needs from the original):
   read (``.dae``, ...) is left out, all of them with one warning. A Collada (``.dae``) collision
   mesh is converted to STL as Pinocchio's collision model reads it
   (:mod:`~ct_controllers.hardware.mesh_conversion`); a collision mesh in any other format MuJoCo
-  cannot read is an error (the robot would silently lose a collision shape).
+  cannot read is an error (the robot would silently lose a collision shape);
+- a link's ``<inertia>`` that is no physical inertia (not positive definite, or a principal
+  moment above the sum of the other two — vendors ship gram-light antennas and covers like that)
+  is mended to the nearest physical one with one warning naming the links: MuJoCo refuses to
+  compile it, Pinocchio takes it as it is.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
 from ct_controllers.hardware.mesh_conversion import CONVERTED_SUFFIXES, stl_of
@@ -103,6 +108,52 @@ def _number(element: ET.Element, attribute: str, default: float | None) -> float
         return float(text)
     except ValueError as exc:
         raise DescriptionError(f"<{element.tag} {attribute}={text!r}>: not a number") from exc
+
+
+_INERTIA_KEYS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+
+
+def _mend_inertia(inertia: ET.Element) -> bool:
+    """Make a URDF ``<inertia>`` [kg·m²] one MuJoCo accepts, in place; True where it changed.
+
+    MuJoCo requires the principal moments λ (eigenvalues of the inertia matrix I) positive and
+    each at most the sum of the other two (a physical body); vendors' URDFs carry links (often
+    gram-light antennas and covers) whose matrix is neither. The mended matrix keeps I's
+    principal axes R: λ raised to at least 10⁻³ of the largest |λ| (and 10⁻¹²), then a moment
+    above the sum of the others raises those two by half the excess (and 10⁻⁶ of it); I' =
+    R diag(λ') Rᵀ. A
+    physical inertia (within 10⁻⁹ of the largest moment) or an all-zero one is left alone."""
+    try:
+        values = {key: float(inertia.get(key, "0")) for key in _INERTIA_KEYS}
+    except ValueError:
+        return False  # not a number: MuJoCo's own message says which
+    matrix = np.array(
+        [
+            [values["ixx"], values["ixy"], values["ixz"]],
+            [values["ixy"], values["iyy"], values["iyz"]],
+            [values["ixz"], values["iyz"], values["izz"]],
+        ]
+    )
+    moments, axes = np.linalg.eigh(matrix)
+    largest = float(np.max(np.abs(moments)))
+    tolerance = 1e-9 * largest
+    if largest == 0.0 or (
+        moments.min() > 0.0 and moments[2] <= moments[0] + moments[1] + tolerance
+    ):
+        return False  # no inertia (a massless link, fused), or a physical one: kept as it is
+    mended = np.maximum(moments, max(1e-3 * largest, 1e-12))
+    for i in range(3):
+        others = [j for j in range(3) if j != i]
+        # (10⁻⁶ of it beyond equality: MuJoCo checks its own eigendecomposition of I')
+        excess = mended[i] * (1.0 + 1e-6) - mended[others].sum()
+        if excess > 0:
+            mended[others] += 0.5 * excess
+    fixed = axes @ np.diag(mended) @ axes.T
+    for key, (row, column) in zip(
+        _INERTIA_KEYS, ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)), strict=True
+    ):
+        inertia.set(key, repr(float(fixed[row, column])))
+    return True
 
 
 def _site_package_dirs() -> list[Path]:
@@ -222,6 +273,19 @@ def prepare_urdf(
             len(skipped),
             ", ".join(READABLE_MESH_SUFFIXES),
             ", ".join(sorted(set(skipped))),
+        )
+
+    mended = [
+        link.get("name", "")
+        for link in root.findall("link")
+        if (inertia := link.find("inertial/inertia")) is not None and _mend_inertia(inertia)
+    ]
+    if mended:
+        LOG.warning(
+            "MuJoCo scene: the inertia of %s is no physical inertia (not positive definite, or "
+            "a principal moment above the sum of the other two): MuJoCo refuses it, so it "
+            "simulates the nearest one that is (Pinocchio keeps the URDF's)",
+            ", ".join(mended),
         )
 
     joints: dict[str, UrdfJoint] = {}

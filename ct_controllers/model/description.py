@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import xacro
 
 from ct_controllers.errors import CtError
+from ct_controllers.model.locked_joints import LockError, lock_joints, with_mimics
 from ct_controllers.plugins import HARDWARE, known_plugins
 from ct_controllers.share import share_directory
 
@@ -46,11 +48,15 @@ class HardwareDescription:
 
 @dataclass(frozen=True)
 class RobotDescription:
-    """An expanded URDF (XML text) and the hardware block parsed from it."""
+    """An expanded URDF (XML text) and the hardware block parsed from it. ``urdf`` has the
+    block's locked joints fixed at their positions (:mod:`ct_controllers.model.locked_joints`):
+    it is the robot every part of the stack models; ``locked_joints`` says which, name →
+    position [rad | m] (their ``<mimic>`` followers included)."""
 
     urdf: str
     hardware: HardwareDescription
     source: str  # where it came from, for messages
+    locked_joints: Mapping[str, float] = field(default_factory=dict)
 
 
 def default_description_path() -> Path:
@@ -103,17 +109,35 @@ def joint_armature(urdf: str) -> dict[str, float]:
     return armature
 
 
+LOCKED_PREFIX = "locked."
+
+
+def _locked_positions(block: ET.Element, source: str) -> dict[str, float]:
+    """The block's ``<hardware><param name="locked.JOINT">POSITION</param>``: joint → [rad | m].
+    The stack does not drive these joints: they are fixed at that position in its model."""
+    locked: dict[str, float] = {}
+    for param in block.findall("hardware/param"):
+        key = param.get("name", "")
+        if not key.startswith(LOCKED_PREFIX):
+            continue
+        name, text = key[len(LOCKED_PREFIX) :], (param.text or "").strip()
+        try:
+            locked[name] = float(text)
+        except ValueError:
+            raise DescriptionError(
+                f"{source}: <param name=\"{key}\">: '{text}' is not a position [rad | m]"
+            ) from None
+    return locked
+
+
 def parse_description(urdf: str, source: str = "<string>") -> RobotDescription:
-    """Parse an expanded URDF: check every ``<ros2_control>`` joint exists as a movable joint."""
+    """Parse an expanded URDF: check every ``<ros2_control>`` joint exists as a movable joint;
+    fix the block's locked joints (``<hardware><param name="locked.JOINT">``) at their
+    positions in the URDF the stack models."""
     try:
         root = ET.fromstring(urdf)
     except ET.ParseError as exc:
         raise DescriptionError(f"{source}: not valid XML: {exc}") from exc
-    movable = {
-        j.get("name", ""): j.get("type", "")
-        for j in root.findall("joint")
-        if j.get("type") in ("revolute", "prismatic", "continuous")
-    }
     blocks = root.findall("ros2_control")
     if len(blocks) > 1:
         # A vendor's URDF may bring its own block (another plugin) beside the one added for us
@@ -131,6 +155,26 @@ def parse_description(urdf: str, source: str = "<string>") -> RobotDescription:
     plugin = block.findtext("hardware/plugin", default="").strip()
     if not plugin:
         raise DescriptionError(f"{source}: <ros2_control><hardware><plugin> is missing or empty")
+    locked = _locked_positions(block, source)
+    driven_and_locked = sorted(
+        e.get("name", "") for e in block.findall("joint") if e.get("name", "") in locked
+    )
+    if driven_and_locked:
+        raise DescriptionError(
+            f"{source}: joint(s) {', '.join(driven_and_locked)} both listed in <ros2_control> "
+            'and locked (<param name="locked.…">): a joint is driven or locked'
+        )
+    if locked:
+        try:
+            urdf = lock_joints(urdf, locked, source)
+        except LockError as exc:
+            raise DescriptionError(str(exc)) from None
+        locked = with_mimics(root, locked)
+    movable = {
+        j.get("name", ""): j.get("type", "")
+        for j in ET.fromstring(urdf).findall("joint")
+        if j.get("type") in ("revolute", "prismatic", "continuous")
+    }
     joints: list[JointInterfaces] = []
     for element in block.findall("joint"):
         name = element.get("name", "")
@@ -155,4 +199,4 @@ def parse_description(urdf: str, source: str = "<string>") -> RobotDescription:
     if not joints:
         raise DescriptionError(f"{source}: <ros2_control> lists no joints")
     hardware = HardwareDescription(name=block.get("name", ""), plugin=plugin, joints=tuple(joints))
-    return RobotDescription(urdf=urdf, hardware=hardware, source=source)
+    return RobotDescription(urdf=urdf, hardware=hardware, source=source, locked_joints=locked)

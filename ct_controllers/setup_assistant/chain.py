@@ -11,7 +11,8 @@ Defaults, each reported with its reason (:attr:`Chain.notes`):
   Z1's ``jointGripper``) is the longest chain's last movable joint, a leaf of the movable tree,
   whose name or whose link's name says gripper (:data:`JAW_NAMES`): that joint;
 - TCP: the tip of the longest chain below the base (most movable joints; the gripper's subtrees
-  left out), and there, among the links fixed to the arm's last moving link, a tool-like frame
+  left out; a gripper found there keeps it on that arm: the tip is below the gripper's link),
+  and there, among the links fixed to the arm's last moving link, a tool-like frame
   (``tcp``, then ``tool``, ``ee``/``eef``/``end_effector``, ``flange``), else the deepest one;
 - the arm joints: the movable joints on the path from the base to the TCP, base first.
 
@@ -22,8 +23,11 @@ followers leave the lists. One rule, kept by the setup assistant, the stack
 never commanded, so it is in neither joint list, nor the bridge's ``command_joints``, nor the
 ``<ros2_control>`` block; it follows its master (Pinocchio's mimic joint, MuJoCo's joint
 equality) and is reported in :attr:`Chain.followers`. The stack drives every other movable
-joint, so a movable joint on neither list, a gripper joint on the arm chain, or a frame that is
-not there is a :class:`SetupError` naming it.
+joint of its model: a movable joint on neither list (a mobile base's wheels, a head, another
+arm, legs) is *locked* (:attr:`Chain.locked`; fixed at a position in the model,
+:mod:`ct_controllers.model.locked_joints`). A gripper joint on the arm chain, a frame that is not
+there, or a joint on neither list that follows a driven one (it could be neither driven nor
+locked) is a :class:`SetupError` naming it.
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ JAW_NAMES = re.compile(r"grip|jaw|finger|claw|pincer")
 @dataclass(frozen=True)
 class Chain:
     """The frames and joint lists of the configuration (mimic followers in neither list).
-    ``followers``: mimic joint → the gripper joint it follows; ``notes``: how each was chosen,
-    one line each."""
+    ``followers``: mimic joint → the gripper joint it follows; ``locked``: the movable joints
+    the stack does not drive (on neither list, no follower of a driven joint), in file order;
+    ``notes``: how each was chosen, one line each."""
 
     base: str
     tcp: str
@@ -53,6 +58,7 @@ class Chain:
     gripper_joints: tuple[str, ...]
     followers: dict[str, str]
     notes: tuple[str, ...]
+    locked: tuple[str, ...] = ()
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -216,6 +222,9 @@ def discover_chain(
         _check_link(tree, base, "base frame")
         notes.append(f"base frame {base}: as given")
     gripper_names = None if gripper is None else _gripper_given(tree, gripper)
+    # Where a found gripper hangs: the TCP is looked for there, on that arm (a dual-arm robot's
+    # longest chain without this gripper would be the other arm).
+    anchor = base
     if tcp is not None:
         _check_link(tree, tcp, "TCP frame")
         if tree.path(base, tcp) is None:
@@ -230,14 +239,14 @@ def discover_chain(
             link, found = branch
             on_path = {j.name for j in tree.path(base, tip) or ()}
             if tcp is None or not (set(found) & on_path):
-                gripper_names = found
+                gripper_names, anchor = found, link
                 notes.append(
                     f"gripper: the movable joints where the tree branches at {link} "
                     "(--gripper to name others, --gripper '' for none)"
                 )
         jaw = _tip_jaw(tree, base, tip) if gripper_names is None and tcp is None else None
         if jaw is not None:
-            gripper_names = [jaw.name]
+            gripper_names, anchor = [jaw.name], jaw.parent
             notes.append(
                 f"gripper: {jaw.name}, a lone jaw: the arm's last movable joint, named like a "
                 "gripper, nothing movable below it (--gripper to name others, --gripper '' for "
@@ -262,7 +271,7 @@ def discover_chain(
             )
     if tcp is None:
         excluded = set(gripper_names)
-        tip = _longest_tip(tree, base, excluded)
+        tip = _longest_tip(tree, anchor, excluded)
         path = tree.path(base, tip) or ()
         moving = [j for j in path if j.movable]
         last_link = moving[-1].child if moving else base
@@ -298,13 +307,15 @@ def discover_chain(
             + " (<mimic>): not listed, never commanded"
         )
     listed = set(arm) | set(gripper_names) | set(followers)
-    left = [j.name for j in tree.movable if j.name not in listed]
-    if left:
+    left = [j for j in tree.movable if j.name not in listed]
+    tied = [f"{j.name} (follows {j.mimic})" for j in left if j.mimic in listed]
+    if tied:
         raise SetupError(
-            f"movable joint(s) {_listing(left)} are neither on the arm chain {base} → {tcp} nor "
-            "gripper joints, and the stack drives every movable joint: name them with --gripper, "
-            "or choose another --tcp/--base"
+            f"joint(s) {_listing(tied)}: on neither the arm chain {base} → {tcp} nor the "
+            "gripper, and following a joint the stack drives, they can be neither driven nor "
+            "locked: name them with --gripper, or choose another --tcp/--base"
         )
+    locked = tuple(j.name for j in left)
     return Chain(
         base=base,
         tcp=tcp,
@@ -312,4 +323,5 @@ def discover_chain(
         gripper_joints=tuple(gripper_names),
         followers=followers,
         notes=tuple(notes),
+        locked=locked,
     )

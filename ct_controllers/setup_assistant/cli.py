@@ -1,5 +1,5 @@
 """``ct-setup URDF -o DIR [--tcp FRAME] [--base FRAME] [--gripper J,...] [--home q,...]
-[--width-frames A,B]``.
+[--width-frames A,B] [--lock J=VALUE,...]``.
 
 Writes ``DIR/controllers.yaml`` and, where the URDF has no ``<ros2_control>`` block of ours,
 ``DIR/<robot>.urdf.xacro`` (the URDF included unchanged, plus our block), then says in a few
@@ -58,6 +58,12 @@ from ct_controllers.setup_assistant.jaw_frames import (
     jaw_tip_frames,
     with_frames,
 )
+from ct_controllers.setup_assistant.locks import (
+    lock_argument,
+    lock_positions,
+    locked_tree,
+    own_block_locks,
+)
 from ct_controllers.setup_assistant.readback import read_back
 from ct_controllers.setup_assistant.scene import home_scene
 from ct_controllers.setup_assistant.tool_frame import (
@@ -110,11 +116,12 @@ def _description(
     plugins: dict[str, str],
     frames: Sequence[FixedFrame] = (),
     arguments: Mapping[str, str] | None = None,
+    locked: Mapping[str, float] | None = None,
 ) -> tuple[Path, str | None, str, str]:
     """(robot_description path, xacro text or None, backend, why); ``frames`` added to the
     URDF and the xacro ``arguments`` it was expanded with (a xacro is written for them even
     where the URDF's own block is ours: the stack expands the description with ``backend``
-    alone)."""
+    alone); ``locked`` the joints our block locks (where the block is ours to write)."""
     ours = {plugin: backend for backend, plugin in plugins.items()}
     named = [p for p in tree.plugins if p in ours]
     if named:
@@ -144,12 +151,27 @@ def _description(
         frames=frames,
         ros2_control=not named,  # the included URDF carries ours already
         arguments=arguments,
+        locked=locked,
     )
     if frames:
         why += "; frames added (" + ", ".join(f.link for f in frames) + ")"
     if arguments:
         why += "; its xacro arguments kept"
+    if locked and not named:
+        why += f"; {len(locked)} joint(s) locked"
     return out / _file_name(tree.name), text, backend, why
+
+
+def _locked_line(tree: RobotTree, chain: Chain, locked: Mapping[str, float]) -> str:
+    """The summary's line on the locked joints: which, where, why."""
+    where = ", ".join(f"{name}={value:.3g}" for name, value in locked.items())
+    followers = [name for name in chain.locked if name not in locked]
+    return (
+        f"locked joints ({len(chain.locked)}): {where} [rad | m]"
+        + (f" ({', '.join(followers)} follow(s) by <mimic>)" if followers else "")
+        + ": on neither the arm chain nor the gripper, fixed there in the model and the "
+        "simulation (--lock J=VALUE,... to choose; --gripper, --tcp/--base to drive them)"
+    )
 
 
 def _with_followers(name: str, chain: Chain) -> str:
@@ -363,6 +385,7 @@ def plan(
     damping_ratio: float = DAMPING_RATIO,
     force: bool = False,
     xacro_arguments: Mapping[str, str] | None = None,
+    lock: Mapping[str, float] | None = None,
 ) -> Plan:
     """Everything ``ct-setup`` would write and print, checked, without writing; files already
     in ``out`` are refused before the design's cost unless ``force``."""
@@ -376,6 +399,11 @@ def plan(
     arguments = dict(xacro_arguments or {})
     tree = read_robot(urdf, arguments)
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=gripper)
+    plugins = hardware_plugins()
+    locked = lock_positions(
+        tree, chain, dict(lock or {}), own_block_locks(tree, list(plugins.values()))
+    )
+    tree = locked_tree(tree, locked)
     _check_driven_limits(tree, chain)
     design = design_model(tree, chain)
     added: list[FixedFrame] = []  # frames the xacro adds to the URDF, and the design carries
@@ -402,9 +430,8 @@ def plan(
     else:
         scene, unchecked = home_scene(tree, design, frames)
         chosen = choose_home(tree, design, scene, unchecked)
-    plugins = hardware_plugins()
     description, xacro, backend, why = _description(
-        tree, chain, out.resolve(), plugins, tuple(added), arguments
+        tree, chain, out.resolve(), plugins, tuple(added), arguments, locked
     )
     targets = [out.resolve() / CONFIG_NAME] + ([description] if xacro is not None else [])
     there = [str(path) for path in targets if path.exists()]
@@ -430,6 +457,7 @@ def plan(
         f"  arm joints ({len(chain.arm_joints)}): {', '.join(chain.arm_joints)}",
         f"  gripper joints ({len(chain.gripper_joints)}): "
         + (", ".join(_with_followers(n, chain) for n in chain.gripper_joints) or "none"),
+        *([f"  {_locked_line(tree, chain, locked)}"] if chain.locked else []),
         *([f"  {width_note}"] if width_note else []),
         *([f"  {servo_note}"] if servo_note else []),
         *([f"  {tool_note}"] if tool_note and tool is None else []),
@@ -481,6 +509,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--home", metavar="q,...", help="home [rad | m], arm (then gripper)")
     parser.add_argument(
+        "--lock",
+        metavar="J=VALUE,...",
+        help="where to hold joints the stack does not drive (off the arm chain and the "
+        "gripper: wheels, a head, another arm) [rad | m] (default: 0, or the limit nearest it)",
+    )
+    parser.add_argument(
         "--width-frames",
         metavar="A,B",
         help="the two frames the grip width is measured between (default: found from the "
@@ -508,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
             damping_ratio=args.damping_ratio,
             force=args.force,
             xacro_arguments=_xacro_arguments(args.xacro_arguments),
+            lock=lock_argument(_names(args.lock) or []),
         )
     except SetupError as exc:
         print(f"ct-setup: {exc}", file=sys.stderr)

@@ -56,12 +56,15 @@ def wrapper_xacro(
     frames: Sequence[AddedFrame] = (),
     ros2_control: bool = True,
     arguments: Mapping[str, str] | None = None,
+    locked: Mapping[str, float] | None = None,
 ) -> str:
     """The xacro text (module docstring); ``joints`` in configuration order; ``frames`` fixed
     links added (a lone jaw's fingertip frames); ``ros2_control`` False where the included URDF
     carries our block already (the xacro then only adds ``frames``); ``arguments`` the xacro
     arguments the user's file was expanded with, declared here with those values as defaults
-    (declared first, they are what the included file sees)."""
+    (declared first, they are what the included file sees); ``locked`` joint → position
+    [rad | m] of the joints the stack does not drive, as ``<param name="locked.JOINT">`` of the
+    block's ``<hardware>``."""
     lines = [
         '<?xml version="1.0"?>',
         "<!--",
@@ -95,6 +98,12 @@ def wrapper_xacro(
             f"        <plugin>{plugin}</plugin>",
             "      </xacro:if>",
         ]
+    if locked:
+        lines.append("      <!-- not driven by the stack: fixed here [rad | m] in its model -->")
+    lines += [
+        f'      <param name="locked.{name}">{float(value)!r}</param>'
+        for name, value in (locked or {}).items()
+    ]
     lines.append("    </hardware>")
     for name in joints:
         lines.append(f"    <joint name={quoteattr(name)}>")
