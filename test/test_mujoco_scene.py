@@ -512,3 +512,59 @@ def test_links_moving_on_a_base_fused_into_a_root_named_world_do_not_collide() -
         mujoco.mj_geomDistance(model, data, a, b, 0.01, None) for a in geoms[0] for b in geoms[1]
     )
     assert distance < 0, distance  # the meshes do overlap: only the exclusion keeps them apart
+
+
+def test_robot_bodies_in_contact_at_rest_are_excluded_and_no_others() -> None:
+    """Baxter's right arm (the rest locked): its shoulder and elbow meshes overlap in every
+    configuration (its contact flung the simulated arm at 3.9 rad/s). At rest (every joint at 0
+    or its nearest limit) the scene has no contact left between robot bodies; every pair of
+    robot bodies whose shapes MuJoCo's own distance puts inside each other at rest, the body and
+    its parent aside (MuJoCo filters those), is excluded; and no pair apart from those and the
+    root's (world ↔ root, root ↔ the links moving on it) is."""
+    from ct_controllers.bench.robots import example_robot_path
+    from ct_controllers.model.locked_joints import lock_joints
+
+    path = example_robot_path("robots/baxter_description/urdf/baxter.urdf")
+    urdf = path.read_text()
+    root = ET.fromstring(urdf)
+    others = {
+        j.get("name", ""): 0.0
+        for j in root.findall("joint")
+        if j.get("type") != "fixed"
+        and not j.get("name", "").startswith(("right_", "r_gripper"))
+        and j.find("mimic") is None
+    }
+    spec = build_scene(lock_joints(urdf, others), urdf_directory=path.parent, with_objects=False)
+    model = compile_scene(spec)
+    data = mujoco.MjData(model)
+    for joint in range(model.njnt):
+        if model.jnt_limited[joint]:
+            lower, upper = model.jnt_range[joint]
+            data.qpos[model.jnt_qposadr[joint]] = min(max(0.0, lower), upper)
+    mujoco.mj_forward(model, data)
+    assert data.ncon == 0, [
+        (model.body(model.geom_bodyid[c.geom1]).name, model.body(model.geom_bodyid[c.geom2]).name)
+        for c in data.contact[: data.ncon]
+    ]
+    excluded = {frozenset((e.bodyname1, e.bodyname2)) for e in spec.excludes}
+    overlapping = set()
+    for a in range(model.ngeom):
+        for b in range(a + 1, model.ngeom):
+            first, second = int(model.geom_bodyid[a]), int(model.geom_bodyid[b])
+            if first == second or 0 in (first, second):
+                continue
+            if (
+                first in (model.body_parentid[second], second)
+                or second == model.body_parentid[first]
+            ):
+                continue
+            if mujoco.mj_geomDistance(model, data, a, b, 0.01, None) < 0:
+                overlapping.add(frozenset((model.body(first).name, model.body(second).name)))
+    assert frozenset(("right_lower_shoulder", "right_lower_elbow")) in overlapping
+    assert overlapping <= excluded
+    moving_on_root = {
+        frozenset(("base", model.body(b).name))
+        for b in range(1, model.nbody)
+        if model.body_parentid[b] == model.body("base").id
+    }
+    assert excluded - overlapping - moving_on_root == {frozenset(("world", "base"))}

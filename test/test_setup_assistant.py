@@ -553,6 +553,35 @@ def test_a_dual_arm_robot_gets_one_arm_with_its_own_gripper_and_the_rest_locked(
     }
 
 
+def test_an_arm_its_limits_do_not_hold_everywhere_starts_where_they_do_and_moves_in_ct_sim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Baxter's right arm (its shoulder's 50 N·m does not hold the arm stretched out: the real
+    one has a gravity spring its URDF lacks): ct-setup says so and goes on; at the written home
+    gravity takes at most 0.8 of every effort limit (Pinocchio's g(q) of the stack's model); the
+    short joint's stiffness asks at most half its limit at 0.1 rad; ct-sim of the output (the
+    other arm and the head locked; meshes that overlap at rest excluded) exits 0, back home."""
+    from ct_controllers.cli import sim_main
+    from ct_controllers.sim_demo import FINAL_ERROR_LIMIT
+
+    code, stdout, stderr = _run(
+        capsys, str(example_robot("baxter_description/urdf/baxter.urdf")), "-o", str(tmp_path)
+    )
+    assert code == 0, stderr
+    assert "right_s1 (inertia up to" in stdout
+    assert "its limit 50 does not hold the arm against gravity everywhere" in stdout
+    loaded = _load(Written(tmp_path, tmp_path, code, stdout, ""))
+    model = loaded.model
+    home = to_model_order(model, loaded.config.joint_names, loaded.config.home_positions, "home")
+    assert np.all(np.abs(model.gravity(home)) <= 0.8 * model.limits.effort)
+    shoulder = model.v_index("right_s1")
+    stiffness = loaded.controllers["joint_impedance"].stiffness[shoulder]
+    assert stiffness * 0.1 <= 0.5 * model.limits.effort[shoulder] * (1 + 1e-3)
+    assert sim_main(["--config", str(tmp_path / "controllers.yaml"), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["ok"] and run["final_error_rad"] <= FINAL_ERROR_LIMIT, run
+
+
 BAD_INPUTS = {
     # case: (robot or a maker of a bad file, extra arguments, what the message must name)
     "urdf does not parse": (_broken, [], "does not parse"),

@@ -20,6 +20,8 @@ and frictionloss. Added to its spec here:
   ``motor`` (effort interface; ctrl and force range = ± the URDF effort limit) or a ``position``
   servo (position interface; ctrl range = the joint range, none for a continuous joint; force
   range = ± the URDF effort limit);
+- contact exclusions for the pairs of robot bodies in contact at rest (every joint at 0 or its
+  nearest limit; MoveIt's "in collision by default"): overlapping meshes of one build;
 - options: the physics timestep, the ``implicitfast`` integrator (the servos' kv is integrated
   implicitly), and, for grasping, an elliptic friction cone with impratio 10 (URDF scenes only;
   an MJCF keeps its own contact options);
@@ -111,6 +113,7 @@ def build_scene(
     if scene is None:
         spec = _robot_from_urdf(prepared, urdf, mass_scale)
         _keep_unfused(spec, prepared, kept_links)
+        _exclude_contacts_at_rest(spec)
     else:
         if mass_scale != 1.0:
             raise ValueError("mass_scale applies to scenes built from the URDF, not to an MJCF")
@@ -171,6 +174,29 @@ def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mu
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.option.impratio = 10.0
     return spec
+
+
+def _exclude_contacts_at_rest(spec: mujoco.MjSpec) -> None:
+    """Exclude the pairs of robot bodies whose shapes are in contact at rest — every joint at 0,
+    or at the limit nearest 0 — as MoveIt's setup assistant disables the pairs "in collision by
+    default": the robot's own build, not a pose (Baxter's shoulder and elbow meshes overlap by
+    5 cm in every configuration; simulated, their contact flung the arm at 3.9 rad/s). The
+    stack's clearance checks allow the same pairs (``mujoco_collision.SceneClearance``: contacts
+    at its reference). The world body's pairs are kept: its shapes are the floor and table too."""
+    model = compile_scene(spec)
+    data = mujoco.MjData(model)
+    for joint in range(model.njnt):
+        if model.jnt_limited[joint]:
+            lower, upper = model.jnt_range[joint]
+            data.qpos[model.jnt_qposadr[joint]] = min(max(0.0, lower), upper)
+    mujoco.mj_forward(model, data)
+    pairs = {
+        tuple(sorted((int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2]))))
+        for c in data.contact[: data.ncon]
+    }
+    for first, second in sorted(pairs):
+        if first != 0:
+            spec.add_exclude(bodyname1=model.body(first).name, bodyname2=model.body(second).name)
 
 
 def _static_link(prepared: PreparedUrdf, link: str) -> str:

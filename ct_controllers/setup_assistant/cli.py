@@ -158,7 +158,7 @@ def _description(
     if arguments:
         why += "; its xacro arguments kept"
     if locked and not named:
-        why += f"; {len(locked)} joint(s) locked"
+        why += "; the joints off the chain locked in it"
     return out / _file_name(tree.name), text, backend, why
 
 

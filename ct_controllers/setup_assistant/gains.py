@@ -13,7 +13,10 @@ samples of :func:`~ct_controllers.runtime.gain_stability.check_configurations`) 
    dynamics ë + kd ė + kp e = 0): kpᵢ = ωᵢ² [s⁻²], kdᵢ = 2 ζᵢ ωᵢ [s⁻¹].
 3. **Effort limit**: a tracking error of ``MAX_ERROR`` (0.1 rad, 0.01 m) must not ask more than
    the effort left after gravity, Kᵢ · e ≤ τᵢ − maxₙ |gᵢ(qₙ)| (for computed torque the joint's
-   own term, mᵢ kpᵢ e, the same bound): ωᵢ ≤ √((τᵢ − gᵢ) / (mᵢ e)).
+   own term, mᵢ kpᵢ e, the same bound): ωᵢ ≤ √((τᵢ − gᵢ) / (mᵢ e)). A joint whose limit does
+   not hold the arm everywhere in its ranges (gᵢ ≥ τᵢ: Baxter's shoulder, whose gravity spring
+   the URDF lacks) is reported and designed with gᵢ = ``SHORT_GRAVITY`` · τᵢ: the arm sags at
+   the limit where it cannot hold itself; ct-setup's home is chosen where it can.
 4. **Sampled-loop stability** at ``update_rate``, by the stack's own check
    (:class:`~ct_controllers.runtime.gain_stability.GainStability`, with 0 and 1 period of delay:
    MuJoCo and the bus/topic backends) applied to the gains × ``GAIN_MARGIN``: until that is
@@ -67,6 +70,8 @@ EXTRA_SAMPLES = 40  # configurations checked besides the stack's own
 MAX_ERROR = (0.1, 0.01)  # [rad, m] revolute, prismatic: K · this ≤ effort left after gravity
 TRACKING_ERROR = (0.05, 0.005)  # [rad, m] the reference acceleration's tracking error target
 EFFORT_RISE = 0.05  # [s] the effort-rate limit reaches the effort limit in this long
+SHORT_GRAVITY = 0.5  # [-] of the effort limit: the gravity a joint too weak to hold the arm
+# everywhere is designed with (the other half is its feedback's)
 JERK_PER_ACCELERATION = 10.0  # [1/s]
 JOINT_IMPEDANCE = "joint_impedance"  # the controller instances written
 COMPUTED_TORQUE = "computed_torque"
@@ -280,22 +285,25 @@ def design_gains(
                 f"joint '{name}' has effort limit {effort[j]:g} in the URDF: the stack clamps "
                 "every command to it; give the drive's limit in <limit effort=...>"
             )
-        if effort[j] <= gravity[j]:
-            raise SetupError(
-                f"joint '{name}': its effort limit {effort[j]:g} does not hold the arm against "
-                f"gravity (up to {gravity[j]:.3g} at the sampled configurations)"
-            )
-    error = np.where(design.prismatic, MAX_ERROR[1], MAX_ERROR[0])
-    spare = effort - gravity
-    effort_bandwidth = np.sqrt(spare / (inertia * error))
     reasons: list[list[str]] = [[] for _ in names]
+    short = gravity >= effort
+    for j in np.flatnonzero(short).tolist():
+        reasons[j].append(
+            f"effort: its limit {effort[j]:g} does not hold the arm against gravity everywhere "
+            f"(up to {gravity[j]:.3g} at the sampled configurations: it sags there at the "
+            f"limit), designed as if gravity took {SHORT_GRAVITY:g} of it"
+        )
+    designed_gravity = np.where(short, SHORT_GRAVITY * effort, gravity)
+    error = np.where(design.prismatic, MAX_ERROR[1], MAX_ERROR[0])
+    spare = effort - designed_gravity
+    effort_bandwidth = np.sqrt(spare / (inertia * error))
     omega = np.full(model.nv, float(bandwidth))
     for j in np.flatnonzero(effort_bandwidth < omega).tolist():
         omega[j] = effort_bandwidth[j]
         unit = "m" if design.prismatic[j] else "rad"
         reasons[j].append(
             f"effort: {error[j]:g} {unit} × K ≤ limit {effort[j]:g} − gravity "
-            f"{round(gravity[j], 6):.3g}"
+            f"{round(designed_gravity[j], 6):.3g}"
         )
     ct_omega, zeta, ct_zeta = (
         omega.copy(),

@@ -12,8 +12,10 @@ n < 6 √det(Jᵀ J)), c = (∏ᵢ 4 xᵢ (1 − xᵢ))^(1/n) the joints' cleara
 position's fraction of the range: 1 in the middle, 0 at a limit) and a ∈ [−1, 1] how much the
 tool's z axis points down (a grasp approach). A candidate is refused when a link origin or the
 TCP dips below the base plane (z in the base frame below min(0.05 m, the link's height at
-q = 0)): the arm starts above the table it stands on. Gripper joints start at mid-range (a mimic
-follower is not a joint of the configuration: it follows its master).
+q = 0)): the arm starts above the table it stands on; and where a joint's gravity torque exceeds
+``HOLD_FRACTION`` of its effort limit: the arm holds its home with effort to spare (an arm whose
+URDF limits do not hold it everywhere, Baxter's, starts where they do). Gripper joints start at
+mid-range (a mimic follower is not a joint of the configuration: it follows its master).
 
 The home is also clear of the scene the stack will simulate (``scene.py``: the table, the floor
 and the cube placed from the arm's reach), by the stack's own check
@@ -45,6 +47,7 @@ CENTRAL = 0.8  # [-] of each joint range sampled
 STEP = 0.05  # [-] of the range: the refinement's perturbation (standard deviation)
 FLOOR = 0.05  # [m] a link above this height (base frame) at q = 0 must stay above it
 TOLERANCE = 1e-9  # [rad | m] on the limits of a given home
+HOLD_FRACTION = 0.8  # [-] of each effort limit that gravity may take at a chosen home
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class _Scorer:
         self.pin_model, self.data = model.model, model.model.createData()
         self.lower, self.upper = model.limits.lower, model.limits.upper
         self.base_id, self.tcp_id = model.base_frame_id, model.tcp_frame_id
+        self.hold = HOLD_FRACTION * model.limits.effort
         base_links = {design.chain.base}
         self.frames = [
             f
@@ -85,8 +89,12 @@ class _Scorer:
         return np.array([(base_inverse * self.data.oMf[f]).translation[2] for f in self.frames])
 
     def score(self, q: FloatArray) -> float:
-        """s(q), or −1 where a link is below the base plane."""
+        """s(q), or −1 where a link is below the base plane or gravity takes more than
+        ``HOLD_FRACTION`` of an effort limit."""
         if np.any(self._heights(q) < self.floor):
+            return -1.0
+        gravity = pin.computeGeneralizedGravity(self.pin_model, self.data, q)
+        if np.any(np.abs(gravity) > self.hold):
             return -1.0
         base = self.data.oMf[self.base_id].rotation
         tool = base.T @ self.data.oMf[self.tcp_id].rotation
@@ -152,8 +160,8 @@ def choose_home(
             break
     if best <= 0.0:
         raise SetupError(
-            "no home pose found with every link above the base plane and the TCP off a "
-            + "singularity"
+            "no home pose found with every link above the base plane, the TCP off a "
+            + f"singularity and gravity under {HOLD_FRACTION:g} of every effort limit"
             + (
                 f", clear of the scene by {scene.clearance * 100:g} cm ({len(refused)} refused, "
                 f"e.g. {_inside(refused[0])})"
@@ -186,7 +194,8 @@ def choose_home(
         )
     note = (
         f"chosen: manipulability {best:.3g} (score), every arm joint ≥ {100 * margin:.0f} % of "
-        f"its range from a limit, every link above the base plane{where}"
+        f"its range from a limit, every link above the base plane, gravity under "
+        f"{HOLD_FRACTION:g} of every effort limit{where}"
     )
     return Home(tuple(design.to_config(best_q).tolist()), note)
 
