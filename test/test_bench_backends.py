@@ -36,3 +36,34 @@ def test_the_json_report_has_one_ok_row_per_backend_mode_and_scenario(
     assert grasp["final_error"] <= 0.5, (grasp, GRASP_EFFORT)
     assert cancel["final_error"] <= 0.01 and "canceled" in cancel["message"]
     assert preempt["final_error"] <= 0.01 and "first preempted" in preempt["message"]
+
+
+def test_joint_steps_stay_inside_the_limits_of_a_prismatic_first_joint(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Tiago (ct-setup, its hand, head and wheels locked): its first arm joint is the torso
+    lift, prismatic over [0, 0.35] m — a +0.3 "rad" step from home would leave its range. The
+    joint motion, cancel and preempt rows on MuJoCo are all ok: each step is a prismatic one in
+    metres, inside the limits (the bench's goals, as MoveJoints' are, refuse a goal outside)."""
+    from ct_controllers.bench.robots import example_robot_path
+    from ct_controllers.setup_assistant.cli import main as setup
+
+    urdf = example_robot_path("tiago_description/robots/tiago.urdf")
+    assert setup([str(urdf), "-o", str(tmp_path), "--gripper", "", "--tcp", "hand_tool_link"]) == 0
+    capsys.readouterr()
+    code = main(
+        [
+            "--json",
+            "--config",
+            str(tmp_path / "controllers.yaml"),
+            "--modes",
+            "mujoco:effort",
+            "--scenarios",
+            "joint_motion,cancel,preempt",
+        ]
+    )
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["results"]
+    assert [r["scenario"] for r in rows] == ["joint_motion", "cancel", "preempt"]
+    for row in rows:
+        assert row["ok"], row
+    assert code == 0

@@ -159,3 +159,74 @@ def test_backend_runs_the_mjcf_named_in_its_config_section(tmp_path):
     moved = np.abs(samples[1].position - np.array(config.home_positions)).max()
     assert moved > 1e-3  # the arm sagged: the comparison is of a motion
     np.testing.assert_allclose(samples[0].position, samples[1].position, rtol=0, atol=1e-4)
+
+
+def test_an_mjcf_with_the_joints_the_description_locks_is_welded_there(tmp_path):
+    """A user's MJCF of the whole Baxter (converted from its URDF: two arms, each gripper's
+    second finger a <mimic> follower, a head) with the description locking all but the right
+    arm and its gripper (the left arm turned, its gripper half open, the head turned): the
+    locked joints are welded where the description fixes them — the scene has only the right
+    arm's and gripper's joints, and its TCP pose, mass matrix and bias forces at random states
+    equal those of MuJoCo's import of the locked URDF (the lock done in the URDF by
+    ct_controllers.model.locked_joints, checked against Pinocchio in test_locked_joints)."""
+    import xml.etree.ElementTree as ET
+
+    from ct_controllers.model.locked_joints import lock_joints, with_mimics
+
+    path = example_robot_path("robots/baxter_description/urdf/baxter.urdf")
+    urdf = path.read_text()
+    root = ET.fromstring(urdf)
+    arm = ("s0", "s1", "e0", "e1", "w0", "w1", "w2")
+    locks = {f"left_{j}": 0.1 * (k + 1) for k, j in enumerate(arm)}
+    locks |= {"head_pan": -0.4, "l_gripper_l_finger_joint": 0.01}
+    locked_urdf = lock_joints(urdf, locks)
+    mjcf = _write(_converted(urdf, path.parent), tmp_path / "baxter.xml")
+    tcp = "right_gripper"
+    ours = compile_scene(
+        build_scene(
+            locked_urdf,
+            tcp_frame=tcp,
+            scene=mjcf,
+            with_objects=False,
+            locked_joints=with_mimics(root, locks),
+        )
+    )
+    reference = compile_scene(
+        build_scene(locked_urdf, tcp_frame=tcp, urdf_directory=path.parent, with_objects=False)
+    )
+    names = [reference.joint(i).name for i in range(reference.njnt)]
+    assert sorted(names) == sorted(
+        [f"right_{j}" for j in arm] + ["r_gripper_l_finger_joint", "r_gripper_r_finger_joint"]
+    )
+    assert sorted(ours.joint(i).name for i in range(ours.njnt)) == sorted(names)
+    count = len(names)
+    rng = np.random.default_rng(5)
+    low, high = reference.jnt_range[:, 0], reference.jnt_range[:, 1]
+    data_ours, data_ref = mujoco.MjData(ours), mujoco.MjData(reference)
+    mass_ours, mass_ref = np.zeros((count, count)), np.zeros((count, count))
+    dofs = [ours.joint(name).dofadr[0] for name in names]
+    for _ in range(20):
+        q, v = rng.uniform(low, high), rng.uniform(-1.0, 1.0, count)
+        for model, data in ((ours, data_ours), (reference, data_ref)):
+            for i, name in enumerate(names):
+                data.qpos[model.joint(name).qposadr[0]] = q[i]
+                data.qvel[model.joint(name).dofadr[0]] = v[i]
+            mujoco.mj_forward(model, data)
+        assert _close(data_ours.site(tcp).xpos, data_ref.site(tcp).xpos), q
+        assert _close(data_ours.site(tcp).xmat, data_ref.site(tcp).xmat), q
+        # where the welded left arm, gripper and head are: every shape of one scene has a
+        # shape of the same kind and size at its place in the other (MuJoCo's import of the
+        # locked URDF fuses them into the base, the welded MJCF keeps or fuses its own)
+        for g in range(ours.ngeom):
+            same = [
+                h
+                for h in range(reference.ngeom)
+                if reference.geom_type[h] == ours.geom_type[g]
+                and np.allclose(reference.geom_size[h], ours.geom_size[g], rtol=REL, atol=1e-6)
+            ]
+            gap = min(np.linalg.norm(data_ref.geom_xpos[h] - data_ours.geom_xpos[g]) for h in same)
+            assert gap < 1e-4, (ours.body(ours.geom_bodyid[g]).name, gap)
+        mujoco.mj_fullM(ours, data_ours, mass_ours)
+        mujoco.mj_fullM(reference, data_ref, mass_ref)
+        assert _close(mass_ours[np.ix_(dofs, dofs)], mass_ref), q
+        assert _close(data_ours.qfrc_bias[dofs], data_ref.qfrc_bias), (q, v)

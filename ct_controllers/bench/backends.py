@@ -43,7 +43,9 @@ simulated drives run in a process of their own (:mod:`~ct_controllers.sim.drives
 the rig ticks with the loop thread's real-time scheduling (``realtime.*``, as the control node's
 loop thread has it and the bus threads have it too), so the rows measure the stack, not the
 drives' motor model holding our GIL or a normal-priority thread waiting behind other work.
-Times are on the backend's clock (sim time for MuJoCo).
+Times are on the backend's clock (sim time for MuJoCo). A joint's step is in the other direction
+where its limits leave less room that way (5 % of the range kept), at most the room there is,
+and on a prismatic joint (Tiago's torso lift) 0.15 m per radian named above.
 
 ``--workers N`` runs the MuJoCo rigs (lockstep: every figure on sim time, the same whatever
 else runs) in up to N spawned worker processes at once, with the same rows as in this
@@ -101,6 +103,8 @@ OBJECT_WIDTH = 0.05  # [m] the plant rigs' object, as wide as MuJoCo's cube
 GRASP_TIMEOUT = 30.0  # [s] the phase machine's own timeouts end it first
 REST_SPEED = 0.02  # [rad/s] "at rest": the 100 Hz torque rigs' quarter gains ring at ~0.01
 REST_TIMEOUT = 2.0  # [s] after a cancel
+PRISMATIC_STEP = 0.15  # [m per rad of a revolute joint's step]: a prismatic joint's steps
+LIMIT_MARGIN = 0.05  # [-] of a joint's range: a step's goal stays this far inside its limits
 
 
 @dataclass(frozen=True)
@@ -177,8 +181,22 @@ class Scenarios:
         return float(np.abs(snapshot.velocity[self.arm]).max())
 
     def goal(self, **offsets: float) -> dict[str, float]:
-        """The home pose with ``offsets`` [rad] added, arm joints by name."""
+        """The home pose with ``offsets`` [rad | m] added, arm joints by name."""
         return {n: self.home[n] + offsets.get(n, 0.0) for n in self.config.arm_joints}
+
+    def step(self, name: str, size: float, sign: float = 1.0) -> float:
+        """A step [rad | m] of joint ``name`` from home: ``size`` [rad] (a prismatic joint:
+        ``size`` × PRISMATIC_STEP [m]) in the direction ``sign``, or the other way where the
+        limits (less LIMIT_MARGIN of the range) leave less room that way; at most the room
+        there is."""
+        index = self.model.q_index(name)
+        lower, upper = self.model.limits.lower[index], self.model.limits.upper[index]
+        prismatic = self.model.model.joints[self.model.model.getJointId(name)].shortname()
+        length = size * (PRISMATIC_STEP if prismatic.startswith("JointModelP") else 1.0)
+        margin = LIMIT_MARGIN * (upper - lower) if np.isfinite(upper - lower) else 0.0
+        room = {1.0: upper - margin - self.home[name], -1.0: self.home[name] - lower - margin}
+        direction = sign if room[sign] >= length or room[sign] >= room[-sign] else -sign
+        return direction * min(length, room[direction])
 
     def move(self, goal: dict[str, float], duration: float = 0.0) -> int:
         return self.loop.request_motion(list(goal), list(goal.values()), duration)
@@ -219,7 +237,7 @@ class Scenarios:
     # --- scenarios -------------------------------------------------------------------------
     def joint_motion(self) -> tuple[bool, float | None, str, float, str]:
         first, fourth = self.config.arm_joints[0], self.config.arm_joints[:4][-1]
-        goal = self.goal(**{first: 0.3, fourth: 0.3})
+        goal = self.goal(**{first: self.step(first, 0.3), fourth: self.step(fourth, 0.3)})
         start = self.now()
         reached = self.wait_reached(self.move(goal), goal, 20.0)
         error = float(np.abs(self.true_arm() - np.array(list(goal.values()))).max())
@@ -323,7 +341,8 @@ class Scenarios:
     def _interrupted(self, interrupt: Callable[[int], int | None]) -> tuple[int, int | None, float]:
         """Start a 2 s motion of the first arm joint (+0.4 rad), let ``interrupt`` act at 40 % of
         it; (first motion, what interrupt returned, hardware time of the interruption)."""
-        goal = self.goal(**{self.config.arm_joints[0]: 0.4})
+        first_joint = self.config.arm_joints[0]
+        goal = self.goal(**{first_joint: self.step(first_joint, 0.4)})
         first = self.move(goal, 2.0)
         start = self.now()
         while True:
@@ -362,7 +381,9 @@ class Scenarios:
         return ok, error, "rad", rest - at, message
 
     def preempt(self) -> tuple[bool, float | None, str, float, str]:
-        second_goal = self.goal(**{self.config.arm_joints[0]: -0.3})
+        first_joint = self.config.arm_joints[0]
+        back = -1.0 if self.step(first_joint, 0.4) > 0 else 1.0  # against the first motion
+        second_goal = self.goal(**{first_joint: self.step(first_joint, 0.3, back)})
         start = self.now()
         first, second, _ = self._interrupted(lambda _: self.move(second_goal))
         assert second is not None

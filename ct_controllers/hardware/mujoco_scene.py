@@ -91,6 +91,7 @@ def build_scene(
     scene: str | Path | None = None,
     kept_links: Sequence[str] = (),
     objects: GraspScene | None = None,
+    locked_joints: Mapping[str, float] | None = None,
 ) -> mujoco.MjSpec:
     """Build the scene spec (compile it with :func:`compile_scene`).
 
@@ -105,7 +106,9 @@ def build_scene(
     parent (a fixed jaw: the object sensor counts its contacts; URDF scenes only). A link not
     hung on a fixed joint is a body anyway. ``objects``: the table and cube derived from the
     robot (:func:`~ct_controllers.hardware.grasp_scene.grasp_scene`; None: the constants
-    above). DescriptionError names what is wrong and nothing is built."""
+    above). ``locked_joints``: the description's locked joints (name → [rad | m]), fixed in
+    ``urdf`` already, welded in an MJCF ``scene`` there. DescriptionError names what is wrong
+    and nothing is built."""
     if not (np.isfinite(mass_scale) and mass_scale > 0):
         raise ValueError(f"mass_scale must be finite and positive, got {mass_scale}")
     prepared = prepare_urdf(urdf, urdf_directory, meshes=scene is None)
@@ -117,7 +120,7 @@ def build_scene(
     else:
         if mass_scale != 1.0:
             raise ValueError("mass_scale applies to scenes built from the URDF, not to an MJCF")
-        spec = load_matching_mjcf(Path(scene), prepared)
+        spec = load_matching_mjcf(Path(scene), prepared, locked_joints)
     spec.option.timestep = timestep
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     if scene is None:

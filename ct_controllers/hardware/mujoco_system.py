@@ -151,7 +151,8 @@ class MujocoConfig:
     command_interfaces: joint name -> "effort" (default) | "position"; tcp_frame: the URDF
     link that gets the TCP site (None: none); urdf_directory: the URDF file's folder (where
     its meshes are also looked for; None: the URDF came as text); scene: an MJCF file to take
-    the robot from instead of the URDF (None: MuJoCo's import of the URDF); gripper_joints:
+    the robot from instead of the URDF (None: MuJoCo's import of the URDF), its joints the
+    description locks (locked_joints, name → [rad | m]) welded there; gripper_joints:
     the gripper's joints, whose bodies (and those of joints mimicking them) the object sensor
     reads contact forces on (empty: the sensor's default finger bodies)."""
 
@@ -168,6 +169,7 @@ class MujocoConfig:
     tcp_frame: str | None = None
     urdf_directory: str | None = None
     scene: str | None = None
+    locked_joints: Mapping[str, float] = field(default_factory=dict)
     gripper_joints: tuple[str, ...] = ()
     # gripper.width_frames: a fixed jaw among them stays a body, and its contacts count.
     width_frames: tuple[str, ...] = ()
@@ -270,6 +272,7 @@ class MujocoSystem(SystemInterface):
                 tcp_frame=config.tcp_frame,
                 urdf_directory=str(source.parent) if source.is_file() else None,
                 scene=scene or None,
+                locked_joints=dict(description.locked_joints),
                 gripper_joints=config.gripper_joints,
                 width_frames=config.grip_width_frames,
                 objects=grasp_scene(model, grip),
@@ -293,6 +296,7 @@ class MujocoSystem(SystemInterface):
             scene=self.config.scene,
             kept_links=self.config.width_frames,
             objects=self.config.objects,
+            locked_joints=self.config.locked_joints,
         )
 
     # --- lifecycle -------------------------------------------------------------------------
