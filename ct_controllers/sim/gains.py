@@ -11,15 +11,17 @@ radius 1.12, the safe hold ×0.5 at 1.53), a design at the rate is, with a gain 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ct_controllers.config import StackConfig
+from ct_controllers.model.description import load_description
 from ct_controllers.setup_assistant.chain import discover_chain
 from ct_controllers.setup_assistant.design_model import design_model
 from ct_controllers.setup_assistant.gains import COMPUTED_TORQUE, JOINT_IMPEDANCE, design_gains
-from ct_controllers.setup_assistant.urdf_tree import read_robot
+from ct_controllers.setup_assistant.urdf_tree import parse_robot
 
 # Gains for the 100 Hz backends. The bundled ones are tuned for 1 kHz; at 100 Hz with a period
 # of delay from measurement to applied effort (a bus cycle, a DDS round trip) the impedance's
@@ -52,6 +54,7 @@ def slow_loop_gains(config: StackConfig, bundled: bool, rate: float) -> dict[str
     return dict(
         _designed(
             config.robot_description,
+            config.backend,
             config.tcp_frame,
             config.base_frame,
             config.arm_joints,
@@ -66,6 +69,7 @@ def slow_loop_gains(config: StackConfig, bundled: bool, rate: float) -> dict[str
 @functools.lru_cache(maxsize=8)  # a design costs seconds; rigs of one robot share it
 def _designed(
     description: str,
+    backend: str,
     tcp: str,
     base: str,
     arm: tuple[str, ...],
@@ -74,7 +78,9 @@ def _designed(
     rate: float,
     instances: frozenset[str],
 ) -> tuple[tuple[str, Any], ...]:
-    tree = read_robot(description)
+    # The robot as the stack reads it: its locked joints fixed (ct-setup's tree is the same).
+    urdf = load_description(description, mappings={"backend": backend}).urdf
+    tree = parse_robot(urdf, Path(description))
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=list(gripper))
     design = design_model(tree, chain)
     model = design.model
