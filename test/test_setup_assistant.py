@@ -404,6 +404,55 @@ def test_vendor_ros2_control_block_gets_ours_beside_it(
     assert -math.pi <= wrist <= math.pi
 
 
+def _ur5_with_a_camera_and_our_block(tmp_path: Path, lock: str) -> Path:
+    """The UR5 with a camera on a pan joint off the arm (hung on base_link) and a <ros2_control>
+    block of ours driving the arm; ``lock``: the block's <param> elements."""
+    text = ROBOTS["ur5"]().read_text()
+    camera = (
+        '<link name="camera"><inertial><mass value="0.2"/><inertia ixx="1e-4" ixy="0" ixz="0" '
+        'iyy="1e-4" iyz="0" izz="1e-4"/></inertial></link><joint name="camera_pan" '
+        'type="revolute"><parent link="base_link"/><child link="camera"/><origin '
+        'xyz="-0.2 0 0.3"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="5" '
+        'velocity="1"/></joint>'
+    )
+    joints = "".join(
+        f'<joint name="{name}"><command_interface name="effort"/><state_interface '
+        'name="position"/><state_interface name="velocity"/></joint>'
+        for name in (
+            "shoulder_pan_joint",
+            "shoulder_lift_joint",
+            "elbow_joint",
+            "wrist_1_joint",
+            "wrist_2_joint",
+            "wrist_3_joint",
+        )
+    )
+    block = (
+        '<ros2_control name="ours" type="system"><hardware><plugin>ct_controllers/MujocoSystem'
+        f"</plugin>{lock}</hardware>{joints}</ros2_control>"
+    )
+    urdf = tmp_path / "ur5_camera.urdf"
+    urdf.write_text(text.replace("</robot>", camera + block + "</robot>"))
+    return urdf
+
+
+def test_a_urdf_with_our_block_locks_where_its_block_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A URDF carrying our block, which locks a camera's pan joint off the arm chain
+    (<param name="locked.camera_pan">0.3</param>): ct-setup writes no xacro, takes that lock
+    and says so; the stack's loaders read it locked there."""
+    urdf = _ur5_with_a_camera_and_our_block(tmp_path, '<param name="locked.camera_pan">0.3</param>')
+    code, out, err = _run(capsys, str(urdf), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "locked joints (1): camera_pan=0.3 [rad | m]" in out
+    config = load_config(tmp_path / "out" / "controllers.yaml")
+    assert Path(config.robot_description) == urdf.resolve()
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    assert dict(description.locked_joints) == {"camera_pan": 0.3}
+    assert "camera_pan" not in RobotModel(description.urdf, config.tcp_frame).joint_names
+
+
 def _broken(tmp_path: Path) -> Path:
     path = tmp_path / "broken.urdf"
     path.write_text('<robot name="x"><link name="a"></robot>')
@@ -632,6 +681,18 @@ BAD_INPUTS = {
         lambda tmp: example_robot(TIAGO),
         ["--lock", "no_such_joint=0"],
         "--lock no_such_joint: not a movable joint off the chain",
+    ),
+    "our own block neither driving nor locking a joint": (
+        lambda tmp: _ur5_with_a_camera_and_our_block(tmp, ""),
+        [],
+        "its own <ros2_control> block drives neither camera_pan nor locks them",
+    ),
+    "a lock given where our own block says": (
+        lambda tmp: _ur5_with_a_camera_and_our_block(
+            tmp, '<param name="locked.camera_pan">0.3</param>'
+        ),
+        ["--lock", "camera_pan=0.1"],
+        "--lock given, but the URDF's own <ros2_control> block is ours",
     ),
     "a joint with no effort limit": (
         _no_effort,

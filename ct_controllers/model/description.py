@@ -112,7 +112,7 @@ def joint_armature(urdf: str) -> dict[str, float]:
 LOCKED_PREFIX = "locked."
 
 
-def _locked_positions(block: ET.Element, source: str) -> dict[str, float]:
+def locked_positions(block: ET.Element, source: str) -> dict[str, float]:
     """The block's ``<hardware><param name="locked.JOINT">POSITION</param>``: joint → [rad | m].
     The stack does not drive these joints: they are fixed at that position in its model."""
     locked: dict[str, float] = {}
@@ -155,7 +155,7 @@ def parse_description(urdf: str, source: str = "<string>") -> RobotDescription:
     plugin = block.findtext("hardware/plugin", default="").strip()
     if not plugin:
         raise DescriptionError(f"{source}: <ros2_control><hardware><plugin> is missing or empty")
-    locked = _locked_positions(block, source)
+    locked = locked_positions(block, source)
     driven_and_locked = sorted(
         e.get("name", "") for e in block.findall("joint") if e.get("name", "") in locked
     )

@@ -14,7 +14,7 @@ import math
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 
-from ct_controllers.model.description import LOCKED_PREFIX
+from ct_controllers.model.description import DescriptionError, locked_positions
 from ct_controllers.model.locked_joints import LockError, lock_joints
 from ct_controllers.setup_assistant.chain import Chain
 from ct_controllers.setup_assistant.errors import SetupError
@@ -42,19 +42,11 @@ def own_block_locks(tree: RobotTree, plugins: Sequence[str]) -> dict[str, float]
     or None where it has no such block."""
     root = ET.fromstring(tree.urdf)
     for block in root.findall("ros2_control"):
-        if block.findtext("hardware/plugin", "").strip() not in plugins:
-            continue
-        locks: dict[str, float] = {}
-        for param in block.findall("hardware/param"):
-            key = param.get("name", "")
-            if key.startswith(LOCKED_PREFIX):
-                try:
-                    locks[key[len(LOCKED_PREFIX) :]] = float((param.text or "").strip())
-                except ValueError:
-                    raise SetupError(
-                        f'{tree.source}: <param name="{key}">: {param.text!r} is not a position'
-                    ) from None
-        return locks
+        if block.findtext("hardware/plugin", "").strip() in plugins:
+            try:
+                return locked_positions(block, str(tree.source))
+            except DescriptionError as exc:
+                raise SetupError(str(exc)) from None
     return None
 
 
