@@ -6,11 +6,19 @@ again, by ct-setup's own design (:func:`~ct_controllers.setup_assistant.gains.de
 the rig's rate: a fixed scale of gains designed for 1 kHz is not stable on every arm at 100 Hz
 with a period of delay (a one-jaw gripper variant of the bundled arm: joint impedance ×0.25 at
 radius 1.12, the safe hold ×0.5 at 1.53), a design at the rate is, with a gain margin of 2.
+
+The design is of the arm the plant rigs simulate: the URDF with their drives' reflected rotor
+inertia as armature (:func:`with_drive_armature`), as a user gives a real arm's drives in
+``<dynamics armature>``; the rigs' stack models that arm too (:func:`ct_controllers.sim.rigs.
+make_rig`), so its own gain check at bring-up agrees. Designed on the bare URDF, a robot of
+gram-light links (the SO-101: rotors 40× its links) got gains its drives' friction overwhelmed:
+joint motions ended 0.107 rad short on both plant rigs.
 """
 
 from __future__ import annotations
 
 import functools
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +26,12 @@ import numpy as np
 
 from ct_controllers.config import StackConfig
 from ct_controllers.model.description import load_description
+from ct_controllers.model.robot import RobotModel
 from ct_controllers.setup_assistant.chain import discover_chain
 from ct_controllers.setup_assistant.design_model import design_model
 from ct_controllers.setup_assistant.gains import COMPUTED_TORQUE, JOINT_IMPEDANCE, design_gains
 from ct_controllers.setup_assistant.urdf_tree import parse_robot
+from ct_controllers.sim.drives import rotor_inertia
 
 # Gains for the 100 Hz backends. The bundled ones are tuned for 1 kHz; at 100 Hz with a period
 # of delay from measurement to applied effort (a bus cycle, a DDS round trip) the impedance's
@@ -66,6 +76,27 @@ def slow_loop_gains(config: StackConfig, bundled: bool, rate: float) -> dict[str
     )
 
 
+def with_drive_armature(urdf: str) -> str:
+    """``urdf`` with every driven joint's ``<dynamics armature>`` [kg·m² | kg] the URDF's plus
+    the plant rigs' drives' reflected rotor inertia (:func:`~ct_controllers.sim.drives.
+    rotor_inertia`): the arm those rigs simulate."""
+    model = RobotModel(urdf)
+    rotor = rotor_inertia(model)
+    root = ET.fromstring(urdf)
+    for joint in root.findall("joint"):
+        name = joint.get("name", "")
+        if name not in model.joint_names:
+            continue  # fixed, or a mimic follower (carried by its master's)
+        index = model.v_index(name)
+        dynamics = joint.find("dynamics")
+        if dynamics is None:
+            dynamics = ET.SubElement(joint, "dynamics")
+        dynamics.set("armature", repr(float(model.model.armature[index] + rotor[index])))
+        if dynamics.get("damping") is None and dynamics.get("friction") is None:
+            dynamics.set("damping", "0")  # urdfdom refuses a <dynamics> with neither
+    return ET.tostring(root, encoding="unicode")
+
+
 @functools.lru_cache(maxsize=8)  # a design costs seconds; rigs of one robot share it
 def _designed(
     description: str,
@@ -80,7 +111,7 @@ def _designed(
 ) -> tuple[tuple[str, Any], ...]:
     # The robot as the stack reads it: its locked joints fixed (ct-setup's tree is the same).
     urdf = load_description(description, mappings={"backend": backend}).urdf
-    tree = parse_robot(urdf, Path(description))
+    tree = parse_robot(with_drive_armature(urdf), Path(description))
     chain = discover_chain(tree, tcp=tcp, base=base, gripper=list(gripper))
     design = design_model(tree, chain)
     model = design.model

@@ -15,6 +15,7 @@ so a grasp runs end to end on them; MuJoCo's scene has its own cube.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
@@ -33,7 +34,7 @@ from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
 from ct_controllers.sim.drives_process import DrivesProcess, drives_process_for
 from ct_controllers.sim.fault_injection import InjectingSystem
-from ct_controllers.sim.gains import slow_loop_gains
+from ct_controllers.sim.gains import slow_loop_gains, with_drive_armature
 from ct_controllers.sim.payload_plant import load_mujoco_scene
 from ct_controllers.sim.ros2_control_plant import PlantProcess
 
@@ -202,6 +203,13 @@ def make_rig(
     if plant_payload is not None and backend == "canopen" and drives_process:
         raise ValueError("plant_payload: CANopen drives in a process of their own carry none")
     description = _description(config_path, backend)
+    # A user's robot on a plant rig: the stack models the drives' rotor inertia the plant has
+    # (as the user's URDF would state it), as the rigs' gains are designed for it.
+    modelled = (
+        description
+        if config_path is None
+        else dataclasses.replace(description, urdf=with_drive_armature(description.urdf))
+    )
 
     def slow_gains() -> dict[str, Any]:  # the plant rigs' (a user's robot's: a design, seconds)
         return slow_loop_gains(load_config(config_path), config_path is None, REAL_RATE)
@@ -250,7 +258,7 @@ def make_rig(
             payload=plant_payload,
             effort_noise=plant_effort_noise,
         )
-        stack = build_stack(config, description, wrap_hardware=InjectingSystem)
+        stack = build_stack(config, modelled, wrap_hardware=InjectingSystem)
         return Rig(backend, config, stack, plant).brought_up()
     if backend == "canopen":
         config = load_config(
@@ -281,7 +289,7 @@ def make_rig(
                 **overrides,
             },
         )
-        stack = build_stack(config, description, wrap_hardware=InjectingSystem)
+        stack = build_stack(config, modelled, wrap_hardware=InjectingSystem)
         inner = stack.hardware.inner  # type: ignore[attr-defined]
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
         robot = RobotModel(
