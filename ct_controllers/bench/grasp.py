@@ -7,7 +7,9 @@ of min(5 cm, 0.625 × the full opening); the bundled arm: x ∈ [0.45, 0.60] m, 
 and runs the grasp phase machine → differential IK (QP, OSQP) → computed torque (arm) and the
 gripper servo (fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s,
 put it back, release. A trial succeeds when the machine reaches DONE within 10 s of sim time;
-every failure is reported with its phase and reason.
+every failure is reported with its phase and reason. The Grasp action's goal check runs first
+(``chains/grasp_goal.py``: an IK solution for the grasp and pre-grasp poses): a goal it would
+refuse ends the trial UNREACHABLE, with its reason, before anything moves.
 
 Each trial is a pure function of (seed, trial index, options): its cube comes from a random
 stream of its own (:func:`trial_cube`), and it builds its own stack. ``--workers N`` runs the
@@ -34,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from ct_controllers.chains.grasp_goal import unreachable_pose
 from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
+from ct_controllers.chains.pose_goal import goal_ik
 from ct_controllers.config import ConfigError, StackConfig, load_config
 from ct_controllers.hardware.grasp_scene import GraspScene, grasp_scene, with_fingertips
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, fingertip_depth, place_object
@@ -43,7 +47,7 @@ from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import load_description
 from ct_controllers.model.grip_geometry import gripper_geometry
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.runtime.stack import Stack, build_stack, to_model_order
 from ct_controllers.sim_demo import RunObserver
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
 
@@ -52,6 +56,10 @@ TRIAL_LIMIT = 10.0  # [s] of sim time per trial
 SENSING = ("full", "joints")
 # Success-rate goals: with the object sensor, and by the robot's own joint sensing alone.
 GOAL_SUCCESS_RATE = {"full": 0.98, "joints": 0.95}
+# A trial's final phase when the Grasp action's goal check would refuse its goal (no IK solution
+# for its grasp or pre-grasp pose, :func:`~ct_controllers.chains.grasp_goal.unreachable_pose`):
+# nothing moves, and the trial says so rather than timing out in APPROACH.
+UNREACHABLE = "UNREACHABLE"
 
 
 @dataclass(frozen=True)
@@ -214,6 +222,11 @@ def run_trial(
     setup = grasp_setup(config, cube, record, sensing=sensing)
     try:
         grasp_goal = goal or GraspGoal(grasp_pose=top_down_grasp(*cube, setup.scene))
+        stack = setup.stack
+        home = to_model_order(stack.model, config.joint_names, config.home_positions, "home")
+        unreachable = unreachable_pose(goal_ik(stack), grasp_goal, home)
+        if unreachable is not None:  # the action's goal check refuses it: nothing moves
+            return TrialResult(trial, cube, False, UNREACHABLE, unreachable, 0.0), setup
         setup.task.start(grasp_goal)
         loop = setup.stack.loop
         watching = list(observers(setup, grasp_goal)) if observers is not None else []
