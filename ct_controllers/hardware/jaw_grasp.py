@@ -44,10 +44,11 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
-from scipy.spatial import ConvexHull, QhullError
 
 from ct_controllers.hardware.grasp_scene import TABLE_CLEARANCE
+from ct_controllers.hardware.jaw_outline import JawOutline
 from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
+from ct_controllers.hardware.planar_polygons import clip, edge_normal, rotated
 from ct_controllers.model.grip_geometry import GripGeometry
 from ct_controllers.types import FloatArray
 
@@ -87,188 +88,6 @@ class _Contact:
     angle: float
 
 
-class _Gripper:
-    """The two jaws' convex polygons in the plane normal to the hinge axis, tool frame.
-
-    Coordinates: (u, w), u along ``across`` (the moving jaw opens toward +u), w along ``down``
-    (the tool z projected normal to the axis). The moving jaw's polygons turn rigidly about
-    the hinge's point as it moves (its axis is normal to the plane)."""
-
-    def __init__(
-        self, model: mujoco.MjModel, joint: str, tcp_site: str, closed: float, opened: float
-    ) -> None:
-        data = mujoco.MjData(model)
-        index = model.joint(joint).id
-        jaw = int(model.jnt_bodyid[index])
-        data.qpos[model.jnt_qposadr[index]] = closed
-        mujoco.mj_kinematics(model, data)
-        site = model.site(tcp_site).id
-        rotation, origin = data.site_xmat[site].reshape(3, 3).copy(), data.site_xpos[site].copy()
-        joint_axis = rotation.T @ data.xaxis[index]
-        joint_axis /= np.linalg.norm(joint_axis)
-        down = np.array([0.0, 0.0, 1.0]) - joint_axis * joint_axis[2]
-        down /= np.linalg.norm(down)
-        across = np.cross(down, joint_axis)
-        anchor = (data.xanchor[index] - origin) @ rotation
-        jaw_points = _points(model, data, jaw, rotation, origin)
-        relative = np.concatenate(jaw_points) - anchor
-        radial = relative - np.outer(relative @ joint_axis, joint_axis)
-        tip = radial[int(np.argmax(np.linalg.norm(radial, axis=1)))]
-        # q grows turning about joint_axis: the tip moves along joint_axis × tip, opening if
-        # the open limit is above the closed one.
-        opening = np.cross(joint_axis, tip) * math.copysign(1.0, opened - closed)
-        if float(opening @ across) < 0:  # the moving jaw opens toward +u
-            across = -across
-        # A turn of q about joint_axis is a turn of q · sense from u toward w in the plane.
-        self.sense = float(np.sign(joint_axis @ np.cross(across, down)))
-        self.across, self.down = across, down
-        self.axis = np.cross(across, down)
-        self.hinge = np.array([anchor @ across, anchor @ down])
-        self.closed, self.opened = closed, opened
-        self.holder_polygons = _polygons(
-            _points(model, data, int(model.body_parentid[jaw]), rotation, origin), across, down
-        )
-        self._jaw_polygons = _polygons(jaw_points, across, down)
-        along = np.concatenate(jaw_points) @ self.axis
-        self.axis_centre = float(0.5 * (along.min() + along.max()))
-
-    def jaw_polygons(self, q: float) -> list[FloatArray]:
-        """The moving jaw's polygons at jaw angle ``q``."""
-        turn = self.sense * (q - self.closed)
-        c, s = math.cos(turn), math.sin(turn)
-        turned = []
-        for polygon in self._jaw_polygons:
-            relative = polygon - self.hinge
-            turned.append(
-                self.hinge
-                + np.column_stack(
-                    [
-                        c * relative[:, 0] - s * relative[:, 1],
-                        s * relative[:, 0] + c * relative[:, 1],
-                    ]
-                )
-            )
-        return turned
-
-
-def _points(
-    model: mujoco.MjModel, data: mujoco.MjData, body: int, rotation: FloatArray, origin: FloatArray
-) -> list[FloatArray]:
-    """Per colliding geom of ``body``: its points in the tool frame (``rotation``, ``origin``:
-    the TCP's in the world) [m]: a mesh's vertices, a primitive's bounding-box corners."""
-    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
-    found = []
-    for geom in range(model.ngeom):
-        if model.geom_bodyid[geom] != body or not (
-            model.geom_contype[geom] or model.geom_conaffinity[geom]
-        ):
-            continue
-        if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_MESH:
-            mesh = model.geom_dataid[geom]
-            start, count = model.mesh_vertadr[mesh], model.mesh_vertnum[mesh]
-            local = np.asarray(model.mesh_vert[start : start + count], float)
-        else:
-            local = model.geom_aabb[geom, :3] + corners * model.geom_aabb[geom, 3:]
-        world = data.geom_xpos[geom] + local @ data.geom_xmat[geom].reshape(3, 3).T
-        found.append((world - origin) @ rotation)
-    return found
-
-
-SIMPLIFY = 5e-5  # [m] a hull vertex nearer than this to its neighbours' chord is dropped
-
-
-def _polygons(points: list[FloatArray], across: FloatArray, down: FloatArray) -> list[FloatArray]:
-    """Each geom's convex polygon (counter-clockwise (u, w) vertices), its vertices thinned
-    where they lie within ``SIMPLIFY`` of a straight edge (a rounded hull's many)."""
-    polygons = []
-    for geom in points:
-        plane = np.column_stack([geom @ across, geom @ down])
-        try:
-            hull = ConvexHull(plane)
-        except QhullError:  # a flat geom seen edge-on: no area in this plane
-            continue
-        vertices = plane[hull.vertices]
-        kept = [vertices[0]]
-        for i in range(1, len(vertices)):
-            following = vertices[(i + 1) % len(vertices)]
-            chord = following - kept[-1]
-            length = float(np.linalg.norm(chord))
-            offset = vertices[i] - kept[-1]
-            if length < 1e-12 or abs(chord[0] * offset[1] - chord[1] * offset[0]) / length > (
-                SIMPLIFY
-            ):
-                kept.append(vertices[i])
-        if len(kept) >= 3:
-            polygons.append(np.array(kept))
-    return polygons
-
-
-def _rotated(polygon: FloatArray, tilt: float) -> FloatArray:
-    """(u, w) → (h, v): h across (toward the moving jaw), v up, in the frame of the grasp
-    tilted by ``tilt`` about the hinge axis (tilt 0: v = −w)."""
-    c, s = math.cos(tilt), math.sin(tilt)
-    h = c * polygon[:, 0] + s * polygon[:, 1]
-    v = s * polygon[:, 0] - c * polygon[:, 1]
-    return np.column_stack([h, v])
-
-
-def _clip(polygon: FloatArray, box: tuple[float, float, float, float]) -> FloatArray:
-    """``polygon`` (h, v) clipped to the rectangle h ∈ [box[0], box[1]], v ∈ [box[2], box[3]]
-    (Sutherland-Hodgman)."""
-    points = polygon
-    for axis, bound, below in ((0, box[1], True), (0, box[0], False), (1, box[3], True)):
-        if len(points) == 0:
-            break
-        kept = []
-        for i in range(len(points)):
-            a, b = points[i], points[(i + 1) % len(points)]
-            inside_a = a[axis] <= bound if below else a[axis] >= bound
-            inside_b = b[axis] <= bound if below else b[axis] >= bound
-            if inside_a:
-                kept.append(a)
-            if inside_a != inside_b:
-                kept.append(a + (bound - a[axis]) / (b[axis] - a[axis]) * (b - a))
-        points = np.array(kept)
-    bottom = box[2]
-    if len(points) == 0:
-        return points
-    kept = []
-    for i in range(len(points)):
-        a, b = points[i], points[(i + 1) % len(points)]
-        if a[1] >= bottom:
-            kept.append(a)
-        if (a[1] >= bottom) != (b[1] >= bottom):
-            kept.append(a + (bottom - a[1]) / (b[1] - a[1]) * (b - a))
-    return np.array(kept)
-
-
-def _contains(polygon: FloatArray, point: FloatArray) -> bool:
-    """Whether the convex ``polygon`` (either orientation) holds ``point``."""
-    edges = np.roll(polygon, -1, axis=0) - polygon
-    offsets = point - polygon
-    cross = edges[:, 0] * offsets[:, 1] - edges[:, 1] * offsets[:, 0]
-    return bool((cross >= 0).all() or (cross <= 0).all())
-
-
-def _edge_normal(polygon: FloatArray, point: FloatArray) -> FloatArray:
-    """The outward unit normal of the edge of the convex ``polygon`` nearest ``point``."""
-    centre = polygon.mean(axis=0)
-    best, normal = math.inf, np.zeros(2)
-    for a, b in zip(polygon, np.roll(polygon, -1, axis=0), strict=True):
-        edge = b - a
-        length = float(np.linalg.norm(edge))
-        if length < 1e-12:
-            continue
-        t = min(max(float((point - a) @ edge) / length**2, 0.0), 1.0)
-        distance = float(np.linalg.norm(a + t * edge - point))
-        if distance < best:
-            outward = np.array([edge[1], -edge[0]]) / length
-            if float((a - centre) @ outward) < 0:
-                outward = -outward
-            best, normal = distance, outward
-    return normal
-
-
 def _angle(force: FloatArray, toward: float) -> float:
     """[rad] the angle of ``force`` (h, v) on the cube below horizontal, the horizontal being
     ``toward`` (±1) h."""
@@ -306,20 +125,20 @@ def _contact(
     on_side = bool((np.abs(region[:, 0] - side) < EDGE).any())
     on_top = bool((np.abs(region[:, 1] - top) < EDGE).any())
     if on_side and on_top:
-        return _Contact(_angle(_edge_normal(polygon, np.array([side, top])), toward))
+        return _Contact(_angle(edge_normal(polygon, np.array([side, top])), toward))
     if on_top:
         return _Contact(math.pi / 2)
     return _Contact(0.0)
 
 
-def _pinch(gripper: _Gripper, size: float, tilt: float, lowest: float) -> _Pinch:
+def _pinch(gripper: JawOutline, size: float, tilt: float, lowest: float) -> _Pinch:
     """The cube of edge ``size`` at ``tilt`` (module docstring); ``lowest`` [m] the gripper's
     lowest v at this tilt."""
     bottom = lowest - TABLE_CLEARANCE
     top = bottom + size
     face, fixed = -math.inf, None
-    for polygon in (_rotated(p, tilt) for p in gripper.holder_polygons):
-        part = _clip(polygon, (-math.inf, math.inf, bottom, top))
+    for polygon in (rotated(p, tilt) for p in gripper.holder_polygons):
+        part = clip(polygon, (-math.inf, math.inf, bottom, top))
         if len(part) < 3 or float(part[:, 0].max()) <= face:
             continue
         face = float(part[:, 0].max())
@@ -335,8 +154,8 @@ def _pinch(gripper: _Gripper, size: float, tilt: float, lowest: float) -> _Pinch
     def overlaps(q: float) -> list[tuple[FloatArray, FloatArray]]:
         found = []
         for polygon in gripper.jaw_polygons(q):
-            turned = _rotated(polygon, tilt)
-            region = _clip(turned, box)
+            turned = rotated(polygon, tilt)
+            region = clip(turned, box)
             if len(region) >= 3:
                 found.append((region, turned))
         return found
@@ -364,13 +183,13 @@ def jaw_grasp(
     limits ``closed``, ``opened`` [rad]) in ``model`` (the robot's MuJoCo scene, whose site
     ``tcp_site`` is the TCP), for cubes of edge at most ``largest`` [m] and friction
     coefficient ``friction``; None where none is held."""
-    gripper = _Gripper(model, joint, tcp_site, closed, opened)
+    gripper = JawOutline(model, joint, tcp_site, closed, opened)
     limit = math.atan(friction) - FRICTION_MARGIN
     swept = [p for q in np.linspace(closed, opened, JAW_SAMPLES) for p in gripper.jaw_polygons(q)]
     outlines = swept + gripper.holder_polygons
 
     def pinch(size: float, tilt: float) -> _Pinch:
-        lowest = min(float(_rotated(p, tilt)[:, 1].min()) for p in outlines)
+        lowest = min(float(rotated(p, tilt)[:, 1].min()) for p in outlines)
         return _pinch(gripper, size, tilt, lowest)
 
     size = largest
@@ -395,7 +214,7 @@ def jaw_grasp(
     return None
 
 
-def _tcp_in_cube(gripper: _Gripper, tilt: float, centre: tuple[float, float]) -> FloatArray:
+def _tcp_in_cube(gripper: JawOutline, tilt: float, centre: tuple[float, float]) -> FloatArray:
     """The TCP's pose in the frame of the cube centred at ``centre`` ((h, v) [m]) at ``tilt``:
     cube y = h, z = v, x = y × z (along the hinge axis)."""
     c, s = math.cos(tilt), math.sin(tilt)
@@ -473,9 +292,9 @@ def top_down_angles(
 ) -> tuple[float, float] | None:
     """[rad] the fixed and the moving jaw's contact angles on a cube of edge ``size`` [m]
     grasped top-down (tilt 0), or None where a jaw does not meet it."""
-    gripper = _Gripper(model, joint, tcp_site, closed, opened)
+    gripper = JawOutline(model, joint, tcp_site, closed, opened)
     swept = [p for q in np.linspace(closed, opened, JAW_SAMPLES) for p in gripper.jaw_polygons(q)]
-    lowest = min(float(_rotated(p, 0.0)[:, 1].min()) for p in swept + gripper.holder_polygons)
+    lowest = min(float(rotated(p, 0.0)[:, 1].min()) for p in swept + gripper.holder_polygons)
     pinch = _pinch(gripper, size, 0.0, lowest)
     if pinch.fixed is None or pinch.moving is None:
         return None
