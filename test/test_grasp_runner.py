@@ -12,8 +12,16 @@ import numpy as np
 import pytest
 from helpers import new_robot_model
 
-from ct_controllers.bench.grasp import GraspSetup, grasp_setup, run_trial, top_down_grasp
+from ct_controllers.bench.grasp import (
+    UNREACHABLE,
+    GraspSetup,
+    grasp_setup,
+    run_trial,
+    top_down_grasp,
+)
+from ct_controllers.chains.grasp_goal import unreachable_pose
 from ct_controllers.chains.grasp_runner import ObjectReading
+from ct_controllers.chains.pose_goal import goal_ik
 from ct_controllers.config import load_config
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
 from ct_controllers.runtime.stack import to_model_order
@@ -109,6 +117,23 @@ def test_an_unreachable_cube_fails_in_approach_and_holds() -> None:
         _assert_safe_hold(setup)
     finally:
         setup.stack.shut_down()
+
+
+def test_the_bench_reports_a_goal_the_action_refuses_as_unreachable() -> None:
+    """A bench trial whose grasp pose has no IK solution (a cube 1.8 m out) ends UNREACHABLE,
+    with the reason the Grasp action's goal check gives, at sim time 0: nothing moved; a
+    reachable one gets past the check (the same check on its poses says nothing)."""
+    far = (1.8, 0.0, 0.0)
+    result, setup = run_trial(CONFIG, 0, far, goal=GraspGoal(grasp_pose=top_down_grasp(*far)))
+    assert not result.success and result.final_phase == UNREACHABLE
+    assert result.reason.startswith("grasp_pose: no IK solution within the joint limits")
+    assert result.sim_time == 0.0 and result.phase_durations == {}
+    assert setup.task.phase == Phase.APPROACH and not setup.task.transitions
+    near = GraspGoal(grasp_pose=top_down_grasp(*CUBE))
+    home = to_model_order(
+        setup.stack.model, CONFIG.joint_names, CONFIG.home_positions, "home_positions"
+    )
+    assert unreachable_pose(goal_ik(setup.stack), near, home) is None
 
 
 def test_a_cube_removed_before_closing_fails_in_close() -> None:

@@ -338,6 +338,80 @@ def test_slip_is_the_object_displacement_in_the_tcp_frame() -> None:
         assert task._slip(observation, reference) == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
+def test_an_object_that_slid_in_the_hand_is_put_down_where_it_was_picked_up() -> None:
+    """The cube slides 6 mm along the tool z (away from the hand) while lifted: the put-down
+    target is the grasp pose raised by those 6 mm (the TCP shifted by R (a0 − a1), a0, a1 the
+    cube's position in the TCP frame when CLOSE ended and when the put-down began), so the cube,
+    not the TCP, returns to where it was picked up: it ends at its picked-up height within
+    0.1 mm (it would end 6 mm lower at the grasp pose), and the pick is DONE."""
+    task, world = GraspTask(), World()
+    task.start(GOAL)
+    slide = 0.006  # [m]
+    slid = []
+
+    def slip_while_lifting(task: GraspTask, world: World) -> None:
+        if task.stage == "lift" and not slid and world.cube_in_tcp is not None:
+            world.cube_in_tcp = world.cube_in_tcp.copy()
+            world.cube_in_tcp[2, 3] += slide  # tool z: away from the hand
+            slid.append(True)
+
+    targets: dict[str, np.ndarray] = {}
+
+    def watch(task: GraspTask, world: World) -> None:
+        slip_while_lifting(task, world)
+        target = task.target()
+        if task.phase == Phase.HOLD and target is not None:
+            targets[task.stage] = np.array(target)
+
+    run(task, world, 12.0, event=watch)
+    assert slid and task.phase == Phase.DONE, task.failure
+    expected = GOAL.grasp_pose.copy()
+    expected[:3, 3] -= expected[:3, :3] @ np.array([0.0, 0.0, slide])  # a0 − a1 = −slide z
+    np.testing.assert_allclose(targets["put_down"], expected, atol=1e-12)
+    assert expected[2, 3] == pytest.approx(CUBE_HALF + slide)
+    assert world.cube[2, 3] == pytest.approx(CUBE_HALF, abs=1e-4)
+
+
+@dataclass
+class TableWorld(World):
+    """World with a table at z = 0: a held cube cannot go below it, nor the TCP holding it."""
+
+    def step(self, tcp_target: np.ndarray | None, finger_target: float, effort: float) -> None:
+        super().step(tcp_target, finger_target, effort)
+        if self.held and self.cube[2, 3] < CUBE_HALF:
+            lift = CUBE_HALF - self.cube[2, 3]
+            self.tcp[2, 3] += lift
+            self.cube[2, 3] += lift
+
+
+@pytest.mark.parametrize("slide", [0.0, 0.006], ids=["none", "6mm"])
+def test_unobserved_a_slid_object_is_down_when_the_tcp_rests_above_the_target(slide: float) -> None:
+    """By the joints alone (no object pose) the put-down cannot be shifted for a slide in the
+    grip: a cube slid 6 mm toward the fingertips meets the table with the TCP 6 mm above its
+    target, where it rests, and the put-down ends there (within slip_tolerance above it, still
+    for the dwell): DONE, the cube on the table. Without a slide the TCP reaches its target
+    within position_tolerance before the put-down ends (resting is never judged on the way
+    down)."""
+    task, world = GraspTask(), TableWorld(senses_object=False)
+    task.start(GOAL)
+
+    def slip_while_lifting(task: GraspTask, world: World) -> None:
+        cube = world.cube_in_tcp
+        # Once: the cube was grasped at the TCP, 0 along its z.
+        if task.stage == "lift" and cube is not None and slide and cube[2, 3] < slide:
+            world.cube_in_tcp = cube.copy()
+            world.cube_in_tcp[2, 3] += slide
+
+    run(task, world, 12.0, event=slip_while_lifting)
+    assert task.phase == Phase.DONE, task.failure
+    placed = next(t for t in task.transitions if t.target == Phase.RELEASE)
+    if slide:
+        assert placed.values["position_error"] == pytest.approx(slide, abs=1e-3)
+    else:
+        assert placed.values["position_error"] <= GraspParameters().position_tolerance
+    assert world.cube[2, 3] == pytest.approx(CUBE_HALF, abs=1e-6)
+
+
 def test_target_is_what_the_next_update_outputs_without_stepping_the_task() -> None:
     """target() before the first update is the pre-grasp pose, the very array the first update
     then outputs (read-only); it starts no timer and records no transition; None without a goal

@@ -3,11 +3,15 @@
 Each trial builds the stack from controllers.yaml (MuJoCo lockstep at 1 kHz), places the cube at a
 random pose on the table — the scene derived from the robot's reach R and its gripper's opening
 (``hardware/grasp_scene.py``): x ∈ [0.435 R, 0.58 R], y ∈ ±0.145 R, yaw ∈ [−45°, 45°], a cube
-of min(5 cm, 0.625 × the full opening); the bundled arm: x ∈ [0.45, 0.60] m, y ∈ ±0.15 m, 5 cm —
+of min(5 cm, 0.625 × the full opening), or for one revolute jaw that cannot hold that cube
+top-down the largest its tilted grasp holds (``hardware/jaw_grasp.py``); the bundled arm:
+x ∈ [0.45, 0.60] m, y ∈ ±0.15 m, 5 cm —
 and runs the grasp phase machine → differential IK (QP, OSQP) → computed torque (arm) and the
 gripper servo (fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s,
 put it back, release. A trial succeeds when the machine reaches DONE within 10 s of sim time;
-every failure is reported with its phase and reason.
+every failure is reported with its phase and reason. The Grasp action's goal check runs first
+(``chains/grasp_goal.py``: an IK solution for the grasp and pre-grasp poses): a goal it would
+refuse ends the trial UNREACHABLE, with its reason, before anything moves.
 
 Each trial is a pure function of (seed, trial index, options): its cube comes from a random
 stream of its own (:func:`trial_cube`), and it builds its own stack. ``--workers N`` runs the
@@ -30,20 +34,29 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ct_controllers.chains.grasp_goal import unreachable_pose
 from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
+from ct_controllers.chains.pose_goal import goal_ik
 from ct_controllers.config import ConfigError, StackConfig, load_config
-from ct_controllers.hardware.grasp_scene import GraspScene, grasp_scene, with_fingertips
+from ct_controllers.hardware.grasp_scene import (
+    GraspScene,
+    cube_size,
+    grasp_scene,
+    with_fingertips,
+)
+from ct_controllers.hardware.jaw_grasp import robot_jaw_grasp
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, fingertip_depth, place_object
 from ct_controllers.hardware.mujoco_scene import CUBE_BODY, CUBE_HALF_SIZE
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import load_description
 from ct_controllers.model.grip_geometry import gripper_geometry
 from ct_controllers.model.robot import RobotModel
-from ct_controllers.runtime.stack import Stack, build_stack
+from ct_controllers.runtime.stack import Stack, build_stack, to_model_order
 from ct_controllers.sim_demo import RunObserver
 from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
 
@@ -52,6 +65,10 @@ TRIAL_LIMIT = 10.0  # [s] of sim time per trial
 SENSING = ("full", "joints")
 # Success-rate goals: with the object sensor, and by the robot's own joint sensing alone.
 GOAL_SUCCESS_RATE = {"full": 0.98, "joints": 0.95}
+# A trial's final phase when the Grasp action's goal check would refuse its goal (no IK solution
+# for its grasp or pre-grasp pose, :func:`~ct_controllers.chains.grasp_goal.unreachable_pose`):
+# nothing moves, and the trial says so rather than timing out in APPROACH.
+UNREACHABLE = "UNREACHABLE"
 
 
 @dataclass(frozen=True)
@@ -90,7 +107,11 @@ def _scene(
 ) -> GraspScene:
     description = load_description(robot_description or None, mappings={"backend": backend})
     model = RobotModel(description.urdf, tcp_frame=tcp, base_frame=base)
-    return grasp_scene(model, gripper_geometry(model, fingers, frames))
+    grip = gripper_geometry(model, fingers, frames)
+    source = Path(description.source)
+    directory = str(source.parent) if source.is_file() else None
+    jaw = robot_jaw_grasp(description.urdf, directory, tcp, grip, cube_size(grip))
+    return grasp_scene(model, grip, jaw)
 
 
 def robot_scene(config: StackConfig) -> GraspScene:
@@ -121,7 +142,11 @@ def top_down_grasp(x: float, y: float, yaw: float, scene: GraspScene | None = No
     cube's y faces, the grip's centre at the cube's centre — the TCP shifted by the scene's
     grip offset (0 for symmetric fingers; one jaw: toward its fixed jaw) — at the scene's
     grasp height (the cube's centre, higher where the fingers reach further past the TCP).
-    ``scene``: the robot's (None: the bundled arm's 5 cm cube, no offset)."""
+    ``scene``: the robot's (None: the bundled arm's 5 cm cube, no offset). A scene with a
+    one-jaw grasp (``tcp_in_cube``, ``hardware/jaw_grasp.py``): the cube's pose resting on the
+    table composed with the TCP's pose in it (tilted about the hinge axis)."""
+    if scene is not None and (tcp_in_cube := scene.tcp_in_cube_pose) is not None:
+        return cube_pose(x, y, yaw, scene.cube_half_size) @ tcp_in_cube
     c, s = math.cos(yaw), math.sin(yaw)
     y_axis = np.array([-s, c, 0.0])
     z_axis = np.array([0.0, 0.0, -1.0])
@@ -214,6 +239,11 @@ def run_trial(
     setup = grasp_setup(config, cube, record, sensing=sensing)
     try:
         grasp_goal = goal or GraspGoal(grasp_pose=top_down_grasp(*cube, setup.scene))
+        stack = setup.stack
+        home = to_model_order(stack.model, config.joint_names, config.home_positions, "home")
+        unreachable = unreachable_pose(goal_ik(stack), grasp_goal, home)
+        if unreachable is not None:  # the action's goal check refuses it: nothing moves
+            return TrialResult(trial, cube, False, UNREACHABLE, unreachable, 0.0), setup
         setup.task.start(grasp_goal)
         loop = setup.stack.loop
         watching = list(observers(setup, grasp_goal)) if observers is not None else []

@@ -10,7 +10,9 @@ arm's reach and the gripper's opening (no fixed numbers of one arm).
              the arm reaches top-down with margin); the cube starts at (0.4837 R, 0)
     cube   : edge s = min(5 cm, 0.625 w_open) [m], w_open the gripper's full opening between
              its width frames (:class:`~ct_controllers.model.grip_geometry.GripGeometry`); 5 cm
-             without a gripper geometry; 0.1 kg
+             without a gripper geometry; 0.1 kg. One revolute jaw whose top-down grasp of that
+             cube would squeeze it out (:mod:`~ct_controllers.hardware.jaw_grasp`): the
+             largest cube its tilted grasp holds, and ``tcp_in_cube`` that grasp
 
 The fractions are the bundled arm's figures over its R (region x ∈ [0.45, 0.60] m,
 y ∈ ±0.15 m, the cube starting at x = 0.5 m, a 5 cm cube in its 8 cm opening), so that arm's
@@ -19,7 +21,8 @@ scene stays what it was.
 frames with the gripper opened JAW_CLEARANCE wider than the cube on each side, along the line
 between them across the approach): 0 for symmetric fingers, half the cube plus the clearance for
 one jaw closing on a fixed one; a top-down grasp puts the TCP there so that the cube's centre
-lies between the jaws.
+lies between the jaws. ``tcp_in_cube`` [m], where set, replaces it: the TCP's whole pose in the
+cube's frame (the grasp tilted about the jaw's hinge axis, the height clearing the table).
 """
 
 from __future__ import annotations
@@ -27,12 +30,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pinocchio as pin
 
 from ct_controllers.model.grip_geometry import GripGeometry
 from ct_controllers.model.robot import RobotModel
+
+if TYPE_CHECKING:
+    from ct_controllers.hardware.jaw_grasp import JawGrasp
 
 REACH_SAMPLES = 4096
 REACH_SEED = 0
@@ -66,22 +73,35 @@ class GraspScene:
     # further below the TCP than that (:func:`fingertip_depth`), so that they clear the table.
     grasp_height: float | None = None
     cube_start: tuple[float, float] = (0.5, 0.0)  # [m] the cube's place in the scene as built
+    # One revolute jaw whose top-down grasp would not hold the cube (hardware/jaw_grasp.py):
+    # the TCP's pose in the cube's frame (centre, z up), row by row (16 numbers; None: the
+    # top-down grasp at grip_offset and grasp_height).
+    tcp_in_cube: tuple[float, ...] | None = None
 
     @property
     def tcp_height(self) -> float:
         return self.cube_half_size if self.grasp_height is None else self.grasp_height
 
     @property
+    def tcp_in_cube_pose(self) -> np.ndarray | None:
+        """``tcp_in_cube`` as a 4x4 transform [m] (a new array), or None."""
+        if self.tcp_in_cube is None:
+            return None
+        return np.array(self.tcp_in_cube, dtype=np.float64).reshape(4, 4)
+
+    @property
     def region(self) -> dict[str, tuple[float, float]]:
         return {"x": self.x, "y": self.y, "yaw": self.yaw}
 
 
-def grasp_scene(model: RobotModel, grip: GripGeometry | None) -> GraspScene:
-    """The scene for ``model`` (with its TCP) and its gripper's geometry (None: none known)."""
+def grasp_scene(
+    model: RobotModel, grip: GripGeometry | None, jaw: JawGrasp | None = None
+) -> GraspScene:
+    """The scene for ``model`` (with its TCP) and its gripper's geometry (None: none known);
+    ``jaw``: one revolute jaw's grasp (:func:`cube_size` the largest cube it was sized from),
+    which sets the cube's edge and the TCP's pose on it."""
     reach = tcp_reach(model)
-    size = CUBE_MAX_SIZE
-    if grip is not None:
-        size = min(CUBE_MAX_SIZE, CUBE_OPENING_FRACTION * grip.open_width)
+    size = cube_size(grip) if jaw is None else jaw.size
     # The cube's centre where the jaws' midpoint is with them opened CLEARANCE wider than it on
     # each side: symmetric fingers keep their midpoint whatever the width; one jaw against a
     # fixed one puts the cube CLEARANCE off the fixed jaw (its face is not exactly where the
@@ -101,7 +121,15 @@ def grasp_scene(model: RobotModel, grip: GripGeometry | None) -> GraspScene:
         yaw=(-YAW, YAW),
         grip_offset=offset,
         cube_start=(CUBE_START_X * reach, 0.0),
+        tcp_in_cube=None if jaw is None else tuple(float(v) for v in jaw.tcp_in_cube.ravel()),
     )
+
+
+def cube_size(grip: GripGeometry | None) -> float:
+    """[m] the cube's edge for a gripper of this geometry (module docstring)."""
+    if grip is None:
+        return CUBE_MAX_SIZE
+    return min(CUBE_MAX_SIZE, CUBE_OPENING_FRACTION * grip.open_width)
 
 
 # R per robot: (model name, joint names and placements, limits, TCP, base) → R [m]. Each grasp
@@ -169,6 +197,9 @@ TABLE_CLEARANCE = 0.005  # [m] between the fingertips and the table at the grasp
 def with_fingertips(scene: GraspScene, depth: float) -> GraspScene:
     """``scene`` with its grasp height for fingers reaching ``depth`` [m] below the TCP along
     the approach (tool z): the cube's centre, or depth + TABLE_CLEARANCE where that is higher
-    (the bundled arm: its fingertips 2 cm past the TCP, a 5 cm cube: its centre)."""
+    (the bundled arm: its fingertips 2 cm past the TCP, a 5 cm cube: its centre). A scene
+    with ``tcp_in_cube`` is returned as it is (its grasp clears the table already)."""
+    if scene.tcp_in_cube is not None:
+        return scene
     height = max(scene.cube_half_size, depth + TABLE_CLEARANCE)
     return dataclasses.replace(scene, grasp_height=height)

@@ -52,7 +52,7 @@ import mujoco
 import numpy as np
 
 from ct_controllers.errors import ConfigError
-from ct_controllers.hardware.grasp_scene import GraspScene, grasp_scene
+from ct_controllers.hardware.grasp_scene import GraspScene, cube_size, grasp_scene
 from ct_controllers.hardware.interface import (
     COMMAND_INTERFACES,
     EFFORT,
@@ -66,6 +66,7 @@ from ct_controllers.hardware.interface import (
     StateSample,
     SystemInterface,
 )
+from ct_controllers.hardware.jaw_grasp import robot_jaw_grasp
 from ct_controllers.hardware.mujoco_objects import ObjectSensor
 from ct_controllers.hardware.mujoco_scene import (
     CUBE_BODY,
@@ -260,6 +261,8 @@ class MujocoSystem(SystemInterface):
             description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame
         )
         grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
+        directory = str(source.parent) if source.is_file() else None
+        jaw = robot_jaw_grasp(description.urdf, directory, config.tcp_frame, grip, cube_size(grip))
         return cls(
             description.urdf,
             description.hardware.joint_names,
@@ -270,12 +273,12 @@ class MujocoSystem(SystemInterface):
                 initial_positions=home,
                 command_interfaces={n: i for n, i in interfaces.items() if i != EFFORT},
                 tcp_frame=config.tcp_frame,
-                urdf_directory=str(source.parent) if source.is_file() else None,
+                urdf_directory=directory,
                 scene=scene or None,
                 locked_joints=dict(description.locked_joints),
                 gripper_joints=config.gripper_joints,
                 width_frames=config.grip_width_frames,
-                objects=grasp_scene(model, grip),
+                objects=grasp_scene(model, grip, jaw),
                 payload=payload,
             ),
         )

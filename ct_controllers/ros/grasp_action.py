@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import Grasp
 
+from ct_controllers.chains.grasp_goal import unreachable_pose
 from ct_controllers.chains.grasp_runner import (
     GraspRunner,
     build_grasp_runner,
@@ -139,21 +140,9 @@ class GraspServer:
         refusal = grip_force_refusal(self.stack.hardware, self.config.gripper_joints, effort)
         if refusal is not None:
             raise GoalRejected(Result.INVALID_GOAL, refusal)
-        for name, pose in (
-            ("grasp_pose", request.grasp_pose),
-            ("pre-grasp pose", request.pre_grasp_pose),
-            ("place_pose", request.place_pose),
-        ):
-            if pose is None:
-                continue
-            candidate = self.ik.solve(pose, seed=q)
-            if not candidate.converged:
-                raise GoalRejected(
-                    Result.UNREACHABLE,
-                    f"{name}: no IK solution within the joint limits (residual "
-                    f"{candidate.position_residual:.4f} m, {candidate.orientation_residual:.4f} "
-                    "rad)",
-                )
+        reason = unreachable_pose(self.ik, request, q)
+        if reason is not None:
+            raise GoalRejected(Result.UNREACHABLE, reason)
         return request
 
     def _execute(self, goal_handle: Any) -> Any:

@@ -16,7 +16,8 @@ import numpy as np
 import pinocchio as pin
 
 from ct_controllers.errors import CtError
-from ct_controllers.hardware.grasp_scene import grasp_scene
+from ct_controllers.hardware.grasp_scene import cube_size, grasp_scene
+from ct_controllers.hardware.jaw_grasp import robot_jaw_grasp
 from ct_controllers.hardware.mujoco_collision import SCENE_CLEARANCE, SceneClearance
 from ct_controllers.hardware.mujoco_scene import build_scene, compile_scene
 from ct_controllers.model.grip_geometry import gripper_geometry
@@ -55,12 +56,14 @@ def home_scene(
     chain, model = design.chain, design.model
     try:
         grip = gripper_geometry(model, chain.gripper_joints, width_frames)
+        directory = tree.source.parent
+        jaw = robot_jaw_grasp(tree.urdf, directory, chain.tcp, grip, cube_size(grip))
         spec = build_scene(
             tree.urdf,
             tcp_frame=chain.tcp,
-            urdf_directory=tree.source.parent,
+            urdf_directory=directory,
             kept_links=width_frames,
-            objects=grasp_scene(model, grip),
+            objects=grasp_scene(model, grip, jaw),
         )
         scene = compile_scene(spec)
         check = SceneClearance(

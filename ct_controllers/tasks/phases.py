@@ -22,6 +22,14 @@ Phase by phase, what it writes and the observed condition that ends it:
   grip_effort_fraction of grasp_effort — and, where the object's pose is observed, the object to
   rise with the lift and stay put relative to the TCP for hold_duration. The fingers closing to
   the empty minimum, or the width changing by more than slip_failure, is a lost object: FAILED.
+  The put-down target is the place pose shifted by how far the object slid in the hand (where
+  the object is observed: its position in the TCP frame when CLOSE ended less that when the
+  put-down began, in TCP axes), so that the object, not the TCP, returns to the place: an object
+  that slid 8 mm toward the fingertips while lifted otherwise meets the table 8 mm before the TCP
+  reaches its target, and the stage never ends (measured on a one-jaw gripper in MuJoCo).
+  Unobserved, the slide is unknown: the put-down also ends once the TCP rests above its target
+  (across within position_tolerance, above it by at most slip_tolerance, still within
+  ``REST_DISTANCE`` for the dwell): the surface holds the object up.
   With ``identify_payload``, an ``identify`` stage before ``hold`` at the same pose: the same
   grip checks, and it ends only once the outside says the payload identification is done
   (:meth:`GraspTask.identification_finished`) or after ``identify_timeout``.
@@ -71,6 +79,9 @@ ACTIVE_PHASES = (Phase.APPROACH, Phase.CLOSE, Phase.HOLD, Phase.RELEASE)
 
 
 MAX_OFFSET = 1.0  # [m] approach_offset and lift_height: beyond the arm's reach, not a grasp
+# [m] a TCP that stays this near one point through the dwell has stopped (the unobserved
+# put-down: a TCP still converging on its target moves farther in the 0.1 s dwell).
+REST_DISTANCE = 0.0005
 
 
 @dataclass(frozen=True)
@@ -287,6 +298,10 @@ class GraspTask:
         self._hold_pose: FloatArray | None = None
         self._object_in_tcp: FloatArray | None = None  # at the end of CLOSE
         self._object_in_tcp_at_hold: FloatArray | None = None  # when the hold stage began
+        # [m, TCP axes] the put-down target's shift for the object's slide in the hand.
+        self._put_down_shift: FloatArray | None = None
+        # [m] base frame: where the TCP was when it began resting above the put-down target.
+        self._rest_anchor: FloatArray | None = None
         self._grasp_height: float | None = None  # object z [m] at the end of CLOSE
         self._release_object: FloatArray | None = None
         self._release_tcp: FloatArray | None = None
@@ -493,6 +508,10 @@ class GraspTask:
         if self.stage == "hold" and obs.object_pose is not None:
             hold_slip = self._slip(obs, self._object_in_tcp_at_hold) if usable else math.inf
             condition = condition and hold_slip <= p.slip_tolerance
+        if self.stage == "put_down" and obs.object_pose is None and usable and not reached:
+            # Unobserved, the object may have slid in the grip: it is down once the TCP stops
+            # above its target within the slip allowed (the surface holds the object up).
+            condition = grip and self._rested(obs.tcp_pose, target)
         if self.stage == "identify" and not self._identified:
             assert self._stage_start is not None
             if now - self._stage_start <= p.identify_timeout:
@@ -519,6 +538,8 @@ class GraspTask:
             stage_index = names.index(self.stage)
             if stage_index + 1 < len(names):
                 self._next_stage(now, names[stage_index + 1])
+                if self.stage == "put_down":
+                    self._put_down_shift = self._grip_shift(obs)
                 if self.stage == "hold":
                     self._object_in_tcp_at_hold = (
                         None
@@ -613,6 +634,37 @@ class GraspTask:
         x, y, z = x - x0, y - y0, z - z0
         return math.sqrt(x * x + y * y + z * z)
 
+    def _rested(self, tcp: FloatArray, target: FloatArray) -> bool:
+        """Whether the TCP (4x4) rests above ``target`` (4x4): within position_tolerance of it
+        across (base x, y) and orientation_tolerance in rotation, above it along base z by at
+        most slip_tolerance, and within REST_DISTANCE of where it was when this first held
+        (the anchor moves, and the dwell restarts, whenever the TCP moves farther)."""
+        p = self.parameters
+        error = tcp[:3, 3] - target[:3, 3]
+        angle = pose_error_norms(tcp, target)[1]
+        above = (
+            math.hypot(float(error[0]), float(error[1])) <= p.position_tolerance
+            and -p.position_tolerance <= float(error[2]) <= p.slip_tolerance
+            and angle <= p.orientation_tolerance
+        )
+        if not above:
+            self._rest_anchor = None
+            return False
+        anchor = self._rest_anchor
+        if anchor is None or float(np.linalg.norm(tcp[:3, 3] - anchor)) > REST_DISTANCE:
+            self._rest_anchor = np.array(tcp[:3, 3])
+            return False
+        return True
+
+    def _grip_shift(self, obs: GraspObservation) -> FloatArray | None:
+        """[m, TCP axes] how far the object has to move back in the hand to be where it was at
+        the end of CLOSE: a0 − a1, its position in the TCP frame then and now (None: not
+        observed)."""
+        if obs.object_pose is None or self._object_in_tcp is None:
+            return None
+        now = self._relative(obs.tcp_pose, obs.object_pose)
+        return np.asarray(self._object_in_tcp[:3, 3] - now[:3, 3], dtype=np.float64)
+
     @staticmethod
     def _relative(tcp_pose: FloatArray, object_pose: FloatArray) -> FloatArray:
         """The object's pose in the TCP frame."""
@@ -680,7 +732,10 @@ class GraspTask:
             assert self._hold_pose is not None
             return np.array(self._hold_pose)
         if self.phase == Phase.HOLD:
-            return np.array(dict(self._carry_targets)[self.stage])
+            target = np.array(dict(self._carry_targets)[self.stage])
+            if self.stage == "put_down" and self._put_down_shift is not None:
+                target[:3, 3] += target[:3, :3] @ self._put_down_shift
+            return target
         # RELEASE, or DONE on the tick it is entered (the release pose is held through it).
         assert self._release_tcp is not None
         if self.stage == "retreat":
