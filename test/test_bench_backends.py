@@ -5,6 +5,8 @@ runs with its grip force set as the drives' effort limit."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +40,26 @@ def test_the_json_report_has_one_ok_row_per_backend_mode_and_scenario(
     assert preempt["final_error"] <= 0.01 and "first preempted" in preempt["message"]
 
 
+def _on_own_robot(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    setup_arguments: list[str],
+    modes: str,
+    scenarios: str,
+) -> tuple[int, list[dict[str, Any]]]:
+    """ct-setup of an example-robot-data URDF (its path's end, then ct-setup's options) into
+    ``tmp_path``, then ``ct-bench backends --json`` of it: exit code and rows."""
+    from ct_controllers.bench.robots import example_robot_path
+    from ct_controllers.setup_assistant.cli import main as setup
+
+    urdf, *options = setup_arguments
+    assert setup([str(example_robot_path(urdf)), "-o", str(tmp_path), *options]) == 0
+    capsys.readouterr()
+    config = str(tmp_path / "controllers.yaml")
+    code = main(["--json", "--config", config, "--modes", modes, "--scenarios", scenarios])
+    return code, json.loads(capsys.readouterr().out.strip().splitlines()[-1])["results"]
+
+
 def test_joint_steps_stay_inside_the_limits_of_a_prismatic_first_joint(
     tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -45,24 +67,13 @@ def test_joint_steps_stay_inside_the_limits_of_a_prismatic_first_joint(
     lift, prismatic over [0, 0.35] m — a +0.3 "rad" step from home would leave its range. The
     joint motion, cancel and preempt rows on MuJoCo are all ok: each step is a prismatic one in
     metres, inside the limits (the bench's goals, as MoveJoints' are, refuse a goal outside)."""
-    from ct_controllers.bench.robots import example_robot_path
-    from ct_controllers.setup_assistant.cli import main as setup
-
-    urdf = example_robot_path("tiago_description/robots/tiago.urdf")
-    assert setup([str(urdf), "-o", str(tmp_path), "--gripper", "", "--tcp", "hand_tool_link"]) == 0
-    capsys.readouterr()
-    code = main(
-        [
-            "--json",
-            "--config",
-            str(tmp_path / "controllers.yaml"),
-            "--modes",
-            "mujoco:effort",
-            "--scenarios",
-            "joint_motion,cancel,preempt",
-        ]
+    code, rows = _on_own_robot(
+        tmp_path,
+        capsys,
+        ["tiago_description/robots/tiago.urdf", "--gripper", "", "--tcp", "hand_tool_link"],
+        "mujoco:effort",
+        "joint_motion,cancel,preempt",
     )
-    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["results"]
     assert [r["scenario"] for r in rows] == ["joint_motion", "cancel", "preempt"]
     for row in rows:
         assert row["ok"], row
@@ -77,24 +88,13 @@ def test_a_robot_of_gram_light_links_reaches_its_joint_goals_on_the_plant_rigs(
     The plant rigs' gains are designed for the arm with those rotors, as its stack models it
     (they ended 0.107 rad short, designed on the bare URDF): the joint motion on the bridge
     (effort) and CANopen (torque) rigs is reached within MoveJoints' 0.01 rad."""
-    from ct_controllers.bench.robots import example_robot_path
-    from ct_controllers.setup_assistant.cli import main as setup
-
-    urdf = example_robot_path("so_arm_description/urdf/so101.urdf")
-    assert setup([str(urdf), "-o", str(tmp_path)]) == 0
-    capsys.readouterr()
-    code = main(
-        [
-            "--json",
-            "--config",
-            str(tmp_path / "controllers.yaml"),
-            "--modes",
-            "ros2_control_bridge:effort,canopen:torque",
-            "--scenarios",
-            "joint_motion",
-        ]
+    code, rows = _on_own_robot(
+        tmp_path,
+        capsys,
+        ["so_arm_description/urdf/so101.urdf"],
+        "ros2_control_bridge:effort,canopen:torque",
+        "joint_motion",
     )
-    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["results"]
     assert len(rows) == 2
     for row in rows:
         assert row["ok"] and row["final_error"] <= 0.01, row

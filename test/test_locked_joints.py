@@ -120,13 +120,9 @@ def test_a_lock_that_cannot_be_is_refused_naming_the_joint(positions, message):
     assert message in str(raised.value)
 
 
-def _with_block(urdf: str, block: str) -> str:
-    return urdf.replace("</robot>", block + "</robot>")
-
-
-def test_the_description_fixes_the_joints_its_block_locks():
-    """A ``<param name="locked.J">`` in the hardware block: the description's URDF has J
-    fixed (Pinocchio sees the driven joints only) and says what it locked, followers included."""
+def _panda_with_our_block(params: str) -> str:
+    """The Panda with a <ros2_control> block of ours driving its 7 arm joints, ``params`` in its
+    <hardware>."""
     urdf = example_robot_path(PANDA).read_text()
     joints = "".join(
         f'<joint name="panda_joint{i}"><command_interface name="effort"/></joint>'
@@ -134,11 +130,17 @@ def test_the_description_fixes_the_joints_its_block_locks():
     )
     block = (
         '<ros2_control name="s" type="system"><hardware>'
-        "<plugin>ct_controllers/MujocoSystem</plugin>"
-        '<param name="locked.panda_finger_joint1">0.02</param>'
+        f"<plugin>ct_controllers/MujocoSystem</plugin>{params}"
         "</hardware>" + joints + "</ros2_control>"
     )
-    description = parse_description(_with_block(urdf, block), source="panda")
+    return urdf.replace("</robot>", block + "</robot>")
+
+
+def test_the_description_fixes_the_joints_its_block_locks():
+    """A ``<param name="locked.J">`` in the hardware block: the description's URDF has J
+    fixed (Pinocchio sees the driven joints only) and says what it locked, followers included."""
+    urdf = _panda_with_our_block('<param name="locked.panda_finger_joint1">0.02</param>')
+    description = parse_description(urdf, source="panda")
     assert dict(description.locked_joints) == {
         "panda_finger_joint1": 0.02,
         "panda_finger_joint2": 0.02,
@@ -158,16 +160,6 @@ def test_the_description_fixes_the_joints_its_block_locks():
 def test_a_block_locking_what_it_cannot_is_a_description_error(param, message):
     """A joint both driven and locked, a position that is no number or out of range: the
     description is refused, naming it."""
-    urdf = example_robot_path(PANDA).read_text()
-    joints = "".join(
-        f'<joint name="panda_joint{i}"><command_interface name="effort"/></joint>'
-        for i in range(1, 8)
-    )
-    block = (
-        '<ros2_control name="s" type="system"><hardware>'
-        f"<plugin>ct_controllers/MujocoSystem</plugin>{param}"
-        "</hardware>" + joints + "</ros2_control>"
-    )
     with pytest.raises(DescriptionError) as raised:
-        parse_description(_with_block(urdf, block), source="panda")
+        parse_description(_panda_with_our_block(param), source="panda")
     assert message in str(raised.value)

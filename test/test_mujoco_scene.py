@@ -14,7 +14,7 @@ import pytest
 from helpers import bundled_description, new_robot_model, random_configuration
 
 from ct_controllers.bench.robots import panda_urdf_path
-from ct_controllers.hardware.mujoco_scene import ServoGains, build_scene, compile_scene
+from ct_controllers.hardware.mujoco_scene import ServoGains, at_rest, build_scene, compile_scene
 from ct_controllers.model.description import DescriptionError
 from ct_controllers.model.robot import RobotModel
 
@@ -536,12 +536,7 @@ def test_robot_bodies_in_contact_at_rest_are_excluded_and_no_others() -> None:
     }
     spec = build_scene(lock_joints(urdf, others), urdf_directory=path.parent, with_objects=False)
     model = compile_scene(spec)
-    data = mujoco.MjData(model)
-    for joint in range(model.njnt):
-        if model.jnt_limited[joint]:
-            lower, upper = model.jnt_range[joint]
-            data.qpos[model.jnt_qposadr[joint]] = min(max(0.0, lower), upper)
-    mujoco.mj_forward(model, data)
+    data = at_rest(model)
     assert data.ncon == 0, [
         (model.body(model.geom_bodyid[c.geom1]).name, model.body(model.geom_bodyid[c.geom2]).name)
         for c in data.contact[: data.ncon]

@@ -418,14 +418,7 @@ def _ur5_with_a_camera_and_our_block(tmp_path: Path, lock: str) -> Path:
     joints = "".join(
         f'<joint name="{name}"><command_interface name="effort"/><state_interface '
         'name="position"/><state_interface name="velocity"/></joint>'
-        for name in (
-            "shoulder_pan_joint",
-            "shoulder_lift_joint",
-            "elbow_joint",
-            "wrist_1_joint",
-            "wrist_2_joint",
-            "wrist_3_joint",
-        )
+        for name in ROBOT_UR5_JOINTS
     )
     block = (
         '<ros2_control name="ours" type="system"><hardware><plugin>ct_controllers/MujocoSystem'

@@ -179,6 +179,17 @@ def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mu
     return spec
 
 
+def at_rest(model: mujoco.MjModel) -> mujoco.MjData:
+    """Data of ``model`` at rest — every joint at 0, or at its limit nearest 0 — forwarded."""
+    data = mujoco.MjData(model)
+    for joint in range(model.njnt):
+        if model.jnt_limited[joint]:
+            lower, upper = model.jnt_range[joint]
+            data.qpos[model.jnt_qposadr[joint]] = min(max(0.0, lower), upper)
+    mujoco.mj_forward(model, data)
+    return data
+
+
 def _exclude_contacts_at_rest(spec: mujoco.MjSpec) -> None:
     """Exclude the pairs of robot bodies whose shapes are in contact at rest — every joint at 0,
     or at the limit nearest 0 — as MoveIt's setup assistant disables the pairs "in collision by
@@ -187,12 +198,7 @@ def _exclude_contacts_at_rest(spec: mujoco.MjSpec) -> None:
     stack's clearance checks allow the same pairs (``mujoco_collision.SceneClearance``: contacts
     at its reference). The world body's pairs are kept: its shapes are the floor and table too."""
     model = compile_scene(spec)
-    data = mujoco.MjData(model)
-    for joint in range(model.njnt):
-        if model.jnt_limited[joint]:
-            lower, upper = model.jnt_range[joint]
-            data.qpos[model.jnt_qposadr[joint]] = min(max(0.0, lower), upper)
-    mujoco.mj_forward(model, data)
+    data = at_rest(model)
     pairs = {
         tuple(sorted((int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2]))))
         for c in data.contact[: data.ncon]
