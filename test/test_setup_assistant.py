@@ -507,6 +507,7 @@ def test_ur3_home_is_clear_of_the_cube_and_ct_sim_of_it_ends_ok(
 
 
 TIAGO = "tiago_description/robots/tiago.urdf"
+TALOS = "talos_data/robots/talos_full_v2.urdf"
 
 
 def test_joints_off_the_chain_are_locked_where_asked_and_the_arm_moves_in_ct_sim(
@@ -624,6 +625,24 @@ def test_an_arm_its_limits_do_not_hold_everywhere_starts_where_they_do_and_moves
     assert run["ok"] and run["final_error_rad"] <= FINAL_ERROR_LIMIT, run
 
 
+def test_a_gripper_whose_fingers_branch_again_is_found_where_it_hangs() -> None:
+    """Talos (a humanoid; its grippers' fingers branch again, the tips <mimic> the finger's
+    root): the gripper is the branch at gripper_left_base_link, not the deeper one inside a
+    finger (whose closure over <mimic> reaches back up the chain); its master is the one
+    driven joint, the six others follow; the TCP is the wrist's tool frame; the legs, head and
+    the other arm are locked."""
+    from ct_controllers.setup_assistant.chain import discover_chain
+    from ct_controllers.setup_assistant.urdf_tree import read_robot
+
+    tree = read_robot(example_robot(TALOS))
+    chain = discover_chain(tree)
+    assert chain.gripper_joints == ("gripper_left_joint",)
+    assert set(chain.followers.values()) == {"gripper_left_joint"} and len(chain.followers) == 6
+    assert chain.tcp == "wrist_left_ft_tool_link"
+    assert chain.arm_joints[-7:] == tuple(f"arm_left_{i}_joint" for i in range(1, 8))
+    assert "leg_left_1_joint" in chain.locked and "arm_right_1_joint" in chain.locked
+
+
 BAD_INPUTS = {
     # case: (robot or a maker of a bad file, extra arguments, what the message must name)
     "urdf does not parse": (_broken, [], "does not parse"),
@@ -686,6 +705,13 @@ BAD_INPUTS = {
         ),
         ["--lock", "camera_pan=0.1"],
         "--lock given, but the URDF's own <ros2_control> block is ours",
+    ),
+    # Pinocchio builds a follower only after its master in its depth-first reading; Talos's
+    # gripper tips come first
+    "a <mimic> Pinocchio cannot build": (
+        lambda tmp: example_robot(TALOS),
+        [],
+        "Pinocchio builds a <mimic> joint only after the joint it follows",
     ),
     "a joint with no effort limit": (
         _no_effort,

@@ -124,7 +124,13 @@ class RobotModel:
             try:
                 self.model = pin.buildModelFromXML(urdf, mimic=True)
             except (RuntimeError, ValueError) as exc:
-                raise DescriptionError(f"the URDF does not parse: {exc}") from exc
+                hint = (
+                    " (Pinocchio builds a <mimic> joint only after the joint it follows, in its"
+                    " depth-first reading of the tree: lock such a gripper, or reorder its links)"
+                    if "mimic" in str(exc)
+                    else ""
+                )
+                raise DescriptionError(f"the URDF does not parse: {exc}{hint}") from exc
             # The drives' reflected inertia (<dynamics armature>): crba, rnea and aba add it.
             # (A mimic follower has no coordinate of its own: its drive, if any, is not ours.)
             for name, value in joint_armature(urdf).items():

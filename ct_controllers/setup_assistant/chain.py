@@ -128,7 +128,9 @@ def _movable_count(joints: Sequence[UrdfJoint]) -> int:
 
 def _branch_gripper(tree: RobotTree, base: str, tip: str) -> tuple[str, list[str]] | None:
     """The deepest link on the path base → ``tip`` (below at least one movable joint) whose
-    tree branches into two or more subtrees that hold movable joints, and those joints."""
+    tree branches into two or more subtrees that hold movable joints, and those joints — where
+    no joint above it follows or leads them by ``<mimic>`` (a finger that branches again, as
+    Talos's, whose tips mimic the finger's root: the gripper branches higher up)."""
     path = tree.path(base, tip) or ()
     for depth in range(len(path) - 1, 0, -1):
         link = path[depth - 1].child
@@ -139,8 +141,12 @@ def _branch_gripper(tree: RobotTree, base: str, tip: str) -> tuple[str, list[str
             for j in tree.children(link)
             if j.movable or _movable_count(tree.joints_below(j.child))
         ]
-        if len(branches) >= 2:
-            return link, [j.name for j in tree.joints_below(link) if j.movable]
+        if len(branches) < 2:
+            continue
+        found = [j.name for j in tree.joints_below(link) if j.movable]
+        closed, _ = _mimic_closure(tree, found)
+        if not set(closed) & {j.name for j in path[:depth]}:
+            return link, found
     return None
 
 

@@ -544,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
             xacro_arguments=_xacro_arguments(args.xacro_arguments),
             lock=lock_argument(_names(args.lock) or []),
         )
-    except SetupError as exc:
+    except (SetupError, DescriptionError) as exc:  # the user's robot, not our files
         print(f"ct-setup: {exc}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="ct-setup-") as scratch:
