@@ -643,6 +643,23 @@ def test_a_gripper_whose_fingers_branch_again_is_found_where_it_hangs() -> None:
     assert "leg_left_1_joint" in chain.locked and "arm_right_1_joint" in chain.locked
 
 
+def test_a_humanoid_chest_whose_branches_are_arms_is_no_gripper() -> None:
+    """iCub (reduced): its chest branches into two 7-joint arms and a neck, longer than the
+    3-joint torso below them: no gripper there; the chain is the torso and one arm to its
+    hand, the other arm, the head and the legs locked."""
+    from ct_controllers.setup_assistant.chain import discover_chain
+    from ct_controllers.setup_assistant.urdf_tree import read_robot
+
+    tree = read_robot(example_robot("icub_description/robots/icub_reduced.urdf"))
+    chain = discover_chain(tree)
+    assert chain.gripper_joints == ()
+    assert chain.arm_joints[:3] == ("torso_pitch", "torso_roll", "torso_yaw")
+    side = chain.arm_joints[3][0]  # l or r
+    assert len(chain.arm_joints) == 10 and all(n.startswith(side) for n in chain.arm_joints[3:])
+    other = "r" if side == "l" else "l"
+    assert f"{other}_elbow" in chain.locked and f"{side}_knee" in chain.locked
+
+
 BAD_INPUTS = {
     # case: (robot or a maker of a bad file, extra arguments, what the message must name)
     "urdf does not parse": (_broken, [], "does not parse"),

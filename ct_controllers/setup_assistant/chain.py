@@ -126,11 +126,21 @@ def _movable_count(joints: Sequence[UrdfJoint]) -> int:
     return sum(1 for j in joints if j.movable)
 
 
+def _driven_depth(tree: RobotTree, joint: UrdfJoint) -> int:
+    """The most movable joints that follow none (<mimic>) on one path from ``joint`` down."""
+    own = 1 if joint.movable and joint.mimic is None else 0
+    below = [_driven_depth(tree, child) for child in tree.children(joint.child)]
+    return own + max(below, default=0)
+
+
 def _branch_gripper(tree: RobotTree, base: str, tip: str) -> tuple[str, list[str]] | None:
     """The deepest link on the path base → ``tip`` (below at least one movable joint) whose
-    tree branches into two or more subtrees that hold movable joints, and those joints — where
-    no joint above it follows or leads them by ``<mimic>`` (a finger that branches again, as
-    Talos's, whose tips mimic the finger's root: the gripper branches higher up)."""
+    tree branches into two or more subtrees that hold movable joints, each a finger (fewer
+    joints in series that follow none than the arm above it: a humanoid's chest, whose branches
+    are arms longer than its torso, is no gripper), and those joints — where no joint above it
+    follows or leads them by
+    ``<mimic>`` (a finger that branches again, as Talos's, whose tips mimic the finger's root:
+    the gripper branches higher up)."""
     path = tree.path(base, tip) or ()
     for depth in range(len(path) - 1, 0, -1):
         link = path[depth - 1].child
@@ -141,7 +151,8 @@ def _branch_gripper(tree: RobotTree, base: str, tip: str) -> tuple[str, list[str
             for j in tree.children(link)
             if j.movable or _movable_count(tree.joints_below(j.child))
         ]
-        if len(branches) < 2:
+        arm = sum(1 for j in path[:depth] if j.movable and j.mimic is None)
+        if len(branches) < 2 or max(_driven_depth(tree, j) for j in branches) >= arm:
             continue
         found = [j.name for j in tree.joints_below(link) if j.movable]
         closed, _ = _mimic_closure(tree, found)
