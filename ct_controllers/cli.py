@@ -21,7 +21,7 @@ def _us(p: Percentiles) -> dict[str, float]:
 def sim_main(argv: list[str] | None = None) -> int:
     """Bring the stack up on MuJoCo (lockstep, headless), run the scripted motion, print a summary.
     Exit 0 when the arm ends within the stated joint error of home."""
-    from ct_controllers.sim_demo import FINAL_ERROR_LIMIT, run_scripted_motion
+    from ct_controllers.sim_demo import FINAL_ERROR_LIMIT, SimFault, run_scripted_motion
 
     parser = argparse.ArgumentParser(prog="ct-sim", description=sim_main.__doc__)
     parser.add_argument("--config", help="controllers.yaml (default: the bundled one)")
@@ -54,6 +54,9 @@ def sim_main(argv: list[str] | None = None) -> int:
     except (ConfigError, DescriptionError, UnknownPluginError, ValueError, LookupError) as exc:
         print(f"ct-sim: {exc}", file=sys.stderr)
         return 2
+    except SimFault as exc:  # the stack's fault reaction ran: a finding, not a crash
+        print(f"ct-sim: {exc}", file=sys.stderr)
+        return 1
     finally:
         outputs = [observer.close() for observer in observers]
     timing = summary.timing

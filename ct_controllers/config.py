@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ct_controllers.errors import ConfigError
 from ct_controllers.interface_controllers import instance_entries, is_interface_controller
 from ct_controllers.model.description import share_directory
 from ct_controllers.model.payload import PayloadLimits
 from ct_controllers.parameter_schema import PARAMETERS, section_schema
+from ct_controllers.parameters_yaml import load_yaml
 from ct_controllers.plugins import CONTROLLERS, UnknownPluginError, known_plugins, load_plugin
 from ct_controllers.stack_parameters import PARAMETERS as STACK_PARAMETERS
 
@@ -108,7 +107,7 @@ def load_parameters(path: str | Path | None = None) -> dict[str, Any]:
     """The controller manager's parameters from a ROS 2 parameters file, flattened."""
     file = Path(path) if path is not None else default_config_path()
     try:
-        document = yaml.safe_load(file.read_text())
+        document = load_yaml(file.read_text())
     except FileNotFoundError:
         raise ConfigError(f"configuration file not found: {file}") from None
     if not isinstance(document, Mapping):

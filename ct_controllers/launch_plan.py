@@ -37,6 +37,7 @@ from ct_controllers.node_names import (
     sections_for,
     topic_name,
 )
+from ct_controllers.parameters_yaml import load_yaml
 from ct_controllers.ros.dds import dds_environment, network_requested
 from ct_controllers.share import PACKAGE, share_directory
 
@@ -198,7 +199,7 @@ def _check_sections(config_file: str, node: str) -> None:
     the keys and the one that serves any namespace. A file that cannot be read is the node's
     to report (it names the file)."""
     try:
-        document = yaml.safe_load(Path(config_file).read_text())
+        document = load_yaml(Path(config_file).read_text())
     except (OSError, yaml.YAMLError):
         return
     if not isinstance(document, Mapping):

@@ -12,6 +12,7 @@ import numpy as np
 import pinocchio as pin
 
 from ct_controllers.config import StackConfig
+from ct_controllers.errors import CtError
 from ct_controllers.hardware.mujoco_collision import SceneClearance, scene_clearance
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.control_loop import SUCCEEDED, LoopSnapshot
@@ -198,9 +199,13 @@ def run_scripted_motion(config: StackConfig, observers: Sequence[RunObserver] = 
     )
 
 
+class SimFault(CtError, RuntimeError):
+    """The control loop faulted during the scripted motion (the stack then holds the arm)."""
+
+
 def _latest(snapshot: LoopSnapshot | None) -> LoopSnapshot:
     if snapshot is None:
         raise RuntimeError("the control loop has published no snapshot")
     if snapshot.fault:
-        raise RuntimeError(f"control loop fault: {snapshot.fault}")
+        raise SimFault(f"control loop fault: {snapshot.fault}")
     return snapshot

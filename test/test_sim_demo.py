@@ -136,3 +136,32 @@ def test_waypoints_and_their_paths_keep_clear_of_the_cube(tmp_path: Path) -> Non
     assert nearest(clear) > SCENE_CLEARANCE
     summary = run_scripted_motion(config)
     assert summary.ok and summary.final_error <= FINAL_ERROR_LIMIT
+
+
+def test_a_fault_during_the_motion_is_one_line_and_exit_1(tmp_path: Path, capsys) -> None:
+    """ct-sim on the bundled arm with joint impedance stiffness ×1000 and no damping (unstable
+    at 1 kHz by far: the joints ring up until the speed check latches): exit 1 and one line on
+    stderr naming the fault, no traceback (the stack's fault reaction ran; not a crash, not bad
+    input)."""
+    from ct_controllers.cli import sim_main
+    from ct_controllers.share import share_directory
+
+    text = (share_directory() / "config" / "controllers.yaml").read_text()
+    gains = (
+        "stiffness: [600.0, 600.0, 300.0, 300.0, 100.0, 100.0, 50.0, 100.0, 100.0]",
+        "damping: [50.0, 50.0, 25.0, 25.0, 6.0, 6.0, 3.0, 4.0, 4.0]",
+    )
+    changed = text.replace(
+        gains[0],
+        "stiffness: [6.0e5, 6.0e5, 3.0e5, 3.0e5, 1.0e5, 1.0e5, 5.0e4, 100.0, 100.0]",
+        1,
+    ).replace(gains[1], "damping: [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 4.0]", 1)
+    assert changed.count("6.0e5") == 2 and "damping: [0.0," in changed
+    config = tmp_path / "controllers.yaml"
+    config.write_text(changed)
+    code = sim_main(["--config", str(config), "--controller", "joint_impedance"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    fault_lines = [line for line in err.splitlines() if line.startswith("ct-sim: ")]
+    assert len(fault_lines) == 1 and "control loop fault:" in fault_lines[0], err
+    assert "Traceback" not in err

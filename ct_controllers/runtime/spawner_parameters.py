@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from ct_controllers.config import ConfigError, flatten
+from ct_controllers.parameters_yaml import load_yaml
 
 # The parameters the spawner sets on the controller manager for a controller it loads
 # (controller_manager/controller_manager_services.py, Jazzy).
@@ -41,7 +42,7 @@ def controller_entries(files: Sequence[str], controller: str, namespace: str) ->
     entries: dict[str, Any] = {}
     for file in files:
         try:
-            document = yaml.safe_load(Path(file).read_text())
+            document = load_yaml(Path(file).read_text())
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"parameters file '{file}': {exc}") from None
         section = _section(document, controller, namespace)
