@@ -209,13 +209,16 @@ def test_scene_has_the_urdf_joints_and_one_actuator_per_non_mimic_joint(pair: Pa
 
 def test_limits_damping_friction_and_effort_agree_with_pinocchio(pair: Pair) -> None:
     """Per joint: MuJoCo's range equals Pinocchio's position limits (none for a continuous
-    joint), its damping and frictionloss Pinocchio's damping and friction, and the actuator's
-    force range ± Pinocchio's effort limit."""
+    joint, nor for a mimic follower: its master's range bounds it), its damping and
+    frictionloss Pinocchio's damping and friction, and the actuator's force range ± Pinocchio's
+    effort limit."""
     model, pin_model = pair.mj_model, pair.pin_model
+    urdf = ET.fromstring(pair.urdf)
+    followers = {j.get("name") for j in urdf.iter("joint") if j.find("mimic") is not None}
     for name in pair.joints:
         joint = pin_model.joints[pin_model.getJointId(name)]
         mj_joint = model.joint(name)
-        if joint.nq == 2:
+        if joint.nq == 2 or name in followers:
             assert mj_joint.limited[0] == 0, name
         else:
             assert mj_joint.limited[0] == 1, name

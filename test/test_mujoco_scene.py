@@ -563,3 +563,35 @@ def test_robot_bodies_in_contact_at_rest_are_excluded_and_no_others() -> None:
         if model.body_parentid[b] == model.body("base").id
     }
     assert excluded - overlapping - moving_on_root == {frozenset(("world", "base"))}
+
+
+def test_a_mimic_follower_whose_own_range_disagrees_with_its_master_stays_on_it() -> None:
+    """The PR2's gripper: a fingertip follows the finger with multiplier −1 but its URDF range
+    is [0, 0.548] rad, so on its master's range it lies outside its own. The follower's range
+    is not simulated (its master's bounds it): from the master at 0.274 rad and every follower
+    on its equality, 25 steps without gravity or effort leave the master still (it flew off at
+    2.8 rad/s when the follower's limit fought the equality) and each follower on its map."""
+    from ct_controllers.bench.robots import example_robot_path
+
+    path = example_robot_path("robots/pr2_description/urdf/pr2.urdf")
+    urdf = path.read_text()
+    model = compile_scene(build_scene(urdf, urdf_directory=path.parent, with_objects=False))
+    model.opt.gravity[:] = 0.0
+    data = mujoco.MjData(model)
+    master = "r_gripper_l_finger_joint"
+    maps = {
+        j.get("name", ""): float(j.find("mimic").get("multiplier", "1"))  # type: ignore[union-attr]
+        for j in ET.fromstring(urdf).findall("joint")
+        if j.find("mimic") is not None and j.find("mimic").get("joint") == master  # type: ignore[union-attr]
+    }
+    assert -1.0 in maps.values()  # the fingertip whose range disagrees
+    data.qpos[model.joint(master).qposadr[0]] = 0.274
+    for follower, multiplier in maps.items():
+        data.qpos[model.joint(follower).qposadr[0]] = multiplier * 0.274
+    for _ in range(25):
+        mujoco.mj_step(model, data)
+    assert abs(data.qvel[model.joint(master).dofadr[0]]) < 0.05
+    for follower, multiplier in maps.items():
+        assert data.qpos[model.joint(follower).qposadr[0]] == pytest.approx(
+            multiplier * data.qpos[model.joint(master).qposadr[0]], abs=1e-3
+        )

@@ -125,6 +125,7 @@ def build_scene(
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     if scene is None:
         _stiffen_mimic_couplings(spec, timestep)
+        _free_followers_of_their_ranges(spec, prepared)
     if tcp_frame is not None:
         _add_tcp_site(spec, prepared, tcp_frame)
     _add_actuators(spec, prepared, actuated, command_interfaces or {}, servo_gains)
@@ -233,6 +234,15 @@ def _keep_unfused(spec: mujoco.MjSpec, prepared: PreparedUrdf, links: Sequence[s
         if link in prepared.fixed_parents and spec.body(link) is not None:
             parent = prepared.fixed_parents[link][0]
             spec.add_exclude(bodyname1=parent, bodyname2=link)
+
+
+def _free_followers_of_their_ranges(spec: mujoco.MjSpec, prepared: PreparedUrdf) -> None:
+    """A mimic follower's range is its master's, mapped: its own ``<limit>`` is not simulated.
+    Where a URDF's disagrees (the PR2's fingertips: multiplier −1 on a range [0, 0.548] rad),
+    the limit and the equality fought, and the gripper flew off at 2.8 rad/s from its first
+    step; Pinocchio's mimic model has no range for a follower either."""
+    for follower in prepared.mimic:
+        spec.joint(follower).limited = mujoco.mjtLimited.mjLIMITED_FALSE
 
 
 def _stiffen_mimic_couplings(spec: mujoco.MjSpec, timestep: float) -> None:
