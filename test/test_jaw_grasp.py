@@ -175,3 +175,27 @@ def test_the_z1_picks_the_derived_cube_through_the_whole_stack(z1: StackConfig) 
     for trial in (0, 1):
         result, _ = run_trial(z1, trial, trial_cube(0, trial, scene.region))
         assert result.success, result
+
+
+def test_an_arm_of_five_joints_keeps_its_grasp_top_down(tmp_path: Path) -> None:
+    """The SO-101 (5 arm joints and a revolute jaw): the tilted grasp a 6-joint arm would get
+    (3°, 35 mm) is one its joints cannot take wherever the cube lies, so its grasp stays top-down
+    (tilt 0) with the largest cube that holds there; both contact angles within the limit; the
+    same geometry analysed for 6 joints tilts."""
+    urdf = example_robot_path("robots/so_arm_description/urdf/so101.urdf")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        assert setup_main([str(urdf), "-o", str(tmp_path)]) == 0, printed.getvalue()
+    config = load_config(str(tmp_path / "controllers.yaml"))
+    assert len(config.arm_joints) == 5
+    description = load_description(config.robot_description, mappings={"backend": "mujoco"})
+    directory = Path(description.source).parent
+    model = RobotModel(description.urdf, tcp_frame=config.tcp_frame, base_frame=config.base_frame)
+    grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
+    largest = cube_size(grip)
+    five = robot_jaw_grasp(description.urdf, directory, config.tcp_frame, grip, largest, 5)
+    six = robot_jaw_grasp(description.urdf, directory, config.tcp_frame, grip, largest, 6)
+    assert five is not None and five.tilt == 0.0 and max(five.angles) <= five.limit
+    assert five.size < largest
+    assert six is not None and six.tilt != 0.0
+    assert robot_scene(config).tcp_in_cube is not None  # the scene carries the top-down pose

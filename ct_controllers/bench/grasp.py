@@ -104,13 +104,14 @@ def _scene(
     base: str,
     fingers: tuple[str, ...],
     frames: tuple[str, ...],
+    arm_joints: int,
 ) -> GraspScene:
     description = load_description(robot_description or None, mappings={"backend": backend})
     model = RobotModel(description.urdf, tcp_frame=tcp, base_frame=base)
     grip = gripper_geometry(model, fingers, frames)
     source = Path(description.source)
     directory = str(source.parent) if source.is_file() else None
-    jaw = robot_jaw_grasp(description.urdf, directory, tcp, grip, cube_size(grip))
+    jaw = robot_jaw_grasp(description.urdf, directory, tcp, grip, cube_size(grip), arm_joints)
     return grasp_scene(model, grip, jaw)
 
 
@@ -124,6 +125,7 @@ def robot_scene(config: StackConfig) -> GraspScene:
         config.base_frame,
         config.gripper_joints,
         config.grip_width_frames,
+        len(config.arm_joints),
     )
 
 

@@ -178,11 +178,13 @@ def jaw_grasp(
     opened: float,
     largest: float,
     friction: float,
+    tilt: bool = True,
 ) -> JawGrasp | None:
     """The grasp (module docstring) of the revolute jaw ``joint`` (its closing and opening
     limits ``closed``, ``opened`` [rad]) in ``model`` (the robot's MuJoCo scene, whose site
     ``tcp_site`` is the TCP), for cubes of edge at most ``largest`` [m] and friction
-    coefficient ``friction``; None where none is held."""
+    coefficient ``friction``; None where none is held. ``tilt`` False: top-down only (tilt 0;
+    an arm of fewer than 6 joints cannot tilt the tool about an arbitrary horizontal axis)."""
     gripper = JawOutline(model, joint, tcp_site, closed, opened)
     limit = math.atan(friction) - FRICTION_MARGIN
     swept = [p for q in np.linspace(closed, opened, JAW_SAMPLES) for p in gripper.jaw_polygons(q)]
@@ -196,16 +198,18 @@ def jaw_grasp(
     while size >= MIN_SIZE - 1e-9:
         # Coarse tilts, then the finest step around the best: the worst angle falls with the
         # tilt on one jaw and rises on the other.
-        coarse = np.arange(-TILT_LIMIT, TILT_LIMIT + 1e-9, COARSE_TILT_STEP)
-        tilt = min(coarse, key=lambda t: pinch(size, float(t)).worst)
-        fine = np.arange(tilt - COARSE_TILT_STEP, tilt + COARSE_TILT_STEP + 1e-9, TILT_STEP)
-        tilt = float(min(fine, key=lambda t: pinch(size, float(t)).worst))
-        best = pinch(size, tilt)
+        angle = 0.0
+        if tilt:
+            coarse = np.arange(-TILT_LIMIT, TILT_LIMIT + 1e-9, COARSE_TILT_STEP)
+            angle = min(coarse, key=lambda t: pinch(size, float(t)).worst)
+            fine = np.arange(angle - COARSE_TILT_STEP, angle + COARSE_TILT_STEP + 1e-9, TILT_STEP)
+            angle = float(min(fine, key=lambda t: pinch(size, float(t)).worst))
+        best = pinch(size, angle)
         if best.worst <= limit and best.fixed is not None and best.moving is not None:
             return JawGrasp(
-                _tcp_in_cube(gripper, tilt, best.centre),
+                _tcp_in_cube(gripper, angle, best.centre),
                 size,
-                tilt,
+                angle,
                 (best.fixed.angle, best.moving.angle),
                 limit,
                 best.closing,
@@ -238,19 +242,26 @@ def robot_jaw_grasp(
     tcp_frame: str,
     grip: GripGeometry | None,
     largest: float,
+    arm_joints: int = 6,
 ) -> JawGrasp | None:
     """The grasp of the robot's one revolute jaw (``grip``: its gripper's geometry) in the
     scene MuJoCo builds from ``urdf`` (links on fixed joints fused: a fixed jaw is part of the
     body the moving jaw hangs on), for cubes of edge at most ``largest`` [m]; None where the
     scene's top-down grasp is kept: not one revolute jaw, no collision geometry, the top-down
     grasp of the ``largest`` cube holds as it is (both contact angles within the limit), or no
-    cube is held at any tilt. Once per robot and process."""
+    cube is held at any tilt. An arm of fewer than 6 joints (``arm_joints``) keeps the grasp
+    top-down, with the largest cube that holds there: it cannot tilt the tool about the hinge
+    axis wherever the cube lies (the SO-101's 5 joints reached no tilted grasp of the derived
+    scene, and the top-down grasp of a 30 mm cube holds). Once per robot and process."""
     if grip is None or len(grip.joints) != 1 or any(n != 1 for n in grip.couplings):
         return None
+    tilt = arm_joints >= 6
     key = (urdf, str(urdf_directory), tcp_frame, grip.joints, grip.closed, grip.opened, largest)
-    if key not in _GRASPS:
-        _GRASPS[key] = _robot_jaw_grasp(urdf, urdf_directory, tcp_frame, grip, largest)
-    return _GRASPS[key]
+    if (*key, tilt) not in _GRASPS:
+        _GRASPS[(*key, tilt)] = _robot_jaw_grasp(
+            urdf, urdf_directory, tcp_frame, grip, largest, tilt
+        )
+    return _GRASPS[(*key, tilt)]
 
 
 def _robot_jaw_grasp(
@@ -259,6 +270,7 @@ def _robot_jaw_grasp(
     tcp_frame: str,
     grip: GripGeometry,
     largest: float,
+    tilt: bool,
 ) -> JawGrasp | None:
     model = compile_scene(
         build_scene(urdf, tcp_frame=tcp_frame, urdf_directory=urdf_directory, with_objects=False)
@@ -284,7 +296,7 @@ def _robot_jaw_grasp(
     limit = math.atan(friction) - FRICTION_MARGIN
     if plain is not None and max(plain) <= limit:
         return None
-    return jaw_grasp(model, grip.joints[0], tcp_frame, closed, opened, largest, friction)
+    return jaw_grasp(model, grip.joints[0], tcp_frame, closed, opened, largest, friction, tilt)
 
 
 def top_down_angles(

@@ -262,7 +262,14 @@ class MujocoSystem(SystemInterface):
         )
         grip = gripper_geometry(model, config.gripper_joints, config.grip_width_frames)
         directory = str(source.parent) if source.is_file() else None
-        jaw = robot_jaw_grasp(description.urdf, directory, config.tcp_frame, grip, cube_size(grip))
+        jaw = robot_jaw_grasp(
+            description.urdf,
+            directory,
+            config.tcp_frame,
+            grip,
+            cube_size(grip),
+            len(config.arm_joints),
+        )
         return cls(
             description.urdf,
             description.hardware.joint_names,

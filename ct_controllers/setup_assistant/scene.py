@@ -57,7 +57,9 @@ def home_scene(
     try:
         grip = gripper_geometry(model, chain.gripper_joints, width_frames)
         directory = tree.source.parent
-        jaw = robot_jaw_grasp(tree.urdf, directory, chain.tcp, grip, cube_size(grip))
+        jaw = robot_jaw_grasp(
+            tree.urdf, directory, chain.tcp, grip, cube_size(grip), len(chain.arm_joints)
+        )
         spec = build_scene(
             tree.urdf,
             tcp_frame=chain.tcp,
