@@ -162,13 +162,14 @@ def _description(
     return out / _file_name(tree.name), text, backend, why
 
 
-def _locked_line(tree: RobotTree, chain: Chain, locked: Mapping[str, float]) -> str:
-    """The summary's line on the locked joints: which, where, why."""
-    where = ", ".join(f"{name}={value:.3g}" for name, value in locked.items())
+def _locked_line(chain: Chain, locked: Mapping[str, float], shown: int = 12) -> str:
+    """The summary's line on the locked joints: which, where (the first ``shown``), why."""
+    items = [f"{name}={value:.3g}" for name, value in locked.items()]
+    where = ", ".join(items[:shown]) + (f", … ({len(items)} set)" if len(items) > shown else "")
     followers = [name for name in chain.locked if name not in locked]
     return (
         f"locked joints ({len(chain.locked)}): {where} [rad | m]"
-        + (f" ({', '.join(followers)} follow(s) by <mimic>)" if followers else "")
+        + (f" ({len(followers)} more follow by <mimic>)" if followers else "")
         + ": on neither the arm chain nor the gripper, fixed there in the model and the "
         "simulation (--lock J=VALUE,... to choose; --gripper, --tcp/--base to drive them)"
     )
@@ -457,7 +458,7 @@ def plan(
         f"  arm joints ({len(chain.arm_joints)}): {', '.join(chain.arm_joints)}",
         f"  gripper joints ({len(chain.gripper_joints)}): "
         + (", ".join(_with_followers(n, chain) for n in chain.gripper_joints) or "none"),
-        *([f"  {_locked_line(tree, chain, locked)}"] if chain.locked else []),
+        *([f"  {_locked_line(chain, locked)}"] if chain.locked else []),
         *([f"  {width_note}"] if width_note else []),
         *([f"  {servo_note}"] if servo_note else []),
         *([f"  {tool_note}"] if tool_note and tool is None else []),
