@@ -30,7 +30,7 @@ from rclpy.validate_full_topic_name import validate_full_topic_name
 from rclpy.validate_namespace import validate_namespace
 from rclpy.validate_node_name import validate_node_name
 from rclpy.validate_topic_name import validate_topic_name
-from ros_helpers import ARM, NodeProcess, spin_until
+from ros_helpers import ARM, NodeProcess, spin_until, wait_ready
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -317,14 +317,14 @@ def two_arms() -> Iterator[tuple[Watcher, dict[str, NodeProcess]]]:
     rclpy.init()
     watcher = Watcher()
     try:
-        assert watcher.actions["arm1"].wait_for_server(timeout_sec=START_TIMEOUT), "".join(
+        assert wait_ready(watcher.actions["arm1"].server_is_ready, START_TIMEOUT), "".join(
             processes["arm1"].lines
         )
         processes["arm2"] = NodeProcess(
             bringup("--clock-topic", "/arm2/clock", "--ros-args", "-r", "__ns:=/arm2"),
             start_new_session=True,
         )
-        assert watcher.actions["arm2"].wait_for_server(timeout_sec=START_TIMEOUT), "".join(
+        assert wait_ready(watcher.actions["arm2"].server_is_ready, START_TIMEOUT), "".join(
             processes["arm2"].lines
         )
         assert watcher.spin_until(lambda: all(watcher.states.values()), 20.0), "no joint states"
