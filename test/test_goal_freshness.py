@@ -31,7 +31,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from ros_helpers import goal as joint_goal
-from ros_helpers import pose_message, wait_ready
+from ros_helpers import pose_message
 
 from ct_controllers.ros.goals import SNAPSHOT_FRESHNESS, GoalArbiter
 from ct_controllers.ros.gripper_command_action import gripper_servers
@@ -82,9 +82,9 @@ class Served:
         self.executor.add_node(self.client_node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
-        assert wait_ready(self.client.server_is_ready, 10.0)
-        assert wait_ready(self.joints.server_is_ready, 10.0)
-        assert wait_ready(self.gripper.server_is_ready, 10.0)
+        assert self.client.wait_for_server(timeout_sec=10.0)
+        assert self.joints.wait_for_server(timeout_sec=10.0)
+        assert self.gripper.wait_for_server(timeout_sec=10.0)
 
     def tcp(self) -> np.ndarray:
         """The measured TCP pose (4 × 4, base frame) from the latest snapshot."""
