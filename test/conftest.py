@@ -21,6 +21,11 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 90))
 _ros_home = tempfile.mkdtemp(prefix="ct_ros_home_")
 os.environ.setdefault("ROS_HOME", _ros_home)
 os.environ.setdefault("ROS_LOG_DIR", os.path.join(_ros_home, "log"))
+# The nodes the tests start run alone in that domain: their start-up check for another node of
+# their name (ct_controllers/ros/node_uniqueness.py) takes one look at the graph instead of
+# waiting out its 1.5 s discovery window (about 1 s of every node start, tens of node starts).
+# test_namespaces, which tests that check, runs its nodes with the product's window.
+os.environ.setdefault("CT_DISCOVERY_WINDOW", "0")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from backends import run_grasp
-from ros_helpers import bridge_node, pose_message, ros_client
+from ros_helpers import bridge_node, pose_message, ros_client, wait_ready
 
 from ct_controllers.bench.grasp import top_down_grasp
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
@@ -126,7 +126,7 @@ def test_the_grasp_action_refuses_a_grip_force_it_cannot_enforce(tmp_path: Path)
         ros_client("ct_grasp_refusal_client") as client,
     ):
         action = ActionClient(client.node, Grasp, "/ct/grasp")
-        assert action.wait_for_server(timeout_sec=10.0)
+        assert wait_ready(action.server_is_ready, 10.0)
         before = plant.report()["position"]
         goal = Grasp.Goal(
             grasp_pose=pose_message((0.5, 0.0, 0.025)),

@@ -92,7 +92,9 @@ class Served:
         self.action = ActionClient(
             self.client_node, GripperCommand, f"{namespace}/{NAME}/gripper_cmd"
         )
-        assert self.action.wait_for_server(timeout_sec=10.0)
+        from ros_helpers import wait_ready
+
+        assert wait_ready(self.action.server_is_ready, 10.0)
 
     def spin_until(self, condition: Any, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -238,14 +240,14 @@ def test_the_node_on_the_bridge_serves_the_gripper(tmp_path: Path) -> None:
     plant process, effort fingers, the bundled controllers.yaml): /ct/gripper_controller/
     gripper_cmd opens (SUCCEEDED, reached) and, on a 5 cm object placed between the fingers,
     stalls (ABORTED, stalled) pressing it with the 15 N asked, as the plant measures it."""
-    from ros_helpers import bridge_node, ros_client
+    from ros_helpers import bridge_node, ros_client, wait_ready
 
     with (
         bridge_node(tmp_path, "ct_grip_node", **{"watchdog.command_timeout": 0.5}) as (_, plant),
         ros_client("ct_grip_bridge_client") as client,
     ):
         action = ActionClient(client.node, GripperCommand, "/ct/gripper_controller/gripper_cmd")
-        assert action.wait_for_server(timeout_sec=10.0)
+        assert wait_ready(action.server_is_ready, 10.0)
 
         def run(position: float, max_effort: float = 0.0) -> tuple[int, Any]:
             goal = GripperCommand.Goal()

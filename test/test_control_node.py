@@ -26,6 +26,7 @@ from ros_helpers import (
     ros_client,
     start_node,
     stop_node,
+    wait_ready,
 )
 
 
@@ -346,7 +347,7 @@ def test_two_clients_at_once_do_not_corrupt_state(client: Client) -> None:
     the arm ends at the winner's goal."""
     other = Client("ct_second_client")
     try:
-        assert other.move_joints.wait_for_server(timeout_sec=10.0)
+        assert wait_ready(other.move_joints.server_is_ready, 10.0)
         first = client.move_joints.send_goal_async(goal(["joint3"], [0.3], 1.0))
         second = other.move_joints.send_goal_async(goal(["joint3"], [-0.3], 1.0))
         assert client.spin_until(first.done, 5.0) and other.spin_until(second.done, 5.0)

@@ -31,7 +31,17 @@ from lifecycle_msgs.msg import State
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.srv import SetParameters
 from rclpy.parameter import get_parameter_value
-from ros_helpers import CONFIG, HOME, NODE, Client, goal, ros_client, start_node, stop_node
+from ros_helpers import (
+    CONFIG,
+    HOME,
+    NODE,
+    Client,
+    goal,
+    ros_client,
+    start_node,
+    stop_node,
+    wait_ready,
+)
 from sensor_msgs.msg import JointState
 
 from ct_controllers.plugins import CONTROLLERS, known_plugins
@@ -338,7 +348,7 @@ def test_a_burst_of_lifecycle_and_switch_calls_is_all_answered(client: Client) -
         )
     }
     try:
-        assert all(s.wait_for_service(timeout_sec=10.0) for s in services.values())
+        assert all(wait_ready(s.service_is_ready, 10.0) for s in services.values())
         requests = {
             SwitchController: SwitchController.Request(
                 activate_controllers=["computed_torque"], strictness=STRICT

@@ -25,6 +25,7 @@ from ros_helpers import (
     duration,
     moveit_trajectory,
     ros_client,
+    wait_ready,
 )
 from trajectory_msgs.msg import JointTrajectory
 
@@ -40,7 +41,7 @@ def client(node_process: subprocess.Popen) -> Iterator[Client]:  # type: ignore[
         action = ActionClient(
             client.node, FollowJointTrajectory, f"{CONTROLLER}/follow_joint_trajectory"
         )
-        assert action.wait_for_server(timeout_sec=10.0)
+        assert wait_ready(action.server_is_ready, 10.0)
         client.trajectory = action  # type: ignore[attr-defined]
         client.states = []  # type: ignore[attr-defined]
         client.node.create_subscription(
@@ -342,7 +343,7 @@ def test_a_burst_of_100_trajectory_goals_is_answered_in_full(client: Client) -> 
         result_service_qos_profile=request_qos(),
         cancel_service_qos_profile=request_qos(),
     )
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     start, goal = target(client, {"joint1": 0.05})
     trajectory = moveit_trajectory(start, goal, 0.3, count=5)
     futures = [

@@ -9,7 +9,7 @@ from pathlib import Path
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionClient
-from ros_helpers import ARM, bridge_node, moveit_trajectory, ros_client
+from ros_helpers import ARM, bridge_node, moveit_trajectory, ros_client, wait_ready
 from test_follow_joint_trajectory import CONTROLLER, send, target
 
 
@@ -25,7 +25,7 @@ def test_a_goal_as_moveit_sends_it_succeeds_on_the_ros2_control_bridge(tmp_path:
         action = ActionClient(
             bridge.node, FollowJointTrajectory, f"{CONTROLLER}/follow_joint_trajectory"
         )
-        assert action.wait_for_server(timeout_sec=10.0)
+        assert wait_ready(action.server_is_ready, 10.0)
         bridge.trajectory = action  # type: ignore[attr-defined]
         start, goal = target(bridge, {"joint1": 0.3, "joint4": -0.2, "joint6": 0.2})
         status, result, _ = send(

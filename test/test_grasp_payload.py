@@ -14,7 +14,7 @@ import pytest
 from ct_interfaces.action import Grasp
 from helpers import bundled_config, home_configuration, new_robot_model
 from rclpy.action import ActionClient
-from ros_helpers import Client, connected_client, pose_message, start_node, stop_node
+from ros_helpers import Client, connected_client, pose_message, start_node, stop_node, wait_ready
 
 from ct_controllers.controllers.joint_impedance import JointImpedanceController
 from ct_controllers.hardware.grasp_scene import CUBE_MASS
@@ -62,7 +62,7 @@ def test_hold_identifies_the_cube_and_release_clears_it(client: Client) -> None:
     RELEASE) /diagnostics showed it as the controllers' payload_mass; after the goal the
     controllers carry none (payload_mass 0) and /diagnostics keeps the grasp's outcome."""
     action = ActionClient(client.node, Grasp, "/ct/grasp")
-    assert action.wait_for_server(timeout_sec=20.0)
+    assert wait_ready(action.server_is_ready, 20.0)
     client.wait_at_rest()
     goal = Grasp.Goal(
         grasp_pose=pose_message((0.5, 0.0, 0.025)),

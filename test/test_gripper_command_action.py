@@ -22,7 +22,16 @@ from action_msgs.msg import GoalStatus
 from control_msgs.action import GripperCommand, ParallelGripperCommand
 from ct_interfaces.action import MoveJoints, MoveToPose
 from rclpy.action import ActionClient
-from ros_helpers import ARM, HOME, Client, NodeProcess, pose_message, ros_client, start_node
+from ros_helpers import (
+    ARM,
+    HOME,
+    Client,
+    NodeProcess,
+    pose_message,
+    ros_client,
+    start_node,
+    wait_ready,
+)
 from ros_helpers import goal as joint_goal
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "controllers.yaml"
@@ -85,7 +94,7 @@ def client(node: NodeProcess) -> Iterator[Client]:
             "pose": ActionClient(client.node, MoveToPose, "/ct/move_to_pose"),
         }
         for action in actions.values():
-            assert action.wait_for_server(timeout_sec=10.0)
+            assert wait_ready(action.server_is_ready, 10.0)
         client.actions = actions  # type: ignore[attr-defined]
         yield client
 

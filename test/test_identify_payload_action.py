@@ -24,6 +24,7 @@ from ros_helpers import (
     goal,
     start_node,
     stop_node,
+    wait_ready,
 )
 
 MASS = 1.0  # [kg] the simulated object's
@@ -47,7 +48,7 @@ class IdentifyClient(Client):
     ) -> Any:
         """Send ``request`` and wait for its result."""
         # Generous: discovering an action's five endpoints took over 20 s at load 9 (2 cores).
-        assert self.identify.wait_for_server(timeout_sec=45.0), "no identify_payload server"
+        assert wait_ready(self.identify.server_is_ready, 45.0), "no identify_payload server"
         future = self.identify.send_goal_async(
             request, feedback_callback=(feedback.append if feedback is not None else None)
         )
@@ -199,7 +200,7 @@ def test_a_newer_goal_preempts_it_and_nothing_is_staged(loaded: IdentifyClient) 
     (PREEMPTED, not accepted) and runs to SUCCESS; the payload parameters are unchanged."""
     before = loaded.payload_parameters()
     loaded.wait_at_rest()
-    assert loaded.identify.wait_for_server(timeout_sec=5.0)
+    assert wait_ready(loaded.identify.server_is_ready, 5.0)
     future = loaded.identify.send_goal_async(IdentifyPayload.Goal(settle=SETTLE))
     assert loaded.spin_until(future.done, 5.0)
     loaded.spin_until(lambda: False, 1.0)  # the first hold's motion is under way

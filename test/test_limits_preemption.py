@@ -27,7 +27,7 @@ import pytest
 import rclpy
 from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
 from rclpy.action import ActionClient
-from ros_helpers import ARM, CONFIG, HOME, Client, pose_message
+from ros_helpers import ARM, CONFIG, HOME, Client, pose_message, wait_ready
 from ros_helpers import goal as joint_goal
 
 from ct_controllers.controllers.gripper import GripperController
@@ -117,7 +117,7 @@ def client(node_process: subprocess.Popen) -> Iterator[Client]:  # type: ignore[
         client.move_to_pose = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")  # type: ignore[attr-defined]
         client.grasp = ActionClient(client.node, Grasp, "/ct/grasp")  # type: ignore[attr-defined]
         for action in (client.move_joints, client.move_to_pose, client.grasp):  # type: ignore[attr-defined]
-            assert action.wait_for_server(timeout_sec=60.0), "no action server"
+            assert wait_ready(action.server_is_ready, 60.0), "no action server"
         assert client.spin_until(lambda: len(client.joint_states) > 0, 10.0), "no joint states"
         yield client
     finally:

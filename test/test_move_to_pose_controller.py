@@ -16,7 +16,7 @@ import pytest
 import yaml
 from ct_interfaces.action import MoveToPose
 from rclpy.action import ActionClient
-from ros_helpers import CONFIG, Client, pose_message, ros_client, start_node, stop_node
+from ros_helpers import CONFIG, Client, pose_message, ros_client, start_node, stop_node, wait_ready
 
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
@@ -41,7 +41,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     try:
         with ros_client("ct_pose_controller_client") as client:
             action = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")
-            assert action.wait_for_server(timeout_sec=10.0)
+            assert wait_ready(action.server_is_ready, 10.0)
             client.move_to_pose = action  # type: ignore[attr-defined]
             yield client
     finally:

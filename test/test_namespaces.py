@@ -30,7 +30,7 @@ from rclpy.validate_full_topic_name import validate_full_topic_name
 from rclpy.validate_namespace import validate_namespace
 from rclpy.validate_node_name import validate_node_name
 from rclpy.validate_topic_name import validate_topic_name
-from ros_helpers import ARM, NodeProcess, spin_until
+from ros_helpers import ARM, NodeProcess, spin_until, wait_ready
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -49,6 +49,7 @@ from ct_controllers.ros.node_uniqueness import (
     LOOPBACK_DISCOVERY_WINDOW,
     MOTION_ACTIONS,
     PROBE_TIMEOUT,
+    WINDOW_VARIABLE,
     discovery_window,
     standard_actions,
 )
@@ -59,6 +60,15 @@ BRINGUP = str(Path(sys.executable).parent / "ct-bringup")
 # [s] for a node to serve its actions: start-up (imports, model, the discovery window) takes
 # 5-10 s on a loaded 2-core machine; generous so a busy CI runner does not fail the test.
 START_TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def product_discovery_window() -> Iterator[None]:
+    """This module tests the start-up check: its nodes wait out the product's discovery window
+    (conftest.py shortens it for the nodes of every other module)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(WINDOW_VARIABLE, raising=False)
+        yield
 
 
 def bringup(*arguments: str) -> list[str]:
@@ -307,14 +317,14 @@ def two_arms() -> Iterator[tuple[Watcher, dict[str, NodeProcess]]]:
     rclpy.init()
     watcher = Watcher()
     try:
-        assert watcher.actions["arm1"].wait_for_server(timeout_sec=START_TIMEOUT), "".join(
+        assert wait_ready(watcher.actions["arm1"].server_is_ready, START_TIMEOUT), "".join(
             processes["arm1"].lines
         )
         processes["arm2"] = NodeProcess(
             bringup("--clock-topic", "/arm2/clock", "--ros-args", "-r", "__ns:=/arm2"),
             start_new_session=True,
         )
-        assert watcher.actions["arm2"].wait_for_server(timeout_sec=START_TIMEOUT), "".join(
+        assert wait_ready(watcher.actions["arm2"].server_is_ready, START_TIMEOUT), "".join(
             processes["arm2"].lines
         )
         assert watcher.spin_until(lambda: all(watcher.states.values()), 20.0), "no joint states"
@@ -481,6 +491,12 @@ def test_the_discovery_window_follows_the_dds_profile_in_use() -> None:
     ours = dict.fromkeys(PROFILE_VARIABLES, str(PROFILE))
     assert discovery_window(ours) == LOOPBACK_DISCOVERY_WINDOW
     assert discovery_window({}) == DISCOVERY_WINDOW
+    # CT_DISCOVERY_WINDOW, where the starter sets it, wins (the test session's 0: one look).
+    assert discovery_window({**ours, WINDOW_VARIABLE: "0"}) == 0.0
+    assert discovery_window({WINDOW_VARIABLE: " 2.5 "}) == 2.5
+    for wrong in ("-1", "nan", "inf", "soon"):
+        with pytest.raises(ValueError, match=WINDOW_VARIABLE):
+            discovery_window({**ours, WINDOW_VARIABLE: wrong})
     assert discovery_window(dict.fromkeys(PROFILE_VARIABLES, "/home/me/fastdds.xml")) == (
         DISCOVERY_WINDOW
     )

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from ct_interfaces.action import Grasp, MoveJoints
 from rclpy.action import ActionClient
-from ros_helpers import Client, goal, pose_message, ros_client, start_node, stop_node
+from ros_helpers import Client, goal, pose_message, ros_client, start_node, stop_node, wait_ready
 
 from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import StackConfig, load_config
@@ -56,7 +56,7 @@ def client(config_path: Path, config: StackConfig) -> Iterator[Client]:
     try:
         with ros_client("ct_no_gripper") as client:
             client.grasp = ActionClient(client.node, Grasp, "/ct/grasp")  # type: ignore[attr-defined]
-            assert client.grasp.wait_for_server(timeout_sec=10.0)  # type: ignore[attr-defined]
+            assert wait_ready(client.grasp.server_is_ready, 10.0)  # type: ignore[attr-defined]
             yield client
     except AssertionError as exc:
         raise AssertionError(f"{exc}; the node said: {''.join(process.lines)[-3000:]}") from exc

@@ -17,7 +17,7 @@ from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
 from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from ros_helpers import ARM, HOME, Client, goal, pose_message, ros_client
+from ros_helpers import ARM, HOME, Client, goal, pose_message, ros_client, wait_ready
 
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
@@ -139,7 +139,7 @@ def test_pose_goal_stamped_on_another_clock_names_the_nodes_clock(client):
     """A wall-clock stamp sent to the sim-time node: STALE_GOAL that says the node runs on sim
     time and that stamp 0 means now."""
     action = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     target = pose_message((0.4, 0.0, 0.4))
     target.header.stamp.sec = int(time.time())
     future = action.send_goal_async(MoveToPose.Goal(target=target))
@@ -153,7 +153,7 @@ def test_pose_goal_stamped_on_another_clock_names_the_nodes_clock(client):
 def test_absurd_pose_values_are_invalid_before_any_ik(client, value):
     """A target 1e300 m (or 1 km) away: INVALID_GOAL at once, not UNREACHABLE after an IK."""
     action = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     started = time.monotonic()
     future = action.send_goal_async(MoveToPose.Goal(target=pose_message((value, 0.0, 0.4))))
     assert client.spin_until(future.done, 5.0)
@@ -166,7 +166,7 @@ def test_absurd_pose_values_are_invalid_before_any_ik(client, value):
 def test_absurd_grasp_amounts_are_invalid(client):
     """A grasp with a 1e300 m lift: INVALID_GOAL naming the amount and its bound."""
     action = ActionClient(client.node, Grasp, "/ct/grasp")
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     message = Grasp.Goal(
         grasp_pose=pose_message((0.5, 0.0, 0.025)),
         approach_offset=0.08,
@@ -195,7 +195,7 @@ def test_grasp_amounts_are_checked_once_into_the_goal(client, changes, words):
     """Each out-of-range Grasp amount is INVALID_GOAL naming it and its bound, the message of
     GraspGoal's own check (the one the action's boundary builds the goal through)."""
     action = ActionClient(client.node, Grasp, "/ct/grasp")
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     amounts = {
         "approach_offset": 0.08,
         "lift_height": 0.1,
@@ -215,7 +215,7 @@ def test_a_burst_of_200_goals_from_one_client_is_answered_in_full(client):
     """200 goals sent at once: every one gets a goal response, every accepted one a result (the
     last SUCCESS, the others PREEMPTED), none lost."""
     action = deep_action_client(client.node, MoveJoints, "/ct/move_joints")
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     futures = [action.send_goal_async(home_goal(0.2)) for _ in range(200)]
     assert client.spin_until(lambda: all(f.done() for f in futures), 60.0), sum(
         f.done() for f in futures
@@ -239,7 +239,7 @@ def test_five_clients_with_fifty_goals_each_all_get_results(client):
         actions = [deep_action_client(n, MoveJoints, "/ct/move_joints") for n in nodes]
         for node in nodes:
             executor.add_node(node)
-        assert all(a.wait_for_server(timeout_sec=10.0) for a in actions)
+        assert all(wait_ready(a.server_is_ready, 10.0) for a in actions)
         futures = [a.send_goal_async(home_goal(0.2)) for _ in range(50) for a in actions]
         assert spin_until(executor, lambda: all(f.done() for f in futures), 90.0), sum(
             f.done() for f in futures
@@ -260,7 +260,7 @@ def test_a_hundred_cancels_of_one_goal_are_all_answered(client):
     """100 cancel requests for one running goal: all 100 answered, the goal ends CANCELED, and
     the same client's next goal works."""
     action = deep_action_client(client.node, MoveJoints, "/ct/move_joints")
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     away = HOME.copy()
     away[0] += 0.5
     future = action.send_goal_async(goal(ARM, away.tolist(), 5.0))
@@ -284,7 +284,7 @@ def test_a_thousand_service_calls_at_once_are_all_answered(client):
         ListControllers, "/ct/controller_manager/list_controllers", qos_profile=request_qos()
     )
     try:
-        assert service.wait_for_service(timeout_sec=10.0)
+        assert wait_ready(service.service_is_ready, 10.0)
         futures = [service.call_async(ListControllers.Request()) for _ in range(1000)]
         assert client.spin_until(lambda: all(f.done() for f in futures), 60.0), sum(
             f.done() for f in futures

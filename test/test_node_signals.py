@@ -19,7 +19,16 @@ from action_msgs.msg import GoalStatus
 from ct_interfaces.action import Grasp, MoveJoints, MoveToPose
 from rclpy.action import ActionClient
 from rclpy.node import Node
-from ros_helpers import ARM, HOME, NodeProcess, goal, pose_message, ros_client, stop_node
+from ros_helpers import (
+    ARM,
+    HOME,
+    NodeProcess,
+    goal,
+    pose_message,
+    ros_client,
+    stop_node,
+    wait_ready,
+)
 from rosgraph_msgs.msg import Clock
 
 from ct_controllers.launch_plan import launch_plan
@@ -79,7 +88,7 @@ def test_a_signal_mid_goal_aborts_it_with_a_result_and_exits_cleanly(case):
     try:
         with ros_client(f"ct_signal_client_{case.replace('-', '_')}") as client:
             action = ActionClient(client.node, action_type, name)
-            assert action.wait_for_server(timeout_sec=10.0)
+            assert wait_ready(action.server_is_ready, 10.0)
             future = action.send_goal_async(make_goal())
             assert client.spin_until(future.done, 10.0)
             handle = future.result()

@@ -41,6 +41,7 @@ from ros_helpers import (
     ros_client,
     start_node,
     stop_node,
+    wait_ready,
 )
 from ros_helpers import goal as joint_goal
 
@@ -185,7 +186,7 @@ def client(robot: Setup) -> Iterator[Client]:
         with ros_client(f"ct_own_{robot.name}") as client:
             client.move_to_pose = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")  # type: ignore[attr-defined]
             client.grasp = ActionClient(client.node, Grasp, "/ct/grasp")  # type: ignore[attr-defined]
-            assert client.move_to_pose.wait_for_server(timeout_sec=10.0)  # type: ignore[attr-defined]
+            assert wait_ready(client.move_to_pose.server_is_ready, 10.0)  # type: ignore[attr-defined]
             yield client
     except AssertionError as exc:
         raise AssertionError(f"{exc}; the node said: {''.join(process.lines)[-3000:]}") from exc
@@ -241,7 +242,7 @@ def test_a_moveit_shaped_trajectory_reaches_a_goal_derived_from_the_robot(
         FollowJointTrajectory,
         "/ct/joint_trajectory_controller/follow_joint_trajectory",
     )
-    assert action.wait_for_server(timeout_sec=10.0)
+    assert wait_ready(action.server_is_ready, 10.0)
     client.wait_at_rest()
     start = _positions(client, names)
     trajectory = moveit_trajectory(start, target, 2.0, names=list(names))

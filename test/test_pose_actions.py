@@ -20,6 +20,7 @@ from ros_helpers import (
     Client,
     pose_message,
     ros_client,
+    wait_ready,
 )
 from ros_helpers import goal as joint_goal
 
@@ -35,8 +36,8 @@ def client(node_process: subprocess.Popen) -> Iterator[Client]:  # type: ignore[
     with ros_client("ct_pose_client") as client:
         client.move_to_pose = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")  # type: ignore[attr-defined]
         client.grasp = ActionClient(client.node, Grasp, "/ct/grasp")  # type: ignore[attr-defined]
-        assert client.move_to_pose.wait_for_server(timeout_sec=10.0)  # type: ignore[attr-defined]
-        assert client.grasp.wait_for_server(timeout_sec=10.0)  # type: ignore[attr-defined]
+        assert wait_ready(client.move_to_pose.server_is_ready, 10.0)  # type: ignore[attr-defined]
+        assert wait_ready(client.grasp.server_is_ready, 10.0)  # type: ignore[attr-defined]
         yield client
 
 

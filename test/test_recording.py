@@ -16,7 +16,7 @@ import pytest
 import rclpy
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
-from ros_helpers import ARM, Client, goal, start_node, stop_node
+from ros_helpers import ARM, Client, goal, start_node, stop_node, wait_ready
 from sensor_msgs.msg import JointState
 
 from ct_controllers.bench.grasp import showcase_trial
@@ -129,7 +129,7 @@ def test_the_node_records_its_topics_and_goals(
         rclpy.init()
         try:
             client = Client("ct_record_client")
-            assert client.move_joints.wait_for_server(timeout_sec=20.0)
+            assert wait_ready(client.move_joints.server_is_ready, 20.0)
             assert client.spin_until(lambda: len(client.joint_states) > 5, 10.0)
             handle = client.send(goal(ARM, [0.3, 0.5, 0.0, -1.2, 0.0, 1.0, 0.0], 0.8), feedback)
             assert client.result(handle).error_code == 0

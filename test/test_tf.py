@@ -15,7 +15,7 @@ import pytest
 from ct_interfaces.action import MoveToPose
 from geometry_msgs.msg import PoseStamped, TransformStamped
 from rclpy.action import ActionClient
-from ros_helpers import ARM, CONFIG, Client, goal, ros_client, start_node, stop_node
+from ros_helpers import ARM, CONFIG, Client, goal, ros_client, start_node, stop_node, wait_ready
 from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
@@ -106,7 +106,7 @@ def client() -> Iterator[Client]:
     try:
         with ros_client("ct_tf_client") as client:
             client.move_to_pose = ActionClient(client.node, MoveToPose, "/ct/move_to_pose")  # type: ignore[attr-defined]
-            assert client.move_to_pose.wait_for_server(timeout_sec=10.0)  # type: ignore[attr-defined]
+            assert wait_ready(client.move_to_pose.server_is_ready, 10.0)  # type: ignore[attr-defined]
             yield client
     finally:
         stop_node(process)

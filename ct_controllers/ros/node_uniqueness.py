@@ -22,7 +22,10 @@ is :data:`DISCOVERY_WINDOW`, 3.5 s: one whole period plus the endpoint exchange 
 margin for a loaded machine. The bundled loopback profile (``fastdds_loopback.xml``) announces
 every 0.5 s: 0.16-0.79 s in 20 trials under the same load, so with that profile in use the
 window is :data:`LOOPBACK_DISCOVERY_WINDOW`, 1.5 s. The window runs while the stack is built
-(about 1 s). Evidence found earlier ends the wait at once.
+(about 1 s). Evidence found earlier ends the wait at once. ``CT_DISCOVERY_WINDOW`` (seconds,
+:data:`WINDOW_VARIABLE`) sets the window where the starter knows no other node can be running
+(the test session sets 0, one look at the graph, for the nodes it starts outside the tests of
+this check: they run alone in a ROS domain of their own).
 
 **Live, not remembered.** A participant that was killed stays in the graphs of those that knew
 it until its lease runs out (20 s by default), and a discovery server relays it. Before
@@ -40,6 +43,7 @@ may refuse, one may, or, if neither has seen the other when its window ends, bot
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
@@ -57,6 +61,7 @@ from rosgraph_msgs.msg import Clock
 from ct_controllers.errors import CtError
 from ct_controllers.ros.dds import PROFILE, PROFILE_VARIABLES
 
+WINDOW_VARIABLE = "CT_DISCOVERY_WINDOW"  # [s] the window, set by the starter (see above)
 DISCOVERY_WINDOW = 3.5  # [s] from node creation until the node is declared unique (see above)
 LOOPBACK_DISCOVERY_WINDOW = 1.5  # [s] the same with the bundled profile (0.5 s announcements)
 NAME_WAIT = 1.0  # [s] for the name of a live server's node, when its endpoint came first
@@ -117,10 +122,20 @@ class Evidence:
 
 
 def discovery_window(environ: Mapping[str, str] | None = None) -> float:
-    """[s] :data:`LOOPBACK_DISCOVERY_WINDOW` when Fast DDS reads the bundled loopback profile
+    """[s] ``CT_DISCOVERY_WINDOW`` where it is set (a number >= 0, else ValueError naming it);
+    otherwise :data:`LOOPBACK_DISCOVERY_WINDOW` when Fast DDS reads the bundled loopback profile
     (both profile variables name it, as :mod:`ct_controllers.ros.dds` sets them), else
     :data:`DISCOVERY_WINDOW` (Fast DDS's 3 s announcements, or a profile of the user's)."""
     environment = os.environ if environ is None else environ
+    given = environment.get(WINDOW_VARIABLE, "").strip()
+    if given:
+        try:
+            window = float(given)
+        except ValueError:
+            window = math.nan
+        if not window >= 0.0 or math.isinf(window):
+            raise ValueError(f"{WINDOW_VARIABLE}={given!r}: not a number of seconds >= 0")
+        return window
     profiles = {environment.get(name, "") for name in PROFILE_VARIABLES}
     bundled = len(profiles) == 1 and Path(profiles.pop()).name == PROFILE.name
     return LOOPBACK_DISCOVERY_WINDOW if bundled else DISCOVERY_WINDOW
