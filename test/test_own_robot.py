@@ -5,8 +5,8 @@ example-robot-data (7 DOF with a mimic finger and meshes; 6 DOF, no gripper; 7 D
 joint friction 1 N·m and damping 2-10 N·m·s/rad in its URDF; 6 DOF, three continuous joints,
 ranges far from zero, every mesh Collada, its fingers fixed) — and the bundled arm's xacro, each
 through the same ct-setup output. Also a made-up variant (the UR5 with a continuous wrist,
-text-edited into a tmp dir) through ct-setup and ct-sim, and the Tiago with its wheels, head and
-hand locked through the node: nothing here may be specific to these arms.
+text-edited into a tmp dir) through ct-setup and ct-sim (a robot with locked joints through the
+node: test_own_robot_locked.py): nothing here may be specific to these arms.
 
 Cost, per robot: one ct-setup, one ct-sim (10 s of sim time, lockstep), one node process for
 both actions (a few goals), REACH_SAMPLES reach goals in lockstep.
@@ -19,7 +19,6 @@ import io
 import json
 import math
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,48 +395,3 @@ def test_slash_joint_states_carry_every_joint_mimic_ones_too(robot: Setup, clien
         assert len(twin) == 1 and list(twin[0].position) == list(last.position)
     finally:
         client.node.destroy_subscription(subscription)
-
-
-def test_a_robot_with_locked_joints_moves_through_the_node(tmp_path: Path) -> None:
-    """The Tiago (ct-setup with its hand not driven: wheels, head and hand locked) through the
-    real node: /ct/joint_states carries its 8 driven joints and no locked one; /robot_description
-    is its URDF with the locked joints fixed (what TF and robot_state_publisher then use);
-    MoveJoints of the torso lift (prismatic, +5 cm) and the first arm joint (+0.2 rad) ends
-    SUCCESS, the published joints at rest within JOINT_TOLERANCE of the goal."""
-    from std_msgs.msg import String
-
-    from ct_controllers.ros.tf_publisher import latched_qos
-
-    urdf = example_robot_path("tiago_description/robots/tiago.urdf")
-    code, printed = _quietly(
-        setup_main, [str(urdf), "-o", str(tmp_path), "--gripper", "", "--tcp", "hand_tool_link"]
-    )
-    assert code == 0, printed
-    config = load_config(tmp_path / "controllers.yaml")
-    process = start_node("--config", str(tmp_path / "controllers.yaml"))
-    try:
-        with ros_client("ct_own_locked") as client:
-            descriptions: list[String] = []
-            client.node.create_subscription(
-                String, "/robot_description", descriptions.append, latched_qos()
-            )
-            assert client.spin_until(lambda: bool(descriptions), 10.0), "no /robot_description"
-            types = {
-                j.get("name"): j.get("type")
-                for j in ET.fromstring(descriptions[-1].data).findall("joint")
-            }
-            assert types["head_1_joint"] == "fixed" and types["wheel_left_joint"] == "fixed"
-            client.wait_at_rest()
-            assert list(client.joint_states[-1].name) == list(config.joint_names)
-            home = dict(zip(config.joint_names, config.home_positions, strict=True))
-            names = ["torso_lift_joint", "arm_1_joint"]
-            target = [home["torso_lift_joint"] + 0.05, home["arm_1_joint"] + 0.2]
-            result = _send(client, client.move_joints, joint_goal(names, target, 2.0))
-            assert result is not None and result.error_code == MoveJoints.Result.SUCCESS, result
-            client.wait_at_rest()
-            error = np.abs(_positions(client, tuple(names)) - np.array(target))
-            assert np.max(error) < JOINT_TOLERANCE, error
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; the node said: {''.join(process.lines)[-3000:]}") from exc
-    finally:
-        stop_node(process)
