@@ -97,6 +97,15 @@ class Client:
         assert self.spin_until(future.done, timeout), "no result"
         return future.result().result
 
+    def send_to(self, action: Any, goal: Any, timeout: float = 20.0) -> Any:
+        """``goal`` sent on the action client ``action``: its result, or None when refused."""
+        future = action.send_goal_async(goal)
+        assert self.spin_until(future.done, 5.0), "goal not answered"
+        handle = future.result()
+        if not handle.accepted:
+            return None
+        return self.result(handle, timeout)
+
     def call(self, service_type: Any, name: str, request: Any, timeout: float = 5.0) -> Any:
         client = self.node.create_client(service_type, name)
         try:

@@ -199,15 +199,6 @@ def _positions(client: Client, names: tuple[str, ...]) -> np.ndarray:
     return np.array([message.position[index[n]] for n in names])
 
 
-def _send(client: Client, action: Any, goal: Any, timeout: float = 20.0) -> Any:
-    future = action.send_goal_async(goal)
-    assert client.spin_until(future.done, 5.0), "goal not answered"
-    handle = future.result()
-    if not handle.accepted:
-        return None
-    return client.result(handle, timeout)
-
-
 def test_move_joints_reaches_a_goal_derived_from_the_robot(robot: Setup, client: Client) -> None:
     """MoveJoints through the real node to each arm joint a step from home (STEPS, the first
     configuration clear of the scene): SUCCESS, and the published joint states at rest within
@@ -218,7 +209,7 @@ def test_move_joints_reaches_a_goal_derived_from_the_robot(robot: Setup, client:
     target = clear[0]
     names = list(robot.config.arm_joints)
     client.wait_at_rest()
-    result = _send(client, client.move_joints, joint_goal(names, target.tolist(), 2.0))
+    result = client.send_to(client.move_joints, joint_goal(names, target.tolist(), 2.0))
     assert result is not None and result.error_code == MoveJoints.Result.SUCCESS, result
     client.wait_at_rest()
     error = np.abs(_positions(client, robot.config.arm_joints) - target)
@@ -289,7 +280,7 @@ def test_move_to_pose_reaches_a_pose_derived_from_the_robot(robot: Setup, client
         timeout=10.0,
     )
     client.wait_at_rest()
-    result = _send(client, client.move_to_pose, goal)  # type: ignore[attr-defined]
+    result = client.send_to(client.move_to_pose, goal)  # type: ignore[attr-defined]
     assert result is not None and result.error_code == MoveToPose.Result.SUCCESS, result
     client.spin_until(lambda: False, 0.2)
     measured = np.zeros(model.nq)
@@ -358,7 +349,7 @@ def test_grasp_on_an_arm_without_a_gripper_is_refused(robot: Setup, client: Clie
         grasp_effort=10.0,
         hold_duration=0.5,
     )
-    result = _send(client, client.grasp, goal)  # type: ignore[attr-defined]
+    result = client.send_to(client.grasp, goal)  # type: ignore[attr-defined]
     assert result is not None and result.error_code == Grasp.Result.INVALID_GOAL, result
     assert "gripper" in result.message, result.message
     client.spin_until(lambda: False, 0.5)

@@ -30,15 +30,6 @@ def _quietly(function: Any, argv: list[str]) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def _send(client: Client, action: Any, goal: Any, timeout: float = 20.0) -> Any:
-    future = action.send_goal_async(goal)
-    assert client.spin_until(future.done, 5.0), "goal not answered"
-    handle = future.result()
-    if not handle.accepted:
-        return None
-    return client.result(handle, timeout)
-
-
 def _positions(client: Client, names: tuple[str, ...]) -> np.ndarray:
     message = client.joint_states[-1]
     index = {n: i for i, n in enumerate(message.name)}
@@ -79,7 +70,7 @@ def test_a_robot_with_locked_joints_moves_through_the_node(tmp_path: Path) -> No
             home = dict(zip(config.joint_names, config.home_positions, strict=True))
             names = ["torso_lift_joint", "arm_1_joint"]
             target = [home["torso_lift_joint"] + 0.05, home["arm_1_joint"] + 0.2]
-            result = _send(client, client.move_joints, joint_goal(names, target, 2.0))
+            result = client.send_to(client.move_joints, joint_goal(names, target, 2.0))
             assert result is not None and result.error_code == MoveJoints.Result.SUCCESS, result
             client.wait_at_rest()
             error = np.abs(_positions(client, tuple(names)) - np.array(target))
