@@ -203,13 +203,13 @@ def make_rig(
     if plant_payload is not None and backend == "canopen" and drives_process:
         raise ValueError("plant_payload: CANopen drives in a process of their own carry none")
     description = _description(config_path, backend)
-    # A user's robot on a plant rig: the stack models the drives' rotor inertia the plant has
-    # (as the user's URDF would state it), as the rigs' gains are designed for it.
-    modelled = (
-        description
-        if config_path is None
-        else dataclasses.replace(description, urdf=with_drive_armature(description.urdf))
-    )
+
+    def modelled() -> RobotDescription:
+        """A user's robot on a plant rig: the stack models the drives' rotor inertia the plant
+        has (as the user's URDF would state it), as the rigs' gains are designed for it."""
+        if config_path is None:
+            return description
+        return dataclasses.replace(description, urdf=with_drive_armature(description.urdf))
 
     def slow_gains() -> dict[str, Any]:  # the plant rigs' (a user's robot's: a design, seconds)
         return slow_loop_gains(load_config(config_path), config_path is None, REAL_RATE)
@@ -258,7 +258,7 @@ def make_rig(
             payload=plant_payload,
             effort_noise=plant_effort_noise,
         )
-        stack = build_stack(config, modelled, wrap_hardware=InjectingSystem)
+        stack = build_stack(config, modelled(), wrap_hardware=InjectingSystem)
         return Rig(backend, config, stack, plant).brought_up()
     if backend == "canopen":
         config = load_config(
@@ -289,7 +289,7 @@ def make_rig(
                 **overrides,
             },
         )
-        stack = build_stack(config, modelled, wrap_hardware=InjectingSystem)
+        stack = build_stack(config, modelled(), wrap_hardware=InjectingSystem)
         inner = stack.hardware.inner  # type: ignore[attr-defined]
         home = dict(zip(config.joint_names, config.home_positions, strict=True))
         robot = RobotModel(
