@@ -116,7 +116,7 @@ def build_scene(
     if scene is None:
         spec = _robot_from_urdf(prepared, urdf, mass_scale)
         _keep_unfused(spec, prepared, kept_links)
-        _exclude_contacts_at_rest(spec)
+        _exclude_contacts_at_rest(spec, (prepared.xml, tuple(kept_links)))
     else:
         if mass_scale != 1.0:
             raise ValueError("mass_scale applies to scenes built from the URDF, not to an MJCF")
@@ -191,22 +191,33 @@ def at_rest(model: mujoco.MjModel) -> mujoco.MjData:
     return data
 
 
-def _exclude_contacts_at_rest(spec: mujoco.MjSpec) -> None:
+# (URDF text as MuJoCo reads it, links kept unfused) → the body pairs in contact at rest: the
+# same robot's scene is built for every stack, rig and trial; its pairs are found once.
+_CONTACTS_AT_REST: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, str], ...]] = {}
+
+
+def _exclude_contacts_at_rest(spec: mujoco.MjSpec, robot: tuple[str, tuple[str, ...]]) -> None:
     """Exclude the pairs of robot bodies whose shapes are in contact at rest — every joint at 0,
     or at the limit nearest 0 — as MoveIt's setup assistant disables the pairs "in collision by
     default": the robot's own build, not a pose (Baxter's shoulder and elbow meshes overlap by
     5 cm in every configuration; simulated, their contact flung the arm at 3.9 rad/s). The
     stack's clearance checks allow the same pairs (``mujoco_collision.SceneClearance``: contacts
-    at its reference). The world body's pairs are kept: its shapes are the floor and table too."""
-    model = compile_scene(spec)
-    data = at_rest(model)
-    pairs = {
-        tuple(sorted((int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2]))))
-        for c in data.contact[: data.ncon]
-    }
-    for first, second in sorted(pairs):
-        if first != 0:
-            spec.add_exclude(bodyname1=model.body(first).name, bodyname2=model.body(second).name)
+    at its reference). The world body's pairs are kept: its shapes are the floor and table too.
+    ``robot``: what the pairs depend on (the URDF MuJoCo reads, the links kept unfused)."""
+    if robot not in _CONTACTS_AT_REST:
+        model = compile_scene(spec)
+        data = at_rest(model)
+        pairs = {
+            tuple(sorted((int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2]))))
+            for c in data.contact[: data.ncon]
+        }
+        _CONTACTS_AT_REST[robot] = tuple(
+            (model.body(first).name, model.body(second).name)
+            for first, second in sorted(pairs)
+            if first != 0
+        )
+    for first_name, second_name in _CONTACTS_AT_REST[robot]:
+        spec.add_exclude(bodyname1=first_name, bodyname2=second_name)
 
 
 def _static_link(prepared: PreparedUrdf, link: str) -> str:

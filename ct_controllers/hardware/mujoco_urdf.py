@@ -121,8 +121,8 @@ def _mend_inertia(inertia: ET.Element) -> bool:
     gram-light antennas and covers) whose matrix is neither. The mended matrix keeps I's
     principal axes R: λ raised to at least 10⁻³ of the largest |λ| (and 10⁻¹²), then a moment
     above the sum of the others raises those two by half the excess (and 10⁻⁶ of it); I' =
-    R diag(λ') Rᵀ. A
-    physical inertia (within 10⁻⁹ of the largest moment) or an all-zero one is left alone."""
+    R diag(λ') Rᵀ. A physical inertia (within 10⁻⁹ of the largest moment) or an all-zero one
+    is left alone."""
     try:
         values = {key: float(inertia.get(key, "0")) for key in _INERTIA_KEYS}
     except ValueError:

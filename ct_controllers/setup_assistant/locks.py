@@ -89,9 +89,10 @@ def lock_positions(
             )
     # A follower of a locked master is fixed where its master puts it (lock_joints).
     followers = {name for name in chain.locked if tree.joint(name).mimic in chain.locked}
-    for name in sorted(followers & set(given)):
-        master = tree.joint(name).mimic
-        raise SetupError(f"--lock {name}: it follows {master} (<mimic>): lock {master}")
+    following = sorted(followers & set(given))
+    if following:
+        master = tree.joint(following[0]).mimic
+        raise SetupError(f"--lock {following[0]}: it follows {master} (<mimic>): lock {master}")
     positions: dict[str, float] = {}
     for name in chain.locked:
         if name in followers:
