@@ -180,9 +180,11 @@ def test_refused_while_a_goal_moves_the_arm_and_the_goal_goes_on(loaded: Identif
     before = loaded.payload_parameters()
     target = HOME.copy()
     target[0] += 0.3
-    move = loaded.send(goal(ARM, target.tolist(), duration=2.0))
+    moving: list[Any] = []
+    move = loaded.send(goal(ARM, target.tolist(), duration=2.0), moving)
     assert move.accepted
-    time.sleep(0.3)
+    # The goal runs (its feedback came), not merely accepted: generous, 20 s at load 9.
+    assert loaded.spin_until(lambda: bool(moving), 20.0), "no feedback from MoveJoints"
     started = time.monotonic()
     result = loaded.run(IdentifyPayload.Goal(settle=SETTLE), timeout=10.0)
     assert time.monotonic() - started < 5.0
@@ -201,9 +203,16 @@ def test_a_newer_goal_preempts_it_and_nothing_is_staged(loaded: IdentifyClient) 
     before = loaded.payload_parameters()
     loaded.wait_at_rest()
     assert wait_ready(loaded.identify.server_is_ready, 5.0)
-    future = loaded.identify.send_goal_async(IdentifyPayload.Goal(settle=SETTLE))
+    feedback: list[Any] = []
+    future = loaded.identify.send_goal_async(
+        IdentifyPayload.Goal(settle=SETTLE), feedback_callback=feedback.append
+    )
     assert loaded.spin_until(future.done, 5.0)
-    loaded.spin_until(lambda: False, 1.0)  # the first hold's motion is under way
+    # The first hold's motion under way: its feedback came (a fixed wait is not enough on a
+    # loaded machine: the execute callback may not have started, and the MoveJoints goal then
+    # runs first and the identification is refused as busy). Generous: 20 s at load 9.
+    assert loaded.spin_until(lambda: bool(feedback), 20.0), "no feedback from the identification"
+    loaded.spin_until(lambda: False, 0.3)
     move = loaded.send(goal(ARM, HOME.tolist(), duration=1.5))
     result = loaded.result(future.result(), 10.0)
     assert result.error_code == Result.PREEMPTED and not result.accepted, result
