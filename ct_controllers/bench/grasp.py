@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ct_controllers.bench.grasp_reach import SOLVE_RESTARTS, GraspReach, grasp_reach
 from ct_controllers.chains.grasp_goal import unreachable_pose
 from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
 from ct_controllers.chains.pose_goal import goal_ik
@@ -53,6 +54,7 @@ from ct_controllers.hardware.jaw_grasp import robot_jaw_grasp
 from ct_controllers.hardware.mujoco_objects import ObjectSensor, fingertip_depth, place_object
 from ct_controllers.hardware.mujoco_scene import CUBE_BODY, CUBE_HALF_SIZE
 from ct_controllers.hardware.mujoco_system import MujocoSystem
+from ct_controllers.ik.solver import IkSolver
 from ct_controllers.model.description import load_description
 from ct_controllers.model.grip_geometry import gripper_geometry
 from ct_controllers.model.robot import RobotModel
@@ -69,6 +71,7 @@ GOAL_SUCCESS_RATE = {"full": 0.98, "joints": 0.95}
 # for its grasp or pre-grasp pose, :func:`~ct_controllers.chains.grasp_goal.unreachable_pose`):
 # nothing moves, and the trial says so rather than timing out in APPROACH.
 UNREACHABLE = "UNREACHABLE"
+QUARTER_TURNS = (0.0, math.pi / 2, -math.pi / 2, math.pi)  # [rad] a cube's equivalent grasps
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,14 @@ def top_down_grasp(x: float, y: float, yaw: float, scene: GraspScene | None = No
     return pose
 
 
+def cube_grasps(x: float, y: float, yaw: float, scene: GraspScene) -> list[np.ndarray]:
+    """The top-down grasps of the cube at (x, y, yaw) [m, rad] (:func:`top_down_grasp`), its
+    yaw first, then turned a quarter turn either way, then a half turn: a cube's grasp turned
+    about its vertical axis by a quarter turn grasps the same cube across its other faces, and
+    an arm of five joints (or a wrist's limits) reaches some of these and not others."""
+    return [top_down_grasp(x, y, yaw + turn, scene) for turn in QUARTER_TURNS]
+
+
 def cube_pose(x: float, y: float, yaw: float, half_size: float = CUBE_HALF_SIZE) -> np.ndarray:
     """The cube's pose resting on the table (z = its half size [m]) at (x, y, yaw)."""
     pose = np.eye(4)
@@ -235,15 +246,23 @@ def run_trial(
     record: bool = False,
     sensing: str = "full",
     observers: Callable[[GraspSetup, GraspGoal], Sequence[RunObserver]] | None = None,
+    reach: GraspReach | None = None,
 ) -> tuple[TrialResult, GraspSetup]:
-    """One trial. ``observers``: made from the set-up trial and its goal (a recorder, a video
+    """One trial. ``goal``: the grasp goal (None: the cube's top-down grasps with the robot's
+    approach offset and lift height, ``reach`` or :func:`robot_reach`, the first the goal
+    check accepts). ``observers``: made from the set-up trial and its goal (a recorder, a video
     renderer), they look at the run between ticks (see ``sim_demo.RunObserver``)."""
     setup = grasp_setup(config, cube, record, sensing=sensing)
     try:
-        grasp_goal = goal or GraspGoal(grasp_pose=top_down_grasp(*cube, setup.scene))
         stack = setup.stack
         home = to_model_order(stack.model, config.joint_names, config.home_positions, "home")
-        unreachable = unreachable_pose(goal_ik(stack), grasp_goal, home)
+        if goal is None:
+            assert setup.scene is not None
+            placement = reach or robot_reach(config)
+            goals = [placement.goal(pose) for pose in cube_grasps(*cube, setup.scene)]
+        else:
+            goals = [goal]
+        grasp_goal, unreachable = _first_reachable(goal_ik(stack), goals, home)
         if unreachable is not None:  # the action's goal check refuses it: nothing moves
             return TrialResult(trial, cube, False, UNREACHABLE, unreachable, 0.0), setup
         setup.task.start(grasp_goal)
@@ -284,6 +303,61 @@ def run_trial(
     return result, setup
 
 
+def _first_reachable(
+    ik: IkSolver, goals: Sequence[GraspGoal], q: np.ndarray
+) -> tuple[GraspGoal, str | None]:
+    """The first of ``goals`` the Grasp action's goal check accepts from ``q``, with None; or
+    the first goal with the check's reason when it accepts none."""
+    first: str | None = None
+    for candidate in goals:
+        unreachable = unreachable_pose(ik, candidate, q)
+        if unreachable is None:
+            return candidate, None
+        first = first or unreachable
+    return goals[0], first
+
+
+# A robot's grasp placement per process: (description, backend, frames, joints, home) → reach.
+_REACHES: dict[tuple[object, ...], GraspReach] = {}
+
+
+def robot_reach(config: StackConfig) -> GraspReach:
+    """Where ``config``'s robot grasps top-down: the placement region, approach offset and
+    lift height its goal check's IK reaches from home (``bench/grasp_reach.py``), over its
+    grasp scene as MuJoCo builds it; once per robot and process."""
+    key = (
+        config.robot_description,
+        config.backend,
+        config.tcp_frame,
+        config.base_frame,
+        config.gripper_joints,
+        config.grip_width_frames,
+        tuple(config.arm_joints),
+        tuple(config.home_positions),
+    )
+    if key not in _REACHES:
+        scene = robot_scene(config)
+        setup = grasp_setup(config, (*scene.cube_start, 0.0), install=False)
+        try:
+            stack = setup.stack
+            fingertips = setup.scene
+            assert fingertips is not None
+            home = to_model_order(stack.model, config.joint_names, config.home_positions, "home")
+            _REACHES[key] = grasp_reach(
+                fingertips,
+                goal_ik(stack, max_restarts=SOLVE_RESTARTS),
+                home,
+                partial(_grasps, scene=fingertips),
+            )
+        finally:
+            setup.stack.shut_down()
+    return _REACHES[key]
+
+
+def _grasps(x: float, y: float, yaw: float, scene: GraspScene) -> list[np.ndarray]:
+    return cube_grasps(x, y, yaw, scene)
+
+
 def worker_pool(workers: int) -> ProcessPoolExecutor:
     """``workers`` spawned worker processes (a fork would copy this process's threads and any
     DDS state mid-flight), each ending itself if this process dies without shutting the pool
@@ -303,11 +377,14 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
-def seeded_trial(config: StackConfig, seed: int, sensing: str, trial: int) -> TrialResult:
-    """Trial ``trial`` of ``seed``: its cube from :func:`trial_cube`, a stack of its own — a
-    pure function of its arguments, run in this process or in a worker alike."""
-    cube = trial_cube(seed, trial, robot_scene(config).region)
-    return run_trial(config, trial, cube, sensing=sensing)[0]
+def seeded_trial(
+    config: StackConfig, seed: int, sensing: str, reach: GraspReach, trial: int
+) -> TrialResult:
+    """Trial ``trial`` of ``seed``: its cube from :func:`trial_cube` over ``reach``'s region,
+    a stack of its own — a pure function of its arguments, run in this process or in a worker
+    alike."""
+    cube = trial_cube(seed, trial, reach.region)
+    return run_trial(config, trial, cube, sensing=sensing, reach=reach)[0]
 
 
 def run_trials(
@@ -318,7 +395,7 @@ def run_trials(
     free. The workers build their stacks as this process does; none starts rclpy."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    one = partial(seeded_trial, config, seed, sensing)
+    one = partial(seeded_trial, config, seed, sensing, robot_reach(config))
     if workers == 1:
         return [one(trial) for trial in range(trials)]
     with worker_pool(min(workers, trials)) as pool:
@@ -336,6 +413,7 @@ def run(
     [s] and ``trials_per_minute`` include starting the workers."""
     config = config or load_config(overrides={"mujoco.mode": "lockstep"})
     wall = time.perf_counter()
+    reach = robot_reach(config)
     results = run_trials(config, seed, trials, sensing, workers)
     wall = time.perf_counter() - wall
     successes = sum(r.success for r in results)
@@ -363,6 +441,10 @@ def run(
         "trials_per_minute": 60.0 * trials / wall if wall > 0 else 0.0,
         "seed": seed,
         "sensing": sensing,
+        "region": reach.region,
+        "approach_offset": reach.approach_offset,
+        "lift_height": reach.lift_height,
+        "placement": reach.note,
         "goal_success_rate": GOAL_SUCCESS_RATE[sensing],
         "results": [asdict(r) for r in results],
     }
@@ -528,19 +610,22 @@ def main(argv: list[str] | None = None) -> int:
     outputs: list[str] = []
     if args.plot or args.record or args.video:
         video = video_recorder(args) if args.video else None
-        cube = trial_cube(args.seed, 0, robot_scene(config).region)
+        cube = trial_cube(args.seed, 0, robot_reach(config).region)
         outputs = showcase_trial(config, cube, args.plot, args.record, video)[1]
     if args.json:
         print(json.dumps(report))
         return 0
-    scene = robot_scene(config)
+    scene, reach = robot_scene(config), robot_reach(config)
     print(
         f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), "
-        f"{2000 * scene.cube_half_size:.0f} mm cube, x ∈ [{scene.x[0]:.3f}, {scene.x[1]:.3f}] m, "
-        f"y ∈ ±{scene.y[1]:.3f} m, yaw ∈ ±45° (from the reach {scene.reach:.3f} m and the "
-        f"gripper's opening); task + diff IK at {config.effective_cartesian_rate:.0f} Hz; "
-        f"sensing: {args.sensing}"
+        f"{2000 * scene.cube_half_size:.0f} mm cube, x ∈ [{reach.x[0]:.3f}, {reach.x[1]:.3f}] m, "
+        f"y ∈ ±{reach.y[1]:.3f} m, yaw ∈ ±45° (from the reach {scene.reach:.3f} m and the "
+        f"gripper's opening), approach {100 * reach.approach_offset:.0f} cm, lift "
+        f"{100 * reach.lift_height:.0f} cm; task + diff IK at "
+        f"{config.effective_cartesian_rate:.0f} Hz; sensing: {args.sensing}"
     )
+    if reach.note:
+        print(f"  placement: {reach.note}")
     print(
         f"  success {report['successes']}/{report['trials']} = {report['success_rate']:.1%} "
         f"(goal ≥ {GOAL_SUCCESS_RATE[args.sensing]:.0%}), longest trial "

@@ -65,9 +65,11 @@ class PoseRequest:
     solution: FloatArray
 
 
-def goal_ik(stack: Stack) -> IkSolver:
+def goal_ik(stack: Stack, max_restarts: int | None = None) -> IkSolver:
     """The goal check's IK (its own model: the solver is not thread-safe): the TCP, the gripper
-    joints locked, the arm's joint limits less the margin of the loop's limit approach."""
+    joints locked, the arm's joint limits less the margin of the loop's limit approach.
+    ``max_restarts``: a bound on the restarts of a solve (None: as many as its time budget
+    allows), for many solves from nearby seeds where a count, not the wall clock, ends one."""
     config = stack.config
     model = stack.model.with_own_data()
     approach = stack.loop.reference_limits.approach
@@ -77,7 +79,9 @@ def goal_ik(stack: Stack) -> IkSolver:
     return IkSolver(
         model,
         locked={name: 0.0 for name in config.gripper_joints},
-        options=IkOptions(time_budget=IK_TIME_BUDGET, limit_margin=margin),
+        options=IkOptions(
+            time_budget=IK_TIME_BUDGET, limit_margin=margin, max_restarts=max_restarts
+        ),
     )
 
 

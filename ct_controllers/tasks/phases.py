@@ -79,6 +79,8 @@ ACTIVE_PHASES = (Phase.APPROACH, Phase.CLOSE, Phase.HOLD, Phase.RELEASE)
 
 
 MAX_OFFSET = 1.0  # [m] approach_offset and lift_height: beyond the arm's reach, not a grasp
+DEFAULT_APPROACH_OFFSET = 0.08  # [m] a GraspGoal's approach_offset unless given
+DEFAULT_LIFT_HEIGHT = 0.1  # [m] a GraspGoal's lift_height unless given
 # [m] a TCP that stays this near one point through the dwell has stopped (the unobserved
 # put-down: a TCP still converging on its target moves farther in the 0.1 s dwell).
 REST_DISTANCE = 0.0005
@@ -103,8 +105,8 @@ class GraspGoal:
 
     grasp_pose: FloatArray
     place_pose: FloatArray | None = None
-    approach_offset: float = 0.08
-    lift_height: float = 0.1
+    approach_offset: float = DEFAULT_APPROACH_OFFSET
+    lift_height: float = DEFAULT_LIFT_HEIGHT
     grasp_effort: float = 20.0
     hold_duration: float = 0.5
     pre_grasp_pose: FloatArray = field(init=False, repr=False, compare=False)

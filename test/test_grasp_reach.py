@@ -1,0 +1,108 @@
+"""ct_controllers.bench.grasp_reach and the grasp bench's use of it: where an arm grasps top-down
+(placement region, approach offset, lift height) from its goal check's IK, and a cube's four
+equivalent grasps.
+
+Cost: one ct-setup of the SO-101 (~5 s), its map (~4 s), ten goal checks (~5 s)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+
+import numpy as np
+import pytest
+
+from ct_controllers.bench.grasp import (
+    cube_grasps,
+    grasp_setup,
+    robot_reach,
+    robot_scene,
+    top_down_grasp,
+    trial_cube,
+)
+from ct_controllers.bench.grasp_reach import DEFAULT_APPROACH, DEFAULT_LIFT, MIN_HEIGHT
+from ct_controllers.bench.robots import example_robot_path
+from ct_controllers.chains.grasp_goal import unreachable_pose
+from ct_controllers.chains.pose_goal import goal_ik
+from ct_controllers.config import StackConfig, load_config
+from ct_controllers.runtime.stack import to_model_order
+from ct_controllers.setup_assistant.cli import main as setup_main
+
+
+@pytest.fixture(scope="module")
+def so101(tmp_path_factory: pytest.TempPathFactory) -> StackConfig:
+    """ct-setup's configuration of the SO-101 (5 arm joints, one revolute jaw)."""
+    out = tmp_path_factory.mktemp("so101")
+    urdf = example_robot_path("robots/so_arm_description/urdf/so101.urdf")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = setup_main([str(urdf), "-o", str(out)])
+    assert code == 0, printed.getvalue()
+    return load_config(str(out / "controllers.yaml"), overrides={"mujoco.mode": "lockstep"})
+
+
+def test_the_bundled_arm_keeps_its_scene_region_and_the_goal_defaults() -> None:
+    """The bundled arm reaches 8 cm above (approach) and 10 cm above (lift) every sample of its
+    scene's region: the placement is the scene's own, nothing derived."""
+    config = load_config(overrides={"mujoco.mode": "lockstep"})
+    reach, scene = robot_reach(config), robot_scene(config)
+    assert not reach.derived and reach.note == ""
+    assert reach.region == scene.region
+    assert (reach.approach_offset, reach.lift_height) == (DEFAULT_APPROACH, DEFAULT_LIFT)
+
+
+def test_a_small_arm_gets_a_region_and_heights_its_goal_check_accepts(so101: StackConfig) -> None:
+    """The SO-101 does not reach 8 cm above its grasps in the scene's region (its wrist pitch
+    at its limit): the derived placement lowers the approach and the lift (to at least
+    MIN_HEIGHT), keeps the region's length and the cube on the table, and says why. Checked
+    independently of the map (its bounded restarts, neighbouring seeds, 27 samples): ten seeded
+    cubes of the region, each with a grasp the Grasp action's own goal check (full time budget,
+    seeded with home) accepts at these offsets, whose lifted pose has an IK solution too."""
+    reach, scene = robot_reach(so101), robot_scene(so101)
+    assert reach.derived and "placed at" in reach.note
+    assert MIN_HEIGHT <= reach.approach_offset < DEFAULT_APPROACH
+    assert MIN_HEIGHT <= reach.lift_height <= DEFAULT_LIFT
+    assert math.isclose(reach.x[1] - reach.x[0], scene.x[1] - scene.x[0], rel_tol=1e-9)
+    table = (
+        scene.table_center[0] - scene.table_half_size[0],
+        scene.table_center[0] + scene.table_half_size[0],
+    )
+    assert table[0] < reach.x[0] < reach.x[1] < table[1]
+    setup = grasp_setup(so101, (*scene.cube_start, 0.0), install=False)
+    try:
+        stack = setup.stack
+        assert setup.scene is not None
+        ik = goal_ik(stack)
+        home = to_model_order(stack.model, so101.joint_names, so101.home_positions, "home")
+        for trial in range(10):
+            cube = trial_cube(7, trial, reach.region)
+            goals = [reach.goal(pose) for pose in cube_grasps(*cube, setup.scene)]
+            accepted = [g for g in goals if unreachable_pose(ik, g, home) is None]
+            assert accepted, (cube, [unreachable_pose(ik, g, home) for g in goals])
+            lifted = np.array(accepted[0].grasp_pose)
+            lifted[2, 3] += reach.lift_height
+            assert ik.solve(lifted, seed=home).converged, cube
+    finally:
+        stack.shut_down()
+
+
+def test_a_cubes_four_grasps_hold_the_same_cube() -> None:
+    """cube_grasps: the cube's own yaw first, then turned ±90° and 180° about the vertical;
+    each grasp is top-down (tool z along −z) with its grip centre (the TCP moved by the grip
+    offset, tool frame) on the same point, the cube's centre at the grasp height."""
+    config = load_config(overrides={"mujoco.mode": "lockstep"})
+    scene = robot_scene(config)
+    x, y, yaw = 0.52, -0.04, math.radians(20)
+    grasps = cube_grasps(x, y, yaw, scene)
+    assert len(grasps) == 4
+    np.testing.assert_allclose(grasps[0], top_down_grasp(x, y, yaw, scene), atol=1e-12)
+    turns = (0.0, math.pi / 2, -math.pi / 2, math.pi)
+    for pose, turn in zip(grasps, turns, strict=True):
+        rotation = pose[:3, :3]
+        np.testing.assert_allclose(rotation[:, 2], [0.0, 0.0, -1.0], atol=1e-12)
+        np.testing.assert_allclose(
+            rotation[:, 1], [-math.sin(yaw + turn), math.cos(yaw + turn), 0.0], atol=1e-12
+        )
+        centre = pose[:3, 3] + rotation @ np.array(scene.grip_offset)
+        np.testing.assert_allclose(centre, [x, y, scene.tcp_height], atol=1e-12)
