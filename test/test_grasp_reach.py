@@ -23,11 +23,13 @@ from ct_controllers.bench.grasp import (
 )
 from ct_controllers.bench.grasp_reach import DEFAULT_APPROACH, DEFAULT_LIFT, MIN_HEIGHT
 from ct_controllers.bench.robots import example_robot_path
-from ct_controllers.chains.grasp_goal import unreachable_pose
+from ct_controllers.chains.grasp_goal import grasp_goal_ik, unreachable_pose
 from ct_controllers.chains.pose_goal import goal_ik
 from ct_controllers.config import StackConfig, load_config
+from ct_controllers.references.diff_ik_parameters import DEFAULT_POSITION_MARGIN
 from ct_controllers.runtime.stack import to_model_order
 from ct_controllers.setup_assistant.cli import main as setup_main
+from ct_controllers.tasks.phases import GraspGoal
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,7 @@ def test_a_small_arm_gets_a_region_and_heights_its_goal_check_accepts(so101: Sta
     try:
         stack = setup.stack
         assert setup.scene is not None
-        ik = goal_ik(stack)
+        ik = grasp_goal_ik(stack)
         home = to_model_order(stack.model, so101.joint_names, so101.home_positions, "home")
         for trial in range(10):
             cube = trial_cube(7, trial, reach.region)
@@ -106,3 +108,41 @@ def test_a_cubes_four_grasps_hold_the_same_cube() -> None:
         )
         centre = pose[:3, 3] + rotation @ np.array(scene.grip_offset)
         np.testing.assert_allclose(centre, [x, y, scene.tcp_height], atol=1e-12)
+
+
+def test_the_grasp_goal_check_keeps_the_differential_iks_margin(so101: StackConfig) -> None:
+    """A grasp runs on the QP differential IK, which keeps every joint DEFAULT_POSITION_MARGIN
+    (0.05 rad) inside its limits; MoveToPose's goal check keeps 5 mrad. Above an SO-101 grasp
+    there is a height whose pre-grasp pose the 5 mrad check solves only with a joint inside
+    the QP's margin (its lift stalled 8 mm short there): the Grasp goal check refuses it,
+    naming the pre-grasp pose, and every solution it finds lies inside the QP's range."""
+    scene = robot_scene(so101)
+    setup = grasp_setup(so101, (*scene.cube_start, 0.0), install=False)
+    try:
+        stack = setup.stack
+        assert setup.scene is not None
+        model = stack.model
+        home = to_model_order(model, so101.joint_names, so101.home_positions, "home")
+        loose, grasp_ik = goal_ik(stack), grasp_goal_ik(stack)
+        arm = model.indices(so101.arm_joints)
+        lower = model.limits.lower[arm] + DEFAULT_POSITION_MARGIN
+        upper = model.limits.upper[arm] - DEFAULT_POSITION_MARGIN
+        pose = cube_grasps(*scene.cube_start, 0.0, setup.scene)[0]
+        refused = []
+        for height in np.arange(0.04, 0.13, 0.01):
+            goal = GraspGoal(grasp_pose=pose, approach_offset=float(height))
+            solved = loose.solve(goal.pre_grasp_pose, seed=home)
+            strict = grasp_ik.solve(goal.pre_grasp_pose, seed=home)
+            if strict.converged:
+                q = strict.q[arm]
+                assert np.all(q >= lower - 1e-9) and np.all(q <= upper + 1e-9), (height, q)
+            elif solved.converged:
+                q = solved.q[arm]
+                assert np.any((q < lower) | (q > upper)), (height, q)
+                reason = unreachable_pose(grasp_ik, goal, home)
+                assert reason is not None and reason.startswith("pre-grasp pose"), reason
+                assert unreachable_pose(loose, goal, home) is None
+                refused.append(float(height))
+        assert refused, "no height between the two checks' margins"
+    finally:
+        stack.shut_down()

@@ -40,9 +40,8 @@ from typing import Any
 import numpy as np
 
 from ct_controllers.bench.grasp_reach import SOLVE_RESTARTS, GraspReach, grasp_reach
-from ct_controllers.chains.grasp_goal import unreachable_pose
+from ct_controllers.chains.grasp_goal import grasp_goal_ik, unreachable_pose
 from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
-from ct_controllers.chains.pose_goal import goal_ik
 from ct_controllers.config import ConfigError, StackConfig, load_config
 from ct_controllers.hardware.grasp_scene import (
     GraspScene,
@@ -262,7 +261,7 @@ def run_trial(
             goals = [placement.goal(pose) for pose in cube_grasps(*cube, setup.scene)]
         else:
             goals = [goal]
-        grasp_goal, unreachable = _first_reachable(goal_ik(stack), goals, home)
+        grasp_goal, unreachable = _first_reachable(grasp_goal_ik(stack), goals, home)
         if unreachable is not None:  # the action's goal check refuses it: nothing moves
             return TrialResult(trial, cube, False, UNREACHABLE, unreachable, 0.0), setup
         setup.task.start(grasp_goal)
@@ -345,7 +344,7 @@ def robot_reach(config: StackConfig) -> GraspReach:
             home = to_model_order(stack.model, config.joint_names, config.home_positions, "home")
             _REACHES[key] = grasp_reach(
                 fingertips,
-                goal_ik(stack, max_restarts=SOLVE_RESTARTS),
+                grasp_goal_ik(stack, max_restarts=SOLVE_RESTARTS),
                 home,
                 partial(_grasps, scene=fingertips),
             )

@@ -65,17 +65,18 @@ class PoseRequest:
     solution: FloatArray
 
 
-def goal_ik(stack: Stack, max_restarts: int | None = None) -> IkSolver:
+def goal_ik(stack: Stack, max_restarts: int | None = None, least_margin: float = 0.0) -> IkSolver:
     """The goal check's IK (its own model: the solver is not thread-safe): the TCP, the gripper
-    joints locked, the arm's joint limits less the margin of the loop's limit approach.
+    joints locked, the arm's joint limits less the margin of the loop's limit approach, or
+    ``least_margin`` [rad | m] where that is larger (a chain that keeps further from them).
     ``max_restarts``: a bound on the restarts of a solve (None: as many as its time budget
     allows), for many solves from nearby seeds where a count, not the wall clock, ends one."""
     config = stack.config
     model = stack.model.with_own_data()
     approach = stack.loop.reference_limits.approach
-    margin = 0.0
+    margin = least_margin
     if approach is not None:
-        margin = float(approach.margin[model.indices(config.arm_joints)].max())
+        margin = max(margin, float(approach.margin[model.indices(config.arm_joints)].max()))
     return IkSolver(
         model,
         locked={name: 0.0 for name in config.gripper_joints},

@@ -20,6 +20,10 @@ FINITE_DIFFERENCE = "finite_difference"
 ACCELERATIONS = (ZERO, FINITE_DIFFERENCE)
 
 
+# [rad | m] what the QP keeps q* from each joint limit unless configured otherwise
+DEFAULT_POSITION_MARGIN = 0.05
+
+
 @dataclass(frozen=True)
 class DiffIkParameters:
     """Parameters of the differential-IK generators; validated on construction
@@ -65,7 +69,7 @@ class DiffIkParameters:
     max_linear_velocity: float = 0.25
     max_angular_velocity: float = 1.0
     velocity_scale: float = 1.0
-    position_margin: float = 0.05
+    position_margin: float = DEFAULT_POSITION_MARGIN
     position_tolerance: float = 1e-4
     orientation_tolerance: float = 1e-3
     resync_threshold: float | None = 0.2

@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ct_controllers.chains.grasp_goal import grasp_goal_ik
 from ct_controllers.ros.dds import ensure_loopback_dds
 
 ensure_loopback_dds()  # before rclpy creates any participant
@@ -146,7 +147,7 @@ class ControlNode(Node):
         self.move_joints = MoveJointsServer(self, self.stack, self.manager, self.arbiter, group)
         self.move_to_pose = MoveToPoseServer(self, self.stack, self.manager, self.arbiter, group)
         self.grasp = GraspServer(
-            self, self.stack, self.manager, self.arbiter, self.move_to_pose.ik, group
+            self, self.stack, self.manager, self.arbiter, grasp_goal_ik(self.stack), group
         )
         # ~/identify_payload: a motion goal; an accepted estimate is set as payload.mass/.com.
         self.identify_payload = IdentifyPayloadServer(

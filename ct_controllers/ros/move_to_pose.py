@@ -66,7 +66,7 @@ class MoveToPoseServer:
         self.node, self.stack, self.manager, self.arbiter = node, stack, manager, arbiter
         self.config = stack.config
         self.loop = stack.loop
-        self.ik = goal_ik(stack)  # the goal check (also the Grasp action's)
+        self.ik = goal_ik(stack)  # the goal check
         self.selection = goal_selection(stack, self.ik)  # which solution the approach goes to
         self.server = motion_action_server(
             node,
