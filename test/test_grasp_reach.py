@@ -2,7 +2,8 @@
 (placement region, approach offset, lift height) from its goal check's IK, and a cube's four
 equivalent grasps.
 
-Cost: one ct-setup of the SO-101 (~5 s), its map (~4 s), ten goal checks (~5 s)."""
+Cost: ct-setup of the SO-101 and the Panda (~10 s), the SO-101's map (~4 s), ten goal checks
+(~5 s), two Panda trials (~15 s)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ import numpy as np
 import pytest
 
 from ct_controllers.bench.grasp import (
+    LIMIT_ROOM,
+    best_reachable,
     cube_grasps,
     grasp_setup,
+    limit_clearance,
     robot_reach,
     robot_scene,
+    run_trial,
     top_down_grasp,
     trial_cube,
 )
@@ -146,3 +151,44 @@ def test_the_grasp_goal_check_keeps_the_differential_iks_margin(so101: StackConf
         assert refused, "no height between the two checks' margins"
     finally:
         stack.shut_down()
+
+
+@pytest.fixture(scope="module")
+def panda(tmp_path_factory: pytest.TempPathFactory) -> StackConfig:
+    """ct-setup's configuration of the Panda (7 joints, a mimic gripper)."""
+    out = tmp_path_factory.mktemp("panda")
+    urdf = example_robot_path("robots/panda_description/urdf/panda.urdf")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = setup_main([str(urdf), "-o", str(out)])
+    assert code == 0, printed.getvalue()
+    return load_config(str(out / "controllers.yaml"), overrides={"mujoco.mode": "lockstep"})
+
+
+def test_of_a_cubes_grasps_one_with_room_from_the_joint_limits_is_taken(
+    panda: StackConfig,
+) -> None:
+    """The Panda's trial 19 of seed 1: the goal check accepts the grasp at the cube's own yaw,
+    but its lift leaves a joint less than LIMIT_ROOM inside the bounds (joint 7 at its margin):
+    that grasp ran to the 10 s limit with the lift stalled short. best_reachable takes a
+    quarter-turned grasp of the same cube with room, and the trial with it ends DONE."""
+    reach = robot_reach(panda)
+    cube = trial_cube(1, 19, reach.region)
+    setup = grasp_setup(panda, cube, install=False)
+    try:
+        stack = setup.stack
+        assert setup.scene is not None
+        home = to_model_order(stack.model, panda.joint_names, panda.home_positions, "home")
+        ik = grasp_goal_ik(stack)
+        goals = [reach.goal(pose) for pose in cube_grasps(*cube, setup.scene)]
+        assert unreachable_pose(ik, goals[0], home) is None
+        assert limit_clearance(ik, goals[0], home) < LIMIT_ROOM
+        chosen, reason = best_reachable(ik, goals, home)
+        assert reason is None and chosen is not goals[0]
+        assert limit_clearance(ik, chosen, home) >= LIMIT_ROOM
+    finally:
+        stack.shut_down()
+    stalled, _ = run_trial(panda, 19, cube, goal=goals[0], reach=reach)
+    assert not stalled.success and stalled.final_phase == "HOLD", stalled
+    result, _ = run_trial(panda, 19, cube, reach=reach)
+    assert result.success, result
