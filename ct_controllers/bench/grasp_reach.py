@@ -9,11 +9,13 @@ be refused at the Grasp action's own goal check. So the bench asks the goal chec
 
     samples  : the region's corners, edge midpoints and centre (x ∈ {x0, x̄, x1},
                y ∈ {y0, 0, y1}) × yaw ∈ {−45°, 0°, 45°}: 27 cube poses
-    heights  : per sample, the grasp pose, then the pre-grasp pose backed off t along the tool
-               axis and the lifted pose t above the grasp along base z, for t in HEIGHTS
-               (each seeded with the solution below it): the largest t with both reachable
+    heights  : per sample and each of its grasps (a cube's four, turned by quarter turns about
+               its vertical), the grasp pose, then the pre-grasp pose backed off t along the
+               tool axis and the lifted pose t above the grasp along base z, for t in HEIGHTS
+               (each seeded with the solution below it): the largest t each reaches; the
+               sample reaches what its best grasp does
     verdict  : every sample reaches the defaults → the scene's region and the defaults, unchanged
-               (the bundled arm, the Panda, the Z1). Otherwise windows of the same size slid
+               (the bundled arm, the Panda). Otherwise windows of the same size slid
                along x over the table in steps of a quarter of the region's length, and halved
                in y, are scored by the heights their samples all reach; the window that reaches
                the most wins (ties: the full width, then the nearest the scene's own), and the
@@ -159,8 +161,9 @@ def grasp_reach(
         return dataclasses.replace(own, note=note)
     reach = best[1]
     note = (
-        f"the scene's region is not reached {DEFAULT_APPROACH * 100:.0f} cm above (approach) "
-        f"and {DEFAULT_LIFT * 100:.0f} cm (lift) at every sample: placed at x ∈ "
+        f"not every sample of the scene's region (x ∈ [{scene.x[0]:.3f}, {scene.x[1]:.3f}] m) "
+        f"reaches the approach {DEFAULT_APPROACH * 100:.0f} cm and the lift "
+        f"{DEFAULT_LIFT * 100:.0f} cm: placed at x ∈ "
         f"[{reach.x[0]:.3f}, {reach.x[1]:.3f}] m, y ± {reach.y[1]:.3f} m, approach "
         f"{reach.approach_offset * 100:.0f} cm, lift {reach.lift_height * 100:.0f} cm"
     )
