@@ -5,10 +5,14 @@ random pose on the table — the scene derived from the robot's reach R and its 
 (``hardware/grasp_scene.py``): x ∈ [0.435 R, 0.58 R], y ∈ ±0.145 R, yaw ∈ [−45°, 45°], a cube
 of min(5 cm, 0.625 × the full opening), or for one revolute jaw that cannot hold that cube
 top-down the largest its tilted grasp holds (``hardware/jaw_grasp.py``); the bundled arm:
-x ∈ [0.45, 0.60] m, y ∈ ±0.15 m, 5 cm —
-and runs the grasp phase machine → differential IK (QP, OSQP) → computed torque (arm) and the
-gripper servo (fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s,
-put it back, release. A trial succeeds when the machine reaches DONE within 10 s of sim time;
+x ∈ [0.45, 0.60] m, y ∈ ±0.15 m, 5 cm; an arm whose goal-check IK does not reach 8 cm
+(approach) and 10 cm (lift) above every sample of that region gets a region and lowered
+heights it reaches (``bench/grasp_reach.py``, printed as ``placement:``) — takes of the cube's
+four equivalent top-down grasps (quarter turns about its vertical) the first the goal check
+accepts with its joints clear of their limits (:func:`best_reachable`), and runs the grasp
+phase machine → differential IK (QP, OSQP) → computed torque (arm) and the gripper servo
+(fingers) → limiter → MuJoCo: approach from above, close, lift 10 cm, hold 0.5 s, put it back,
+release. A trial succeeds when the machine reaches DONE within 10 s of sim time;
 every failure is reported with its phase and reason. The Grasp action's goal check runs first
 (``chains/grasp_goal.py``: an IK solution for the grasp and pre-grasp poses): a goal it would
 refuse ends the trial UNREACHABLE, with its reason, before anything moves.
@@ -387,15 +391,11 @@ def robot_reach(config: StackConfig) -> GraspReach:
                 fingertips,
                 grasp_goal_ik(stack, max_restarts=SOLVE_RESTARTS),
                 home,
-                partial(_grasps, scene=fingertips),
+                partial(cube_grasps, scene=fingertips),
             )
         finally:
             setup.stack.shut_down()
     return _REACHES[key]
-
-
-def _grasps(x: float, y: float, yaw: float, scene: GraspScene) -> list[np.ndarray]:
-    return cube_grasps(x, y, yaw, scene)
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:

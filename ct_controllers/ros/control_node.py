@@ -29,7 +29,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ct_controllers.chains.grasp_goal import grasp_goal_ik
 from ct_controllers.ros.dds import ensure_loopback_dds
 
 ensure_loopback_dds()  # before rclpy creates any participant
@@ -42,6 +41,7 @@ from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.signals import SignalHandlerOptions  # noqa: E402
 
+from ct_controllers.chains.grasp_goal import grasp_goal_ik  # noqa: E402
 from ct_controllers.config import TARGETS, ConfigError, StackConfig  # noqa: E402
 from ct_controllers.controllers.controller import Controller, GainError  # noqa: E402
 from ct_controllers.hardware.interface import LifecycleError  # noqa: E402
