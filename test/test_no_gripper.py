@@ -20,8 +20,8 @@ from rclpy.action import ActionClient
 from ros_helpers import Client, goal, pose_message, ros_client, start_node, stop_node, wait_ready
 
 from ct_controllers.bench.robots import example_robot_path
+from ct_controllers.chains.grasp_goal import no_gripper_refusal
 from ct_controllers.config import StackConfig, load_config
-from ct_controllers.ros.grasp_action import no_gripper_refusal
 from ct_controllers.setup_assistant.cli import main as setup_main
 
 STEP = 0.1  # [rad] the MoveJoints goal: the last arm joint this far from home
@@ -77,6 +77,20 @@ def test_refusal_only_without_a_gripper() -> None:
     assert message is not None and "no gripper" in message and "gripper_joints" in message
     assert no_gripper_refusal(("finger",)) is None
     assert no_gripper_refusal(("left", "right")) is None
+
+
+def test_the_grasp_bench_refuses_it_with_the_actions_message(
+    config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ct-bench grasp --config`` of the UR5 exits 2 with the Grasp action's no-gripper
+    message, before any trial (its trials used to run and time out in APPROACH, 6 s each)."""
+    from ct_controllers.bench.grasp import main as grasp_bench
+
+    code = grasp_bench(["--config", str(config_path), "--trials", "2"])
+    printed = capsys.readouterr()
+    assert code == 2
+    assert printed.err.strip() == f"ct-bench grasp: {no_gripper_refusal(())}"
+    assert "success" not in printed.out
 
 
 def test_grasp_is_refused_and_nothing_moves(config: StackConfig, client: Client) -> None:

@@ -32,6 +32,7 @@ import json
 import math
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ct_controllers.bench.grasp_reach import SOLVE_RESTARTS, GraspReach, grasp_reach
-from ct_controllers.chains.grasp_goal import grasp_goal_ik, unreachable_pose
+from ct_controllers.chains.grasp_goal import grasp_goal_ik, no_gripper_refusal, unreachable_pose
 from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
 from ct_controllers.config import ConfigError, StackConfig, load_config
 from ct_controllers.hardware.grasp_scene import (
@@ -450,8 +451,12 @@ def run(
     workers: int = 1,
 ) -> dict:
     """``trials`` trials of ``seed`` (see :func:`run_trials`) and their summary; ``wall_time``
-    [s] and ``trials_per_minute`` include starting the workers."""
+    [s] and ``trials_per_minute`` include starting the workers. A robot without a gripper:
+    ConfigError with the Grasp action's own refusal, before anything is built."""
     config = config or load_config(overrides={"mujoco.mode": "lockstep"})
+    refusal = no_gripper_refusal(config.gripper_joints)
+    if refusal is not None:  # as the Grasp action refuses it: nothing is built or moved
+        raise ConfigError(refusal)
     wall = time.perf_counter()
     reach = robot_reach(config)
     results = run_trials(config, seed, trials, sensing, workers)
@@ -646,7 +651,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ConfigError as exc:
         parser.error(str(exc))
-    report = run(args.trials, args.seed, config, args.sensing, args.workers)
+    try:
+        report = run(args.trials, args.seed, config, args.sensing, args.workers)
+    except ConfigError as exc:  # a robot without a gripper
+        print(f"ct-bench grasp: {exc}", file=sys.stderr)
+        return 2
     outputs: list[str] = []
     if args.plot or args.record or args.video:
         video = video_recorder(args) if args.video else None

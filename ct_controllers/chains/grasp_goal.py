@@ -47,3 +47,15 @@ def unreachable_pose(ik: IkSolver, goal: GraspGoal, q: FloatArray) -> str | None
                 f"{candidate.position_residual:.4f} m, {candidate.orientation_residual:.4f} rad)"
             )
     return None
+
+
+def no_gripper_refusal(fingers: tuple[str, ...] | list[str]) -> str | None:
+    """Why a Grasp cannot run on a robot whose configured ``gripper_joints`` are ``fingers``,
+    or None when it has a gripper. An arm without one (e.g. the UR5) runs every other action.
+    The Grasp action's goal check and ``ct-bench grasp`` refuse with it alike."""
+    if len(fingers) > 0:
+        return None
+    return (
+        "this robot has no gripper (gripper_joints is empty in its configuration): Grasp needs "
+        "one; MoveJoints and MoveToPose work without"
+    )

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from ct_interfaces.action import Grasp
 
-from ct_controllers.chains.grasp_goal import unreachable_pose
+from ct_controllers.chains.grasp_goal import no_gripper_refusal, unreachable_pose
 from ct_controllers.chains.grasp_runner import (
     GraspRunner,
     build_grasp_runner,
@@ -320,17 +320,6 @@ def _with_payload(result: Any, payload: GraspPayloadOutcome | None) -> Any:
     result.payload_mass_std = float(outcome.mass_std)
     result.payload_condition = float(outcome.condition)
     return result
-
-
-def no_gripper_refusal(fingers: tuple[str, ...] | list[str]) -> str | None:
-    """Why a Grasp cannot run on a robot whose configured ``gripper_joints`` are ``fingers``,
-    or None when it has a gripper. An arm without one (e.g. the UR5) runs every other action."""
-    if len(fingers) > 0:
-        return None
-    return (
-        "this robot has no gripper (gripper_joints is empty in its configuration): Grasp needs "
-        "one; MoveJoints and MoveToPose work without"
-    )
 
 
 def _tcp_target(runner: GraspRunner) -> np.ndarray | None:
