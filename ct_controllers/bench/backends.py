@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -410,6 +411,11 @@ def run_backend(
     config = load_config(config_path)
     description = load_description(config.robot_description or None, mappings={"backend": backend})
     independent = RobotModel(description.urdf, config.tcp_frame, config.base_frame)
+    if "grasp" in scenarios and config.gripper_joints:
+        # The robot's grasp scene before the rig comes up too (its first build compiles a MuJoCo
+        # scene and, for one revolute jaw, analyses the jaws: seconds, which the CANopen rig's
+        # 200 ms command timeout did not survive mid-run: quick stop).
+        robot_scene(dataclasses.replace(config, backend=backend))
     # What exists now is frozen out of the garbage collector's full passes (as the control
     # node does after start-up): a full collection of a long bench's heap stalls every thread
     # of the process for tens of ms, longer than a 100 Hz bus's deadlines.
