@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,16 +38,19 @@ from ct_controllers.setup_assistant.cli import main as setup_main
 from ct_controllers.tasks.phases import GraspGoal
 
 
+def _set_up(out: Path, urdf: str) -> StackConfig:
+    """ct-setup of example-robot-data's ``urdf`` into ``out``, loaded for lockstep MuJoCo."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = setup_main([str(example_robot_path(urdf)), "-o", str(out)])
+    assert code == 0, printed.getvalue()
+    return load_config(str(out / "controllers.yaml"), overrides={"mujoco.mode": "lockstep"})
+
+
 @pytest.fixture(scope="module")
 def so101(tmp_path_factory: pytest.TempPathFactory) -> StackConfig:
     """ct-setup's configuration of the SO-101 (5 arm joints, one revolute jaw)."""
-    out = tmp_path_factory.mktemp("so101")
-    urdf = example_robot_path("robots/so_arm_description/urdf/so101.urdf")
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        code = setup_main([str(urdf), "-o", str(out)])
-    assert code == 0, printed.getvalue()
-    return load_config(str(out / "controllers.yaml"), overrides={"mujoco.mode": "lockstep"})
+    return _set_up(tmp_path_factory.mktemp("so101"), "robots/so_arm_description/urdf/so101.urdf")
 
 
 def test_the_bundled_arm_keeps_its_scene_region_and_the_goal_defaults() -> None:
@@ -156,13 +160,7 @@ def test_the_grasp_goal_check_keeps_the_differential_iks_margin(so101: StackConf
 @pytest.fixture(scope="module")
 def panda(tmp_path_factory: pytest.TempPathFactory) -> StackConfig:
     """ct-setup's configuration of the Panda (7 joints, a mimic gripper)."""
-    out = tmp_path_factory.mktemp("panda")
-    urdf = example_robot_path("robots/panda_description/urdf/panda.urdf")
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        code = setup_main([str(urdf), "-o", str(out)])
-    assert code == 0, printed.getvalue()
-    return load_config(str(out / "controllers.yaml"), overrides={"mujoco.mode": "lockstep"})
+    return _set_up(tmp_path_factory.mktemp("panda"), "robots/panda_description/urdf/panda.urdf")
 
 
 def test_of_a_cubes_grasps_one_with_room_from_the_joint_limits_is_taken(

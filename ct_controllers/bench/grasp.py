@@ -129,7 +129,12 @@ def _scene(
 def robot_scene(config: StackConfig) -> GraspScene:
     """The grasp scene of ``config``'s robot (its reach and gripper: table, cube, placement
     region, grip offset), as its MuJoCo scene builds it; once per robot and process."""
-    return _scene(
+    return _scene(*_robot(config))
+
+
+def _robot(config: StackConfig) -> tuple[str, str, str, str, tuple[str, ...], tuple[str, ...], int]:
+    """What a robot's grasp scene depends on: its description, backend, frames, gripper."""
+    return (
         config.robot_description,
         config.backend,
         config.tcp_frame,
@@ -370,16 +375,7 @@ def robot_reach(config: StackConfig) -> GraspReach:
     """Where ``config``'s robot grasps top-down: the placement region, approach offset and
     lift height its goal check's IK reaches from home (``bench/grasp_reach.py``), over its
     grasp scene as MuJoCo builds it; once per robot and process."""
-    key = (
-        config.robot_description,
-        config.backend,
-        config.tcp_frame,
-        config.base_frame,
-        config.gripper_joints,
-        config.grip_width_frames,
-        tuple(config.arm_joints),
-        tuple(config.home_positions),
-    )
+    key = (*_robot(config), tuple(config.arm_joints), tuple(config.home_positions))
     if key not in _REACHES:
         scene = robot_scene(config)
         setup = grasp_setup(config, (*scene.cube_start, 0.0), install=False)
