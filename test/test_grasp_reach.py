@@ -27,7 +27,7 @@ from ct_controllers.bench.grasp import (
     top_down_grasp,
     trial_cube,
 )
-from ct_controllers.bench.grasp_reach import DEFAULT_APPROACH, DEFAULT_LIFT, MIN_HEIGHT
+from ct_controllers.bench.grasp_reach import MIN_HEIGHT
 from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.chains.grasp_goal import grasp_goal_ik, unreachable_pose
 from ct_controllers.chains.pose_goal import goal_ik
@@ -35,7 +35,7 @@ from ct_controllers.config import StackConfig, load_config
 from ct_controllers.references.diff_ik_parameters import DEFAULT_POSITION_MARGIN
 from ct_controllers.runtime.stack import to_model_order
 from ct_controllers.setup_assistant.cli import main as setup_main
-from ct_controllers.tasks.phases import GraspGoal
+from ct_controllers.tasks.phases import DEFAULT_APPROACH_OFFSET, DEFAULT_LIFT_HEIGHT, GraspGoal
 
 
 def _set_up(out: Path, urdf: str) -> StackConfig:
@@ -60,7 +60,10 @@ def test_the_bundled_arm_keeps_its_scene_region_and_the_goal_defaults() -> None:
     reach, scene = robot_reach(config), robot_scene(config)
     assert not reach.derived and reach.note == ""
     assert reach.region == scene.region
-    assert (reach.approach_offset, reach.lift_height) == (DEFAULT_APPROACH, DEFAULT_LIFT)
+    assert (reach.approach_offset, reach.lift_height) == (
+        DEFAULT_APPROACH_OFFSET,
+        DEFAULT_LIFT_HEIGHT,
+    )
 
 
 def test_a_small_arm_gets_a_region_and_heights_its_goal_check_accepts(so101: StackConfig) -> None:
@@ -72,8 +75,8 @@ def test_a_small_arm_gets_a_region_and_heights_its_goal_check_accepts(so101: Sta
     seeded with home) accepts at these offsets, whose lifted pose has an IK solution too."""
     reach, scene = robot_reach(so101), robot_scene(so101)
     assert reach.derived and "placed at" in reach.note
-    assert MIN_HEIGHT <= reach.approach_offset < DEFAULT_APPROACH
-    assert MIN_HEIGHT <= reach.lift_height <= DEFAULT_LIFT
+    assert MIN_HEIGHT <= reach.approach_offset < DEFAULT_APPROACH_OFFSET
+    assert MIN_HEIGHT <= reach.lift_height <= DEFAULT_LIFT_HEIGHT
     assert math.isclose(reach.x[1] - reach.x[0], scene.x[1] - scene.x[0], rel_tol=1e-9)
     table = (
         scene.table_center[0] - scene.table_half_size[0],

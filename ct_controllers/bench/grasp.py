@@ -64,7 +64,7 @@ from ct_controllers.model.grip_geometry import gripper_geometry
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, build_stack, to_model_order
 from ct_controllers.sim_demo import RunObserver
-from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase
+from ct_controllers.tasks.phases import ACTIVE_PHASES, GraspGoal, GraspTask, Phase, lifted
 
 REGION = {"x": (0.45, 0.60), "y": (-0.15, 0.15), "yaw": (-math.pi / 4, math.pi / 4)}
 TRIAL_LIMIT = 10.0  # [s] of sim time per trial
@@ -353,14 +353,14 @@ def limit_clearance(ik: IkSolver, goal: GraspGoal, q: np.ndarray) -> float:
     grasp; −inf where either has none)."""
     lower, upper = ik.bounds()
     grasp = ik.solve(goal.grasp_pose, seed=q)
-    lifted_pose = np.array(goal.grasp_pose, dtype=np.float64)
-    lifted_pose[2, 3] += goal.lift_height
-    lifted = ik.solve(lifted_pose, seed=grasp.q) if grasp.converged else grasp
-    if not lifted.converged:
+    if not grasp.converged:
+        return -math.inf
+    lift = ik.solve(lifted(goal.grasp_pose, goal.lift_height), seed=grasp.q)
+    if not lift.converged:
         return -math.inf
     solved = np.isfinite(lower) & np.isfinite(upper) & (upper > lower)
     clearance = math.inf
-    for solution in (grasp.q, lifted.q):
+    for solution in (grasp.q, lift.q):
         room = np.minimum(solution - lower, upper - solution)[solved]
         if room.size:
             clearance = min(clearance, float(room.min()))
@@ -453,8 +453,8 @@ def run(
     refusal = no_gripper_refusal(config.gripper_joints)
     if refusal is not None:  # as the Grasp action refuses it: nothing is built or moved
         raise ConfigError(refusal)
+    reach = robot_reach(config)  # before the clock: the trials' rate is the trials'
     wall = time.perf_counter()
-    reach = robot_reach(config)
     results = run_trials(config, seed, trials, sensing, workers)
     wall = time.perf_counter() - wall
     successes = sum(r.success for r in results)

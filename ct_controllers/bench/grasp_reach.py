@@ -38,11 +38,14 @@ import numpy as np
 
 from ct_controllers.hardware.grasp_scene import GraspScene
 from ct_controllers.ik.solver import IkSolver
-from ct_controllers.tasks.phases import DEFAULT_APPROACH_OFFSET, DEFAULT_LIFT_HEIGHT, GraspGoal
+from ct_controllers.tasks.phases import (
+    DEFAULT_APPROACH_OFFSET,
+    DEFAULT_LIFT_HEIGHT,
+    GraspGoal,
+    lifted,
+)
 from ct_controllers.types import FloatArray
 
-DEFAULT_APPROACH = DEFAULT_APPROACH_OFFSET  # [m] the grasp goal's own defaults
-DEFAULT_LIFT = DEFAULT_LIFT_HEIGHT  # [m]
 HEIGHTS = (0.03, 0.04, 0.05, 0.06, 0.08, 0.10)  # [m] the ladder of approach and lift heights
 # [m] below this the fingertips at the pre-grasp do not clear a cube's top with margin, and a
 # lift's rise is within what a slipping cube is judged by.
@@ -87,7 +90,9 @@ class GraspReach:
 
 def scene_reach(scene: GraspScene) -> GraspReach:
     """The scene's own region with the goal's default offsets (nothing derived)."""
-    return GraspReach(scene.x, scene.y, scene.yaw, DEFAULT_APPROACH, DEFAULT_LIFT, False)
+    return GraspReach(
+        scene.x, scene.y, scene.yaw, DEFAULT_APPROACH_OFFSET, DEFAULT_LIFT_HEIGHT, False
+    )
 
 
 def grasp_reach(
@@ -123,8 +128,8 @@ def grasp_reach(
         for x in (middle, x0, x1):
             for y in (0.0, -half_y, half_y):
                 for yaw in yaws:
-                    a, lifted = reached(x, y, yaw)
-                    approach, lift = min(approach, a), min(lift, lifted)
+                    a, raised = reached(x, y, yaw)
+                    approach, lift = min(approach, a), min(lift, raised)
                     if min(approach, lift) < MIN_HEIGHT or _score(approach, lift) < floor:
                         return approach, lift
         return approach, lift
@@ -145,13 +150,13 @@ def grasp_reach(
     for half_y in (scene.y[1], 0.5 * scene.y[1]):
         for x0 in starts:
             floor = -math.inf if best is None else best[0][0]
-            a, lifted = window(x0, x0 + length, half_y, floor)
-            if min(a, lifted) < MIN_HEIGHT:
+            a, raised = window(x0, x0 + length, half_y, floor)
+            if min(a, raised) < MIN_HEIGHT:
                 continue
-            a, lifted = min(a, DEFAULT_APPROACH), min(lifted, DEFAULT_LIFT)
-            score = (_score(a, lifted), half_y, -abs(x0 - scene.x[0]))
+            a, raised = min(a, DEFAULT_APPROACH_OFFSET), min(raised, DEFAULT_LIFT_HEIGHT)
+            score = (_score(a, raised), half_y, -abs(x0 - scene.x[0]))
             if best is None or score > best[0]:
-                reach = GraspReach((x0, x0 + length), (-half_y, half_y), scene.yaw, a, lifted, True)
+                reach = GraspReach((x0, x0 + length), (-half_y, half_y), scene.yaw, a, raised, True)
                 best = (score, reach)
     if best is None:
         note = (
@@ -162,8 +167,8 @@ def grasp_reach(
     reach = best[1]
     note = (
         f"not every sample of the scene's region (x ∈ [{scene.x[0]:.3f}, {scene.x[1]:.3f}] m) "
-        f"reaches the approach {DEFAULT_APPROACH * 100:.0f} cm and the lift "
-        f"{DEFAULT_LIFT * 100:.0f} cm: placed at x ∈ "
+        f"reaches the approach {DEFAULT_APPROACH_OFFSET * 100:.0f} cm and the lift "
+        f"{DEFAULT_LIFT_HEIGHT * 100:.0f} cm: placed at x ∈ "
         f"[{reach.x[0]:.3f}, {reach.x[1]:.3f}] m, y ± {reach.y[1]:.3f} m, approach "
         f"{reach.approach_offset * 100:.0f} cm, lift {reach.lift_height * 100:.0f} cm"
     )
@@ -172,7 +177,7 @@ def grasp_reach(
 
 def _score(approach: float, lift: float) -> float:
     """How much of the default approach and lift (each capped at 1) a sample reaches: 2 all."""
-    return min(approach / DEFAULT_APPROACH, 1.0) + min(lift / DEFAULT_LIFT, 1.0)
+    return min(approach / DEFAULT_APPROACH_OFFSET, 1.0) + min(lift / DEFAULT_LIFT_HEIGHT, 1.0)
 
 
 def _heights(ik: IkSolver, start: FloatArray, grasp_pose: FloatArray) -> tuple[float, float]:
@@ -182,7 +187,6 @@ def _heights(ik: IkSolver, start: FloatArray, grasp_pose: FloatArray) -> tuple[f
     solved = ik.solve(grasp_pose, seed=start)
     if not solved.converged:
         return -1.0, -1.0
-    up = np.array([0.0, 0.0, 1.0])
 
     def ladder(pose_at: Callable[[float], FloatArray]) -> float:
         seed, reached = solved.q, 0.0
@@ -196,9 +200,4 @@ def _heights(ik: IkSolver, start: FloatArray, grasp_pose: FloatArray) -> tuple[f
     def pre_grasp(height: float) -> FloatArray:
         return np.array(GraspGoal(grasp_pose=grasp_pose, approach_offset=height).pre_grasp_pose)
 
-    def lifted(height: float) -> FloatArray:
-        pose = np.array(grasp_pose, dtype=np.float64)
-        pose[:3, 3] += height * up
-        return pose
-
-    return ladder(pre_grasp), ladder(lifted)
+    return ladder(pre_grasp), ladder(lambda height: lifted(grasp_pose, height))

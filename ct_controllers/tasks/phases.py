@@ -226,6 +226,12 @@ def _translated(pose: FloatArray, offset: FloatArray) -> FloatArray:
     return moved
 
 
+def lifted(pose: FloatArray, height: float) -> FloatArray:
+    """``pose`` (4x4) moved ``height`` [m] up along base z, same rotation (a new array): HOLD's
+    lift and carry targets."""
+    return _translated(pose, np.array([0.0, 0.0, height]))
+
+
 def _finite(observation: GraspObservation) -> bool:
     """Every number of the observation is finite: a sum of squares is finite exactly when every
     term is (a finite one past 1e154 overflows and reads as not finite: no sensor reports
@@ -604,11 +610,10 @@ class GraspTask:
         """HOLD stages: lift; carry above the place pose (if any); hold; put down."""
         goal = self.goal
         assert goal is not None
-        up = np.array([0.0, 0.0, goal.lift_height])
         place = goal.grasp_pose if goal.place_pose is None else goal.place_pose
-        stages = [("lift", _translated(goal.grasp_pose, up))]
+        stages = [("lift", lifted(goal.grasp_pose, goal.lift_height))]
         if goal.place_pose is not None:
-            stages.append(("carry", _translated(place, up)))
+            stages.append(("carry", lifted(place, goal.lift_height)))
         if self.parameters.identify_payload:  # held still at the lifted (carried) pose
             stages.append(("identify", stages[-1][1]))
         stages.append(("hold", stages[-1][1]))
