@@ -6,21 +6,29 @@ y ∈ ±0.15 m, a 5 cm cube starting at x = 0.5 m, the table centred 0.6 m out, 
 within 5 mm; on the Panda
 (example-robot-data) the region scales with its shorter reach and the cube fits its opening;
 for one jaw closing on a fixed one the grip offset puts the cube's centre midway between the
-jaws (FK of the jaw at the cube's width); and the MuJoCo scene the stack simulates has that
-table and cube."""
+jaws (FK of the jaw at the cube's width), and its smaller cube is of the same material (the 5 cm
+cube's 0.1 kg); and the MuJoCo scene the stack simulates has that table and cube, whose contacts
+are its own (soft-finger, 4 timesteps stiff)."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import mujoco
 import numpy as np
+import pytest
 from helpers import bundled_config, bundled_description, new_robot_model
 from test_grip_width import panda_urdf
-from test_one_jaw_gripper import one_jaw_urdf
+from test_one_jaw_gripper import JAW, one_jaw_urdf
 
 from ct_controllers.bench.grasp import REGION
-from ct_controllers.hardware.grasp_scene import JAW_CLEARANCE, grasp_scene, tcp_reach
+from ct_controllers.hardware.grasp_scene import (
+    JAW_CLEARANCE,
+    grasp_scene,
+    grip_effort,
+    tcp_reach,
+)
 from ct_controllers.hardware.mujoco_scene import CUBE_HALF_SIZE, TABLE_CENTER, TABLE_HALF_SIZE
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.grip_geometry import gripper_geometry
@@ -94,7 +102,8 @@ def test_one_jaw_grip_offset_centres_the_cube_between_the_jaws() -> None:
     """One prismatic jaw against a fixed one: the cube is 0.625 of the 4 cm stroke, and the
     offset (tool frame) is the midpoint of the two jaw frames with the jaw opened to the cube's
     width plus the clearance on each side (as far as the stroke allows), seen from the TCP:
-    (0, s/2 + c, 0) here, computed independently by FK."""
+    (0, s/2 + c, 0) here, computed independently by FK; the cube's mass is the 5 cm cube's
+    0.1 kg scaled by the volume."""
     model = RobotModel(one_jaw_urdf("prismatic"), "tcp", "base_link")
     grip = gripper_geometry(model, ("left_finger_joint",))
     assert grip is not None
@@ -110,11 +119,81 @@ def test_one_jaw_grip_offset_centres_the_cube_between_the_jaws() -> None:
     expected[2] = 0.0  # along the approach: not the grip's business (the frames lie across)
     assert np.allclose(scene.grip_offset, expected, atol=1e-9), (scene.grip_offset, expected)
     assert abs(scene.grip_offset[1] - (size / 2 + clearance)) < 1e-9
+    # A smaller cube of the 5 cm cube's material (0.1 kg): lighter, not denser.
+    assert math.isclose(scene.cube_mass, 0.1 * (size / 0.05) ** 3, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["prismatic", "revolute"])
+def test_the_grip_is_the_cubes_weight_share_plus_the_jaws_friction(kind: str) -> None:
+    """The grip for a cube: 20 N per 0.1 kg of cube, plus twice the squeeze the jaw's dry
+    friction takes at the finger — its ``<dynamics friction>`` over the width's change per unit
+    of the joint, measured here by FK of the width frames at the joint's two limits (1 for the
+    prismatic jaw, about the 10 cm finger's length for the hinged one); without friction, the
+    weight's share alone; the scene carries the grip for its own cube."""
+    friction = 0.3  # [N·m | N]
+    plain = one_jaw_urdf(kind)
+    rubbing = re.sub(
+        rf'(<joint name="{JAW}".*?)(</joint>)',
+        rf'\1<dynamics friction="{friction}"/>\2',
+        plain,
+        count=1,
+        flags=re.S,
+    )
+    model = RobotModel(rubbing, "tcp", "base_link")
+    assert model.joint_friction[model.v_index(JAW)] == friction
+    grip = gripper_geometry(model, (JAW,))
+    assert grip is not None
+    q = model.neutral()
+    widths = []
+    for limit in (model.limits.lower, model.limits.upper):
+        q[model.q_index(JAW)] = limit[model.v_index(JAW)]
+        tips = [model.frame_pose(q, frame)[:3, 3] for frame in grip.frames]
+        widths.append(float(np.linalg.norm(tips[0] - tips[1])))
+    span = model.limits.upper[model.v_index(JAW)] - model.limits.lower[model.v_index(JAW)]
+    lever = abs(widths[1] - widths[0]) / span
+    assert (0.9 < lever < 1.1) if kind == "prismatic" else (0.05 < lever < 0.12), lever
+    for mass in (0.1, 0.034):
+        expected = 20.0 * mass / 0.1 + 2 * friction / lever
+        assert math.isclose(grip_effort(model, grip, mass), expected, rel_tol=1e-6)
+    smooth = RobotModel(plain, "tcp", "base_link")
+    assert math.isclose(grip_effort(smooth, grip, 0.034), 6.8, rel_tol=1e-12)
+    scene = grasp_scene(model, grip)
+    assert math.isclose(scene.grasp_effort, grip_effort(model, grip, scene.cube_mass))
+
+
+def test_a_cube_pushed_within_its_friction_limit_barely_creeps() -> None:
+    """The scene's friction holds: the SO-101's 34 g cube pressed on the table by 10 N and
+    pushed sideways by 8 N (80 % of the friction limit at μ = 1, as a jaw pressing it at an
+    angle) moves less than 0.5 mm in 1 s, a quarter of the 2 mm/s a grasp judged by the joints
+    alone takes as a stall; at MuJoCo's impratio 10 the same push crept more than 1 mm (the
+    SO-101's and the Z1's jaws never stalled)."""
+    config = bundled_config()
+    spec = MujocoSystem.from_config(bundled_description(), config).scene_spec()
+    drifts = {}
+    for ratio in (spec.option.impratio, 10.0):
+        spec.option.impratio = ratio
+        model = spec.compile()
+        model.body("cube").mass[0] = 0.0343
+        data = mujoco.MjData(model)
+        cube = model.body("cube").id
+        for _ in range(200):  # settle on the table
+            mujoco.mj_step(model, data)
+        start = data.xpos[cube].copy()
+        for _ in range(round(1.0 / model.opt.timestep)):
+            data.xfrc_applied[cube, :3] = [8.0, 0.0, -10.0]
+            mujoco.mj_step(model, data)
+        drifts[ratio] = float(np.linalg.norm(data.xpos[cube][:2] - start[:2]))
+    scene, default = drifts.values()
+    assert scene < 0.0005, drifts
+    assert default > 0.001, drifts
 
 
 def test_the_simulated_scene_is_the_derived_one() -> None:
     """The MuJoCo scene the stack builds from the configuration has the derived table (size,
-    centre) and cube (size, mass, starting place), on the bundled arm."""
+    centre) and cube (size, mass, starting place), on the bundled arm; the cube's contact
+    parameters are its contacts' with the robot (priority over every robot geom): condim 4, a
+    time constant of 4 timesteps; the table and floor outrank it with their own (10 timesteps,
+    MuJoCo's default 0.02 s)."""
     config = bundled_config()
     system = MujocoSystem.from_config(bundled_description(), config)
     model = mujoco.MjSpec.compile(system.scene_spec())
@@ -127,3 +206,14 @@ def test_the_simulated_scene_is_the_derived_one() -> None:
     start = model.body("cube").pos
     assert np.allclose(start, [*scene.cube_start, scene.cube_half_size], atol=1e-9)
     assert math.isclose(float(model.body("cube").mass[0]), scene.cube_mass)
+    assert math.isclose(scene.cube_mass, 0.1)  # the 5 cm cube: 0.1 kg, as it was
+    # Its contacts with the robot are the cube's: soft-finger (torsional friction), 4 timesteps
+    # stiff; the table and floor outrank it (their own contact: 10 timesteps, MuJoCo's default).
+    surfaces = [table.id, model.geom("floor").id]
+    robot = [g for g in range(model.ngeom) if g not in (cube.id, *surfaces)]
+    assert int(model.geom_priority[cube.id]) > int(np.max(model.geom_priority[robot]))
+    assert all(model.geom_priority[g] > model.geom_priority[cube.id] for g in surfaces)
+    assert np.allclose(model.geom_solref[table.id], [10 * model.opt.timestep, 1.0])
+    assert np.allclose(model.geom_solref[model.geom("floor").id], [0.02, 1.0])
+    assert int(model.geom_condim[cube.id]) == 4
+    assert np.allclose(model.geom_solref[cube.id], [4 * model.opt.timestep, 1.0])

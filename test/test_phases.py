@@ -378,10 +378,12 @@ class TableWorld(World):
 
     def step(self, tcp_target: np.ndarray | None, finger_target: float, effort: float) -> None:
         super().step(tcp_target, finger_target, effort)
-        if self.held and self.cube[2, 3] < CUBE_HALF:
-            lift = CUBE_HALF - self.cube[2, 3]
-            self.tcp[2, 3] += lift
-            self.cube[2, 3] += lift
+        # The cube's lowest point: its centre less its extent along z, a Σⱼ |R₂ⱼ| (a box of
+        # half size a; a for a cube standing on a face).
+        lowest = self.cube[2, 3] - CUBE_HALF * float(np.abs(self.cube[2, :3]).sum())
+        if self.held and lowest < 0.0:
+            self.tcp[2, 3] -= lowest
+            self.cube[2, 3] -= lowest
 
 
 @pytest.mark.parametrize("slide", [0.0, 0.006], ids=["none", "6mm"])
@@ -410,6 +412,32 @@ def test_unobserved_a_slid_object_is_down_when_the_tcp_rests_above_the_target(sl
     else:
         assert placed.values["position_error"] <= GraspParameters().position_tolerance
     assert world.cube[2, 3] == pytest.approx(CUBE_HALF, abs=1e-6)
+
+
+def test_observed_a_turned_object_is_down_when_the_tcp_rests_above_the_target() -> None:
+    """Observed, the put-down target's shift undoes a slide in the grip but not a turn: a cube
+    turned 20° about its own x axis while lifted (about its centre: no shift) meets the table
+    with an edge, its centre a (cos 20° + sin 20° − 1) = 7.0 mm above where it was picked up,
+    beyond position_tolerance; the put-down ends with the TCP resting there (within
+    slip_tolerance above its target, still for the dwell): DONE, the turned cube on the table."""
+    task, world = GraspTask(), TableWorld()
+    task.start(GOAL)
+    turn = math.radians(20.0)
+
+    def turn_while_lifting(task: GraspTask, world: World) -> None:
+        cube = world.cube_in_tcp
+        if task.stage == "lift" and cube is not None and cube[1, 1] > math.cos(turn) + 1e-9:
+            world.cube_in_tcp = (
+                cube @ pin.SE3(pin.exp3(np.array([turn, 0.0, 0.0])), np.zeros(3)).homogeneous
+            )
+
+    run(task, world, 12.0, event=turn_while_lifting)
+    assert task.phase == Phase.DONE, task.failure
+    placed = next(t for t in task.transitions if t.target == Phase.RELEASE)
+    above = CUBE_HALF * (math.cos(turn) + math.sin(turn) - 1.0)
+    assert GraspParameters().position_tolerance < above < GraspParameters().slip_tolerance
+    assert placed.values["position_error"] == pytest.approx(above, abs=1e-3)
+    assert world.cube[2, 3] == pytest.approx(CUBE_HALF + above, abs=1e-6)
 
 
 def test_target_is_what_the_next_update_outputs_without_stepping_the_task() -> None:

@@ -262,10 +262,10 @@ def run_trial(
     reach: GraspReach | None = None,
 ) -> tuple[TrialResult, GraspSetup]:
     """One trial. ``goal``: the grasp goal (None: the cube's top-down grasps with the robot's
-    approach offset and lift height, ``reach`` or :func:`robot_reach`: of those the goal check
-    accepts, :func:`best_reachable`). ``observers``: made from the set-up trial and its goal
-    (a recorder, a video renderer), they look at the run between ticks (see
-    ``sim_demo.RunObserver``)."""
+    approach offset and lift height, ``reach`` or :func:`robot_reach`, and the scene's grip
+    effort for its cube (``hardware/grasp_scene.grip_effort``): of those the goal check accepts,
+    :func:`best_reachable`). ``observers``: made from the set-up trial and its goal (a recorder,
+    a video renderer), they look at the run between ticks (see ``sim_demo.RunObserver``)."""
     setup = grasp_setup(config, cube, record, sensing=sensing)
     try:
         stack = setup.stack
@@ -273,7 +273,11 @@ def run_trial(
         if goal is None:
             assert setup.scene is not None
             placement = reach or robot_reach(config)
-            goals = [placement.goal(pose) for pose in cube_grasps(*cube, setup.scene)]
+            effort = setup.scene.grasp_effort
+            goals = [
+                placement.goal(pose, grasp_effort=effort)
+                for pose in cube_grasps(*cube, setup.scene)
+            ]
         else:
             goals = [goal]
         grasp_goal, unreachable = best_reachable(grasp_goal_ik(stack), goals, home)
@@ -454,6 +458,7 @@ def run(
     if refusal is not None:  # as the Grasp action refuses it: nothing is built or moved
         raise ConfigError(refusal)
     reach = robot_reach(config)  # before the clock: the trials' rate is the trials'
+    scene = robot_scene(config)
     wall = time.perf_counter()
     results = run_trials(config, seed, trials, sensing, workers)
     wall = time.perf_counter() - wall
@@ -483,6 +488,8 @@ def run(
         "seed": seed,
         "sensing": sensing,
         "region": reach.region,
+        "cube_mass": scene.cube_mass,
+        "grasp_effort": scene.grasp_effort,
         "approach_offset": reach.approach_offset,
         "lift_height": reach.lift_height,
         "placement": reach.note,
@@ -663,7 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     scene, reach = robot_scene(config), robot_reach(config)
     print(
         f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), "
-        f"{2000 * scene.cube_half_size:.0f} mm cube, x ∈ [{reach.x[0]:.3f}, {reach.x[1]:.3f}] m, "
+        f"{2000 * scene.cube_half_size:.0f} mm cube of {1000 * scene.cube_mass:.3g} g gripped "
+        f"with {scene.grasp_effort:.3g} N, x ∈ [{reach.x[0]:.3f}, {reach.x[1]:.3f}] m, "
         f"y ∈ ±{reach.y[1]:.3f} m, yaw ∈ ±45° (from the reach {scene.reach:.3f} m and the "
         f"gripper's opening), approach {100 * reach.approach_offset:.0f} cm, lift "
         f"{100 * reach.lift_height:.0f} cm; task + diff IK at "

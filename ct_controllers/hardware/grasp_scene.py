@@ -10,9 +10,12 @@ arm's reach and the gripper's opening (no fixed numbers of one arm).
              the arm reaches top-down with margin); the cube starts at (0.4837 R, 0)
     cube   : edge s = min(5 cm, 0.625 w_open) [m], w_open the gripper's full opening between
              its width frames (:class:`~ct_controllers.model.grip_geometry.GripGeometry`); 5 cm
-             without a gripper geometry; 0.1 kg. One revolute jaw whose top-down grasp of that
-             cube would squeeze it out (:mod:`~ct_controllers.hardware.jaw_grasp`): the
-             largest cube its tilted grasp holds, and ``tcp_in_cube`` that grasp
+             without a gripper geometry; 800 kg/m³ (wood: the 5 cm cube 0.1 kg, a 35 mm one
+             34 g — a small gripper's cube is lighter, not denser); gripped with
+             :func:`grip_effort` per finger (20 N for 0.1 kg). One revolute jaw whose
+             top-down grasp of that cube would squeeze it out
+             (:mod:`~ct_controllers.hardware.jaw_grasp`): the largest cube its tilted grasp
+             holds, and ``tcp_in_cube`` that grasp
 
 The fractions are the bundled arm's figures over its R (region x ∈ [0.45, 0.60] m,
 y ∈ ±0.15 m, the cube starting at x = 0.5 m, a 5 cm cube in its 8 cm opening), so that arm's
@@ -45,7 +48,9 @@ REACH_SAMPLES = 4096
 REACH_SEED = 0
 CUBE_MAX_SIZE = 0.05  # [m] edge
 CUBE_OPENING_FRACTION = 0.625  # edge over the gripper's full opening
-CUBE_MASS = 0.1  # [kg]
+CUBE_MASS = 0.1  # [kg] the 5 cm cube's
+GRASP_EFFORT = 20.0  # [N] per finger: the 5 cm cube's grip (the Grasp goal's default)
+CUBE_DENSITY = CUBE_MASS / CUBE_MAX_SIZE**3  # [kg/m³] 800 (wood): every cube's, whatever its size
 JAW_CLEARANCE = 0.010  # [m] between the cube and each jaw as the gripper comes down on it
 TABLE_THICKNESS = 0.02  # [m] half
 REGION_X = (0.435, 0.58)  # of R
@@ -69,6 +74,7 @@ class GraspScene:
     yaw: tuple[float, float]  # [rad]
     grip_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # tool frame
     cube_mass: float = CUBE_MASS
+    grasp_effort: float = GRASP_EFFORT  # [N] per finger: the grip for this cube (grip_effort)
     # [m] the TCP's height at the grasp: the cube's centre, or higher where the fingers reach
     # further below the TCP than that (:func:`fingertip_depth`), so that they clear the table.
     grasp_height: float | None = None
@@ -102,6 +108,7 @@ def grasp_scene(
     which sets the cube's edge and the TCP's pose on it."""
     reach = tcp_reach(model)
     size = cube_size(grip) if jaw is None else jaw.size
+    mass = CUBE_DENSITY * size**3
     # The cube's centre where the jaws' midpoint is with them opened CLEARANCE wider than it on
     # each side: symmetric fingers keep their midpoint whatever the width; one jaw against a
     # fixed one puts the cube CLEARANCE off the fixed jaw (its face is not exactly where the
@@ -120,9 +127,28 @@ def grasp_scene(
         y=(-REGION_Y * reach, REGION_Y * reach),
         yaw=(-YAW, YAW),
         grip_offset=offset,
+        cube_mass=mass,
+        grasp_effort=grip_effort(model, grip, mass),
         cube_start=(CUBE_START_X * reach, 0.0),
         tcp_in_cube=None if jaw is None else tuple(float(v) for v in jaw.tcp_in_cube.ravel()),
     )
+
+
+def grip_effort(model: RobotModel, grip: GripGeometry | None, mass: float) -> float:
+    """[N] per finger: the grip for a cube of ``mass`` [kg] — the 5 cm cube's GRASP_EFFORT
+    scaled by the mass (20 N for 0.1 kg: 20 times its weight over two fingers at μ = 1), plus
+    twice the squeeze a finger's own dry friction f takes (the URDF's ``<dynamics friction>``
+    over the joint's force lever, the largest over the gripper joints): static friction holds
+    back up to f of the push once the jaw is still, and the grip's checks judge the effort the
+    servo gives, not the squeeze. Measured: 20 N on the SO-101's light cube in its slanted jaws
+    kept it turning at 2 mm/s at the jaw (the jaw never stalled; the put-down never rested);
+    the Z1's jaw (1 N·m of friction on a 0.1 m lever, f = 10 N) closed and held its 12.5 g cube
+    at 20 and 22.5 N, not at 12.5-16 N."""
+    friction = 0.0
+    if grip is not None:
+        for name, lever in zip(grip.joints, grip.force_levers, strict=True):
+            friction = max(friction, float(model.joint_friction[model.v_index(name)]) / lever)
+    return GRASP_EFFORT * mass / CUBE_MASS + 2.0 * friction
 
 
 def cube_size(grip: GripGeometry | None) -> float:

@@ -23,10 +23,12 @@ and frictionloss. Added to its spec here:
 - contact exclusions for the pairs of robot bodies in contact at rest (every joint at 0 or its
   nearest limit; MoveIt's "in collision by default"): overlapping meshes of one build;
 - options: the physics timestep, the ``implicitfast`` integrator (the servos' kv is integrated
-  implicitly), and, for grasping, an elliptic friction cone with impratio 10 (URDF scenes only;
+  implicitly), and, for grasping, an elliptic friction cone with impratio 100 (URDF scenes only;
   an MJCF keeps its own contact options);
 - around the robot: a floor, a table whose top is the base plane z = 0, and a cube on it, sized
-  and placed from the robot's reach and its gripper's opening (``hardware/grasp_scene.py``).
+  and placed from the robot's reach and its gripper's opening (``hardware/grasp_scene.py``),
+  whose contacts with the robot are soft-finger contacts 4 timesteps stiff (see
+  ``CUBE_CONDIM``).
 
 Deliberate differences from the Pinocchio model: none in kinematics or rigid-body dynamics;
 MuJoCo adds joint damping and friction (the URDF's, zero on the bundled arm), joint-range
@@ -51,6 +53,11 @@ from ct_controllers.model.payload import Payload
 from ct_controllers.types import FloatArray
 
 CUBE_BODY = "cube"
+# Friction's impedance over the normal's (MuJoCo's impratio, elliptic cones): 100, as MuJoCo
+# Menagerie's quadrupeds. At 10 a light cube pressed by a jaw crept on the table and in the grip
+# at 2-3 mm/s (the SO-101's 34 g, the Z1's 12.5 g cube): the stall a grasp judged by the joints
+# alone needs (< 2 mm/s) never came, 0/20 on both.
+IMPEDANCE_RATIO = 100.0
 FLOOR_GEOM = "floor"
 TABLE_GEOM = "table"
 # The scene without a robot-derived one (objects=None): the bundled arm's, as it was before the
@@ -130,7 +137,7 @@ def build_scene(
         _add_tcp_site(spec, prepared, tcp_frame)
     _add_actuators(spec, prepared, actuated, command_interfaces or {}, servo_gains)
     if with_objects:
-        _add_objects(spec, objects)
+        _add_objects(spec, objects, timestep)
     return spec
 
 
@@ -174,9 +181,9 @@ def _robot_from_urdf(prepared: PreparedUrdf, urdf: str, mass_scale: float) -> mu
                 body.mass *= mass_scale
     # Grasping: MuJoCo's soft friction lets a held object creep (measured here: a 0.1 kg cube
     # slid 2 mm/s out of a 2 × 20 N grasp with the default pyramidal cone). An elliptic cone
-    # with a high impedance ratio makes static friction hold.
+    # with a high impedance ratio makes static friction hold (see IMPEDANCE_RATIO).
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    spec.option.impratio = 10.0
+    spec.option.impratio = IMPEDANCE_RATIO
     return spec
 
 
@@ -374,7 +381,27 @@ def _add_actuators(
         actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
 
 
-def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None) -> None:
+# The cube's contacts with the robot (it has priority over every robot geom, so these are
+# those contacts' parameters): a soft-finger contact (condim 4: torsional friction about the
+# normal, as a finger pad's contact patch gives; with point contacts alone a cube pinched at two
+# edges pivoted about the line through them, 33° on the SO-101, and fell out), and a time
+# constant of 4 timesteps instead of MuJoCo's default 0.02 s, which is mass-normalised: between
+# the SO-101's 12 g jaw and a light cube it let the jaw sink 7-9 mm into the cube at 10 N, and
+# the cube rolled out of the grip. The table and floor outrank the cube: the cube meets them
+# with their own contact, point contacts with a time constant of 10 timesteps on the table,
+# MuJoCo's default 0.02 s on the floor. As stiff as the cube's, a put-down that pressed the cube
+# on the table let it slip up between the Panda's 15 g fingers, which the 20 N servo then shut
+# at 0.5 m/s (the runaway check latched in 1-2 trials of 20); at MuJoCo's default, the Z1's jaw
+# pressed its 12.5 g cube 3.5 mm into the table, and it sprang out of the grip as the lift
+# began (1-4 trials of 20).
+CUBE_CONDIM = 4
+CUBE_CONTACT_TIME_CONSTANT_STEPS = 4.0
+TABLE_CONTACT_TIME_CONSTANT_STEPS = 10.0
+CUBE_PRIORITY = 1
+SURFACE_PRIORITY = 2
+
+
+def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None, timestep: float) -> None:
     if objects is None:
         table_size, table_center = TABLE_HALF_SIZE, TABLE_CENTER
         half, mass, start = CUBE_HALF_SIZE, CUBE_MASS, (0.5, 0.0)
@@ -389,16 +416,26 @@ def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None) -> None:
             type=mujoco.mjtGeom.mjGEOM_PLANE,
             size=[3, 3, 0.1],
             pos=[0, 0, FLOOR_HEIGHT],
+            priority=SURFACE_PRIORITY,
         )
     world.add_geom(
         name=TABLE_GEOM,
         type=mujoco.mjtGeom.mjGEOM_BOX,
         size=list(table_size),
         pos=list(table_center),
+        priority=SURFACE_PRIORITY,
+        solref=[TABLE_CONTACT_TIME_CONSTANT_STEPS * timestep, 1.0],
     )
     cube = world.add_body(name=CUBE_BODY, pos=[start[0], start[1], half])
     cube.add_freejoint(name=f"{CUBE_BODY}_joint")
-    cube.add_geom(name=f"{CUBE_BODY}_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half] * 3)
+    cube.add_geom(
+        name=f"{CUBE_BODY}_geom",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[half] * 3,
+        condim=CUBE_CONDIM,
+        priority=CUBE_PRIORITY,
+        solref=[CUBE_CONTACT_TIME_CONSTANT_STEPS * timestep, 1.0],
+    )
     # Solid cube: I = m (2a)² / 6 about each axis (a = half size); explicit, as for the robot.
     cube.mass = mass
     cube.ipos = [0.0, 0.0, 0.0]  # set explicitly: left unset, MjSpec takes the body position

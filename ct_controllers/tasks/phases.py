@@ -27,9 +27,11 @@ Phase by phase, what it writes and the observed condition that ends it:
   put-down began, in TCP axes), so that the object, not the TCP, returns to the place: an object
   that slid 8 mm toward the fingertips while lifted otherwise meets the table 8 mm before the TCP
   reaches its target, and the stage never ends (measured on a one-jaw gripper in MuJoCo).
-  Unobserved, the slide is unknown: the put-down also ends once the TCP rests above its target
-  (across within position_tolerance, above it by at most slip_tolerance, still within
-  ``REST_DISTANCE`` for the dwell): the surface holds the object up.
+  Unobserved, the slide is unknown, and observed, a turn in the grip is not undone (the SO-101's
+  cube rolled 6-20° in its jaws' wedge and met the table edge first): the put-down also ends
+  once the TCP rests above its target (across within position_tolerance, above it by at most
+  slip_tolerance, still within ``REST_DISTANCE`` for the dwell): the surface holds the object
+  up.
   With ``identify_payload``, an ``identify`` stage before ``hold`` at the same pose: the same
   grip checks, and it ends only once the outside says the payload identification is done
   (:meth:`GraspTask.identification_finished`) or after ``identify_timeout``.
@@ -516,9 +518,11 @@ class GraspTask:
         if self.stage == "hold" and obs.object_pose is not None:
             hold_slip = self._slip(obs, self._object_in_tcp_at_hold) if usable else math.inf
             condition = condition and hold_slip <= p.slip_tolerance
-        if self.stage == "put_down" and obs.object_pose is None and usable and not reached:
-            # Unobserved, the object may have slid in the grip: it is down once the TCP stops
-            # above its target within the slip allowed (the surface holds the object up).
+        if self.stage == "put_down" and usable and not reached:
+            # Unobserved, the object may have slid in the grip; observed, the target's shift
+            # undoes a slide but not a turn (a cube rolled in a one-jaw wedge meets the table
+            # with an edge first): it is down once the TCP stops above its target within the
+            # slip allowed (the surface holds the object up).
             condition = grip and self._rested(obs.tcp_pose, target)
         if self.stage == "identify" and not self._identified:
             assert self._stage_start is not None
