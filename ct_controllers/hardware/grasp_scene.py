@@ -142,8 +142,8 @@ def grip_effort(model: RobotModel, grip: GripGeometry | None, mass: float) -> fl
     back up to f of the push once the jaw is still, and the grip's checks judge the effort the
     servo gives, not the squeeze. Measured: 20 N on the SO-101's light cube in its slanted jaws
     kept it turning at 2 mm/s at the jaw (the jaw never stalled; the put-down never rested);
-    the Z1's jaw (1 N·m of friction on a 0.1 m lever, f = 10 N) closed and held its 12.5 g cube
-    at 20 and 22.5 N, not at 12.5-16 N."""
+    the Z1's jaw (1 N·m of friction on a 9 cm lever, f = 11 N: its grip 24.6 N) closed and held
+    its 12.5 g cube at 20 and 22.5 N, not at 12.5-16 N."""
     friction = 0.0
     if grip is not None:
         for name, lever in zip(grip.joints, grip.force_levers, strict=True):
