@@ -76,18 +76,26 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ct_controllers.bench.grasp import fingertip_scene, robot_scene, top_down_grasp, worker_pool
+from ct_controllers.bench.grasp import (
+    cube_pose,
+    fingertip_scene,
+    robot_reach,
+    robot_scene,
+    top_down_grasp,
+    worker_pool,
+)
 from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_refusal
 from ct_controllers.chains.tcp_chain_factory import tcp_target_chain
-from ct_controllers.config import RealtimeSettings, load_config
-from ct_controllers.hardware.mujoco_objects import ObjectSensor
+from ct_controllers.config import RealtimeSettings, StackConfig, load_config
+from ct_controllers.hardware.mujoco_objects import ObjectSensor, place_object
+from ct_controllers.hardware.mujoco_scene import CUBE_BODY
 from ct_controllers.hardware.mujoco_system import MujocoSystem
 from ct_controllers.model.description import load_description
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.control_loop import CANCELED, PREEMPTED, RUNNING, SUCCEEDED
 from ct_controllers.runtime.realtime import apply_to_current_thread
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
-from ct_controllers.tasks.phases import GraspGoal, Phase
+from ct_controllers.tasks.phases import Phase
 
 SCENARIOS = ("joint_motion", "cartesian", "grasp", "cancel", "preempt")
 # Rigs in lockstep on sim time: their rows do not depend on what else runs, so --workers runs
@@ -306,8 +314,17 @@ class Scenarios:
         sensor = inner.object_sensor() if isinstance(inner, MujocoSystem) else None
         if isinstance(inner, MujocoSystem) and isinstance(sensor, ObjectSensor):
             scene = fingertip_scene(self.config, inner, sensor)
+        # The approach offset and lift height the arm reaches over its table (the grasp bench's
+        # placement, bench/grasp_reach.py: the SO-101 reaches 6 cm above its grasps, not the
+        # goal's default 8; every approach timed out), the cube at the scene's start where that
+        # lies in the placement region, else at the region's centre.
+        reach = robot_reach(placement_config(self.config))
         x, y = scene.cube_start
-        goal = GraspGoal(grasp_pose=top_down_grasp(x, y, 0.0, scene), grasp_effort=GRASP_EFFORT)
+        if not (reach.x[0] <= x <= reach.x[1] and reach.y[0] <= y <= reach.y[1]):
+            x, y = 0.5 * (reach.x[0] + reach.x[1]), 0.5 * (reach.y[0] + reach.y[1])
+            if isinstance(inner, MujocoSystem):
+                place_object(inner, CUBE_BODY, cube_pose(x, y, 0.0, scene.cube_half_size))
+        goal = reach.goal(top_down_grasp(x, y, 0.0, scene), grasp_effort=GRASP_EFFORT)
         runner.task.start(goal)
         self.loop.switch_controller(runner)
         start = self.now()
@@ -398,6 +415,12 @@ class Scenarios:
         return ok, error, "rad", seconds, message
 
 
+def placement_config(config: StackConfig) -> StackConfig:
+    """``config`` on MuJoCo, as the grasp bench's placement map builds it (its IK over the
+    robot's MuJoCo grasp scene), whatever backend the rig runs."""
+    return dataclasses.replace(config, backend="mujoco")
+
+
 def run_backend(
     backend: str,
     mode: str,
@@ -416,6 +439,7 @@ def run_backend(
         # scene and, for one revolute jaw, analyses the jaws: seconds, which the CANopen rig's
         # 200 ms command timeout did not survive mid-run: quick stop).
         robot_scene(dataclasses.replace(config, backend=backend))
+        robot_reach(placement_config(config))  # (the placement map: seconds of IK too)
     # What exists now is frozen out of the garbage collector's full passes (as the control
     # node does after start-up): a full collection of a long bench's heap stalls every thread
     # of the process for tens of ms, longer than a 100 Hz bus's deadlines.
