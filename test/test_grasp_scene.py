@@ -27,6 +27,7 @@ from ct_controllers.hardware.grasp_scene import (
     JAW_CLEARANCE,
     grasp_scene,
     grip_effort,
+    table_height,
     tcp_reach,
 )
 from ct_controllers.hardware.mujoco_scene import CUBE_HALF_SIZE, TABLE_CENTER, TABLE_HALF_SIZE
@@ -68,6 +69,54 @@ def test_the_reach_is_what_other_configurations_reach() -> None:
         reach, other = tcp_reach(model), _horizontal_reach(model, seed=7)
         assert 0.97 * reach <= other <= 1.01 * reach, (reach, other)
         assert reach < _chain_length(model)
+
+
+def pedestal_urdf(height: float) -> str:
+    """The bundled arm (its ``<ros2_control>`` block taken out) on a pedestal: a root link
+    ``floor`` ``height`` [m] below its base link, as a mobile base's root link is."""
+    urdf = re.sub(r"<ros2_control.*?</ros2_control>", "", bundled_description().urdf, flags=re.S)
+    pedestal = (
+        '<link name="floor"/><joint name="pedestal" type="fixed"><parent link="floor"/>'
+        f'<child link="base_link"/><origin xyz="0 0 {height}" rpy="0 0 0"/></joint>'
+    )
+    first = urdf.index("<link ")
+    return urdf[:first] + pedestal + urdf[first:]
+
+
+def _lowest_downward_tcp(model: RobotModel, seed: int) -> float:
+    """The 5th percentile of the TCP's height over random configurations (other samples than
+    the scene's) whose tool z is within 30° of down and whose horizontal distance is in the
+    region's band, [0.435 R, 0.58 R]."""
+    rng = np.random.default_rng(seed)
+    reach = tcp_reach(model)
+    heights = []
+    for _ in range(8000):
+        pose = model.frame_pose(rng.uniform(model.limits.lower, model.limits.upper))
+        distance = float(np.linalg.norm(pose[:2, 3]))
+        if 0.435 * reach <= distance <= 0.58 * reach and pose[2, 2] <= -math.cos(math.pi / 6):
+            heights.append(float(pose[2, 3]))
+    return float(np.percentile(heights, 5))
+
+
+def test_the_table_is_the_base_plane_unless_the_arm_cannot_point_down_that_low() -> None:
+    """The bundled arm and the Panda point their tool down below their base plane over the
+    region (their scene's table stays at z = 0); the bundled arm on a 0.8 m pedestal whose root
+    link is the floor (a mobile base's case) cannot reach the floor: its table comes up to
+    0.8 m plus that same arm's own lowest downward reach (5th percentile, sampled here
+    independently, within 3 cm), below its mount."""
+    bundled = new_robot_model()
+    panda = RobotModel(panda_urdf().read_text(), "panda_hand_tcp", "panda_link0")
+    lowest = _lowest_downward_tcp(bundled, seed=7)
+    assert lowest < 0.0 and _lowest_downward_tcp(panda, seed=7) < 0.0
+    assert table_height(bundled) == 0.0 and table_height(panda) == 0.0
+    raised = RobotModel(pedestal_urdf(0.8), "tcp", "floor")
+    height = table_height(raised)
+    assert abs(height - (0.8 + lowest)) < 0.03, (height, lowest)
+    assert 0.0 < height < 0.8
+    scene = grasp_scene(raised, gripper_geometry(raised, bundled_config().gripper_joints))
+    assert scene.table_height == height
+    assert scene.table_center[2] + scene.table_half_size[2] == pytest.approx(height)
+    assert scene.tcp_height == pytest.approx(height + scene.cube_half_size)
 
 
 def test_the_bundled_arm_keeps_its_scene_and_the_panda_scales() -> None:

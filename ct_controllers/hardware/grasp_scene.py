@@ -4,8 +4,12 @@ arm's reach and the gripper's opening (no fixed numbers of one arm).
     R      = max over sampled configurations of the TCP's horizontal distance from the base's
              z axis [m] (4096 configurations, uniform within the joint limits, a fixed seed:
              the same R every time; the bundled ct_arm: 1.04 m, the Panda: 0.94 m)
-    table  : top at the base plane z = 0 (the arm stands on it), centre x = 0.58 R, half sizes
-             0.34 R × 0.48 R × 0.02 m
+    table  : top at the base plane z = 0 (the arm stands on it), or, where the arm cannot
+             point its tool down that low over the region (a mobile base's root link on the
+             floor: the PR2), at h = the 5th percentile of the TCP's height over the samples
+             whose tool z is within 30° of straight down and whose horizontal distance is in
+             the region's band (every arm tried: −0.2 to −0.6 m, so 0; the PR2 +0.25 m);
+             centre x = 0.58 R, half sizes 0.34 R × 0.48 R × 0.02 m
     region : x ∈ [0.435 R, 0.58 R], y ∈ [−0.145 R, 0.145 R], yaw ∈ ±45° (a band of the table
              the arm reaches top-down with margin); the cube starts at (0.4837 R, 0)
     cube   : edge s = min(5 cm, 0.625 w_open) [m], w_open the gripper's full opening between
@@ -75,6 +79,7 @@ class GraspScene:
     grip_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # tool frame
     cube_mass: float = CUBE_MASS
     grasp_effort: float = GRASP_EFFORT  # [N] per finger: the grip for this cube (grip_effort)
+    table_height: float = 0.0  # [m] the table's top, base frame z (module docstring)
     # [m] the TCP's height at the grasp: the cube's centre, or higher where the fingers reach
     # further below the TCP than that (:func:`fingertip_depth`), so that they clear the table.
     grasp_height: float | None = None
@@ -86,7 +91,10 @@ class GraspScene:
 
     @property
     def tcp_height(self) -> float:
-        return self.cube_half_size if self.grasp_height is None else self.grasp_height
+        """[m] base frame z of the TCP at the grasp (``grasp_height`` above the table's top,
+        else the cube's centre)."""
+        above = self.cube_half_size if self.grasp_height is None else self.grasp_height
+        return self.table_height + above
 
     @property
     def tcp_in_cube_pose(self) -> np.ndarray | None:
@@ -107,6 +115,7 @@ def grasp_scene(
     ``jaw``: one revolute jaw's grasp (:func:`cube_size` the largest cube it was sized from),
     which sets the cube's edge and the TCP's pose on it."""
     reach = tcp_reach(model)
+    height = table_height(model)
     size = cube_size(grip) if jaw is None else jaw.size
     mass = CUBE_DENSITY * size**3
     # The cube's centre where the jaws' midpoint is with them opened CLEARANCE wider than it on
@@ -121,7 +130,7 @@ def grasp_scene(
     return GraspScene(
         reach=reach,
         cube_half_size=size / 2,
-        table_center=(TABLE_X * reach, 0.0, -TABLE_THICKNESS),
+        table_center=(TABLE_X * reach, 0.0, height - TABLE_THICKNESS),
         table_half_size=(TABLE_HALF[0] * reach, TABLE_HALF[1] * reach, TABLE_THICKNESS),
         x=(REGION_X[0] * reach, REGION_X[1] * reach),
         y=(-REGION_Y * reach, REGION_Y * reach),
@@ -129,6 +138,7 @@ def grasp_scene(
         grip_offset=offset,
         cube_mass=mass,
         grasp_effort=grip_effort(model, grip, mass),
+        table_height=height,
         cube_start=(CUBE_START_X * reach, 0.0),
         tcp_in_cube=None if jaw is None else tuple(float(v) for v in jaw.tcp_in_cube.ravel()),
     )
@@ -158,13 +168,26 @@ def cube_size(grip: GripGeometry | None) -> float:
     return min(CUBE_MAX_SIZE, CUBE_OPENING_FRACTION * grip.open_width)
 
 
-# R per robot: (model name, joint names and placements, limits, TCP, base) → R [m]. Each grasp
-# trial of a bench builds its stack anew; the robot's R is sampled once per process.
-_REACHES: dict[tuple[object, ...], float] = {}
+DOWN_CONE = math.radians(30.0)  # [rad] a sample's tool z this near straight down points down
+TABLE_PERCENTILE = 5.0  # [%] of the downward samples' TCP heights in the band: the table's top
 
 
-def tcp_reach(model: RobotModel) -> float:
-    """R [m] (module docstring), sampled once per robot and process."""
+@dataclass(frozen=True)
+class _ReachSamples:
+    """The TCP over the reach samples: horizontal distance from the base's z axis [m], height
+    [m] and whether its tool z points down (within DOWN_CONE), base frame."""
+
+    distance: np.ndarray
+    height: np.ndarray
+    down: np.ndarray
+
+
+# Per robot: (model name, joint names and placements, limits, TCP, base) → its samples. Each
+# grasp trial of a bench builds its stack anew; the robot is sampled once per process.
+_SAMPLES: dict[tuple[object, ...], _ReachSamples] = {}
+
+
+def _reach_samples(model: RobotModel) -> _ReachSamples:
     limits = model.limits
     key = (
         model.model.name,
@@ -176,19 +199,39 @@ def tcp_reach(model: RobotModel) -> float:
         model.tcp_frame_id,
         model.base_frame_id,
     )
-    if key not in _REACHES:
+    if key not in _SAMPLES:
         lower = np.where(np.isfinite(limits.lower), limits.lower, -math.pi)
         upper = np.where(np.isfinite(limits.upper), limits.upper, math.pi)
         rng = np.random.default_rng(REACH_SEED)
         fid = model.tcp_frame_id
         data = model.model.createData()
-        farthest = 0.0
+        distance, height, down = [], [], []
         for q in rng.uniform(lower, upper, size=(REACH_SAMPLES, lower.size)):
             pin.framesForwardKinematics(model.model, data, model.pinocchio_configuration(q))
-            x, y = data.oMf[fid].translation[:2]
-            farthest = max(farthest, math.hypot(float(x), float(y)))
-        _REACHES[key] = farthest
-    return _REACHES[key]
+            pose = data.oMf[fid]
+            x, y, z = (float(v) for v in pose.translation)
+            distance.append(math.hypot(x, y))
+            height.append(z)
+            down.append(float(pose.rotation[2, 2]) <= -math.cos(DOWN_CONE))
+        _SAMPLES[key] = _ReachSamples(np.array(distance), np.array(height), np.array(down))
+    return _SAMPLES[key]
+
+
+def tcp_reach(model: RobotModel) -> float:
+    """R [m] (module docstring), sampled once per robot and process."""
+    return float(np.max(_reach_samples(model).distance))
+
+
+def table_height(model: RobotModel) -> float:
+    """h [m], the table's top (module docstring): 0 unless the arm's tool cannot point down
+    that low over the region's band."""
+    samples = _reach_samples(model)
+    reach = float(np.max(samples.distance))
+    band = (samples.distance >= REGION_X[0] * reach) & (samples.distance <= REGION_X[1] * reach)
+    heights = samples.height[band & samples.down]
+    if heights.size == 0:
+        return 0.0
+    return max(0.0, float(np.percentile(heights, TABLE_PERCENTILE)))
 
 
 def grip_offset(model: RobotModel, grip: GripGeometry, width: float) -> tuple[float, float, float]:

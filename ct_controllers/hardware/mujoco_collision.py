@@ -2,7 +2,8 @@
 
 The scene is the one the MuJoCo backend simulates (:func:`~ct_controllers.hardware.mujoco_scene.
 build_scene`: the robot's collision shapes as MuJoCo's URDF import reads them, meshes by their
-convex hulls, the floor and the table whose top is the base plane z = 0), without its free
+convex hulls, the floor and the table whose top is the base plane z = 0 or where the arm
+reaches down to, ``hardware/grasp_scene.py``), without its free
 objects (a cube to be grasped moves; touching it is the point of a grasp). It is built from the
 description and the configuration alone, whatever backend drives the arm: on real drives it is
 the stack's model of the cell (the arm works above its table), not a measurement.

@@ -25,7 +25,8 @@ and frictionloss. Added to its spec here:
 - options: the physics timestep, the ``implicitfast`` integrator (the servos' kv is integrated
   implicitly), and, for grasping, an elliptic friction cone with impratio 100 (URDF scenes only;
   an MJCF keeps its own contact options);
-- around the robot: a floor, a table whose top is the base plane z = 0, and a cube on it, sized
+- around the robot: a floor, a table whose top is the base plane z = 0 (higher where the arm
+  cannot reach down to it: a mobile base's root link on the floor), and a cube on it, sized
   and placed from the robot's reach and its gripper's opening (``hardware/grasp_scene.py``),
   whose contacts with the robot are soft-finger contacts 4 timesteps stiff (see
   ``CUBE_CONDIM``).
@@ -405,9 +406,11 @@ def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None, timestep: floa
     if objects is None:
         table_size, table_center = TABLE_HALF_SIZE, TABLE_CENTER
         half, mass, start = CUBE_HALF_SIZE, CUBE_MASS, (0.5, 0.0)
+        table_top = 0.0
     else:
         table_size, table_center = objects.table_half_size, objects.table_center
         half, mass, start = objects.cube_half_size, objects.cube_mass, objects.cube_start
+        table_top = objects.table_height
     world = spec.worldbody
     world.add_light(pos=[0, 0, 3], dir=[0, 0, -1])
     if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in world.geoms):  # an MJCF's own
@@ -426,7 +429,7 @@ def _add_objects(spec: mujoco.MjSpec, objects: GraspScene | None, timestep: floa
         priority=SURFACE_PRIORITY,
         solref=[TABLE_CONTACT_TIME_CONSTANT_STEPS * timestep, 1.0],
     )
-    cube = world.add_body(name=CUBE_BODY, pos=[start[0], start[1], half])
+    cube = world.add_body(name=CUBE_BODY, pos=[start[0], start[1], table_top + half])
     cube.add_freejoint(name=f"{CUBE_BODY}_joint")
     cube.add_geom(
         name=f"{CUBE_BODY}_geom",
