@@ -492,6 +492,7 @@ def run(
         "seed": seed,
         "sensing": sensing,
         "region": reach.region,
+        "table_height": scene.table_height,
         "cube_mass": scene.cube_mass,
         "grasp_effort": scene.grasp_effort,
         "approach_offset": reach.approach_offset,
@@ -672,12 +673,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report))
         return 0
     scene, reach = robot_scene(config), robot_reach(config)
+    # A table raised to where the arm reaches down (its root link below: a pedestal, a base).
+    table = f"; table top at {scene.table_height:.3f} m" if scene.table_height > 0 else ""
     print(
         f"ct-bench grasp: {report['trials']} trials (seed {args.seed}), "
         f"{2000 * scene.cube_half_size:.0f} mm cube of {1000 * scene.cube_mass:.3g} g gripped "
         f"with {scene.grasp_effort:.3g} N, x ∈ [{reach.x[0]:.3f}, {reach.x[1]:.3f}] m, "
         f"y ∈ ±{reach.y[1]:.3f} m, yaw ∈ ±45° (from the reach {scene.reach:.3f} m and the "
-        f"gripper's opening), approach {100 * reach.approach_offset:.0f} cm, lift "
+        f"gripper's opening{table}), approach {100 * reach.approach_offset:.0f} cm, lift "
         f"{100 * reach.lift_height:.0f} cm; task + diff IK at "
         f"{config.effective_cartesian_rate:.0f} Hz; sensing: {args.sensing}"
     )
