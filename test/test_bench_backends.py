@@ -90,8 +90,8 @@ def test_a_robot_of_gram_light_links_reaches_its_joint_goals_and_grasps_on_the_p
     (effort) and CANopen (torque) rigs is reached within MoveJoints' 0.01 rad. Its grasp
     scenario takes the approach offset and lift height the arm reaches over its table (the
     grasp bench's placement: 6 cm; at the goal's default 8 cm every approach timed out): on
-    the bridge it ends DONE; on CANopen it gets past APPROACH (its 3 g jaw then rang to 60 rad/s
-    in HOLD in 3 of 4 runs under load, and the runaway check latched: open, docs/grasp.md)."""
+    the bridge it ends DONE; on CANopen it gets past APPROACH (its jaw then closed at 60 rad/s in
+    HOLD in 5 of 7 runs, and the runaway check latched: open, docs/grasp.md)."""
     _, rows = _on_own_robot(
         tmp_path,
         capsys,
