@@ -323,9 +323,7 @@ class Scenarios:
         if not (reach.x[0] <= x <= reach.x[1] and reach.y[0] <= y <= reach.y[1]):
             x, y = 0.5 * (reach.x[0] + reach.x[1]), 0.5 * (reach.y[0] + reach.y[1])
             if isinstance(inner, MujocoSystem):
-                place_object(
-                    inner, CUBE_BODY, cube_pose(x, y, 0.0, scene.cube_half_size, scene.table_height)
-                )
+                place_object(inner, CUBE_BODY, cube_pose(x, y, 0.0, scene))
         goal = reach.goal(top_down_grasp(x, y, 0.0, scene), grasp_effort=GRASP_EFFORT)
         runner.task.start(goal)
         self.loop.switch_controller(runner)

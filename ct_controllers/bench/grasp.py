@@ -164,7 +164,7 @@ def top_down_grasp(x: float, y: float, yaw: float, scene: GraspScene | None = No
     one-jaw grasp (``tcp_in_cube``, ``hardware/jaw_grasp.py``): the cube's pose resting on the
     table composed with the TCP's pose in it (tilted about the hinge axis)."""
     if scene is not None and (tcp_in_cube := scene.tcp_in_cube_pose) is not None:
-        return cube_pose(x, y, yaw, scene.cube_half_size, scene.table_height) @ tcp_in_cube
+        return cube_pose(x, y, yaw, scene) @ tcp_in_cube
     c, s = math.cos(yaw), math.sin(yaw)
     y_axis = np.array([-s, c, 0.0])
     z_axis = np.array([0.0, 0.0, -1.0])
@@ -184,15 +184,13 @@ def cube_grasps(x: float, y: float, yaw: float, scene: GraspScene) -> list[np.nd
     return [top_down_grasp(x, y, yaw + turn, scene) for turn in QUARTER_TURNS]
 
 
-def cube_pose(
-    x: float, y: float, yaw: float, half_size: float = CUBE_HALF_SIZE, table: float = 0.0
-) -> np.ndarray:
-    """The cube's pose resting on the table whose top is at z = ``table`` (its centre half
-    its size [m] above) at (x, y, yaw)."""
+def cube_pose(x: float, y: float, yaw: float, scene: GraspScene) -> np.ndarray:
+    """The pose of ``scene``'s cube resting on its table (the cube's centre half its size [m]
+    above the table's top) at (x, y, yaw)."""
     pose = np.eye(4)
     c, s = math.cos(yaw), math.sin(yaw)
     pose[:3, :3] = [[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]
-    pose[:3, 3] = [x, y, table + half_size]
+    pose[:3, 3] = [x, y, scene.table_height + scene.cube_half_size]
     return pose
 
 
@@ -227,8 +225,7 @@ def grasp_setup(
     hardware = stack.hardware
     if not isinstance(hardware, MujocoSystem):
         raise TypeError("the grasp benchmark needs the MuJoCo backend")
-    scene = robot_scene(config)
-    place_object(hardware, CUBE_BODY, cube_pose(*cube, scene.cube_half_size, scene.table_height))
+    place_object(hardware, CUBE_BODY, cube_pose(*cube, robot_scene(config)))
     # The scene's sensor: the cube and the bodies this robot's finger joints move (a mimic
     # follower's too), whatever their names.
     sensor = hardware.object_sensor()

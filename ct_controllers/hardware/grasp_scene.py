@@ -226,7 +226,7 @@ def table_height(model: RobotModel) -> float:
     """h [m], the table's top (module docstring): 0 unless the arm's tool cannot point down
     that low over the region's band."""
     samples = _reach_samples(model)
-    reach = float(np.max(samples.distance))
+    reach = tcp_reach(model)
     band = (samples.distance >= REGION_X[0] * reach) & (samples.distance <= REGION_X[1] * reach)
     heights = samples.height[band & samples.down]
     if heights.size == 0:
