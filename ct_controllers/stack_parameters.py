@@ -144,9 +144,9 @@ PARAMETERS = ParameterSchema(
             "gripper.stiffness",
             float,
             2000.0,
-            "Finger servo stiffness K at the finger surface (Grasp, GripperCommand): a finger "
-            "blocked by the object pushes with the force limit once its reference ran "
-            "force / K past it; a revolute jaw of lever l gets K l² [N·m/rad]",
+            "Finger servo stiffness K at the finger surface (Grasp, GripperCommand): the free "
+            "finger's spring toward its reference (a finger blocked short of it pushes with "
+            "the force limit instead); a revolute jaw of lever l gets K l² [N·m/rad]",
             "N/m",
             validator=_in_range(0.0, 1.0e6, low_open=True, what=" N/m"),
         ),
@@ -155,7 +155,7 @@ PARAMETERS = ParameterSchema(
             float,
             20.0,
             "Finger servo damping D at the finger surface; a light finger sampled at update_rate "
-            "needs D · period / mass well below 1 (ct-setup: from the model)",
+            "needs lower K and D to stay stable (ct-setup: designed from the model)",
             "N·s/m",
             validator=_in_range(0.0, 1.0e4, low_open=True, what=" N·s/m"),
         ),

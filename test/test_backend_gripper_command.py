@@ -41,13 +41,13 @@ ENTRY = instance_entries(NAME, load_parameters(CONFIG))
 FINGERS = ("left_finger_joint", "right_finger_joint")
 EFFORT = 15.0  # [N]: not the 40 N the drives could push with
 OBJECT_HALF = 0.025  # [m] of the 5 cm object, between the bundled fingers
-# The simulated drives' torque interface is left out: the Grasp's finger servo (K 2000 N/m,
-# D 20 N·s/m) runs into a limit cycle there at the rigs' 100 Hz (measured: a free finger swings
-# ±2 cm with the effort saturating at ±40 N; pressing an object, the velocity noise now and then
-# stays above the 1 mm/s stall threshold, and the stall is never declared). MuJoCo's effort
-# fingers (1 kHz) are the node's test (test_gripper_command_action.py).
+# Every effort or position interface that can limit the grip force (the bridge's position
+# fingers cannot). The simulated drives' torque interface was left out until the rigs designed
+# the finger servo for their 100 Hz (sim/gains.py): the 1 kHz gains (K 2000 N/m, D 20 N·s/m) ran
+# into a limit cycle there (a free finger swung ±2 cm with the effort saturating at ±40 N).
 GRIPPING = [
     ("ros2_control_bridge", "effort"),
+    ("canopen", "torque"),
     ("canopen", "position"),
     ("mujoco", "position"),
 ]

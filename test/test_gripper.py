@@ -37,6 +37,99 @@ def test_a_blocked_finger_pushes_with_exactly_the_force_limit() -> None:
     assert abs(efforts[10][0]) < 15.0  # not yet: the reference moves at 0.1 m/s
 
 
+def _pressing_gripper(model, stiffness: float = 50.0):  # type: ignore[no-untyped-def]
+    """A soft servo (K 50 N/m, D 2 N·s/m: its spring gives 1.2 N at 24 mm) whose fingers are
+    held still at 24 mm while their reference runs to closed at 0.1 m/s, for 0.4 s (1 ms
+    ticks): (gripper, state, efforts, pressing), the last two per tick."""
+    gripper = GripperController(model, FINGERS, stiffness=stiffness, damping=2.0, speed=0.1)
+    state = _state(model, (0.024, 0.024))
+    efforts, pressing = [], []
+    for _ in range(400):
+        efforts.append(gripper.compute(state, np.zeros(2), np.array([15.0, 15.0]), 0.001))
+        pressing.append(gripper.pressing)
+    return gripper, state, efforts, pressing
+
+
+def test_a_blocked_finger_presses_with_the_force_limit_whatever_its_stiffness() -> None:
+    """Fingers held still at 24 mm while the reference runs to closed: a spring-damper (plus
+    gravity, from an independent model), a force far below the limit with K 50 N/m, until they
+    have been still and more than CONTACT_GAP short of the reference for 2 D / K (80 ms: the
+    gap is passed at tick 20, so from tick 101 on); then they press: the force rises from the
+    spring's by at most the limit × dt / PRESS_RISE_TIME a tick (never stepping) to exactly
+    the limit, closing, and stays there."""
+    from ct_controllers.controllers.gripper import CONTACT_GAP, PRESS_RISE_TIME
+
+    model = new_robot_model()
+    _, state, efforts, pressing = _pressing_gripper(model)
+    gravity = new_robot_model().gravity(state.q)[model.indices(FINGERS)]
+    # Tick 50: the reference is 5 mm in (0.1 m/s for 50 ms, from the measured 24 mm).
+    np.testing.assert_allclose(efforts[49], 50.0 * (0.019 - 0.024) + gravity, atol=1e-9)
+    assert pytest.approx(0.020) == CONTACT_GAP / 0.1  # the gap, at 0.1 m/s: 20 ticks
+    first = pressing.index((True, True))
+    assert 20 + 80 - 1 <= first <= 20 + 80 + 1, first
+    assert not any(any(flags) for flags in pressing[:first])
+    assert all(flags == (True, True) for flags in pressing[first:])
+    np.testing.assert_allclose(efforts[first - 1], 50.0 * (-0.1 * first * 0.001) + gravity)
+    np.testing.assert_allclose(efforts[-1], [-15.0, -15.0])
+    steps = np.diff(np.array(efforts)[first - 1 :], axis=0)
+    assert np.all(steps <= 1e-12)  # closing ever harder
+    # A tick's rise, plus the spring's own on the tick pressing starts (K · speed · dt).
+    assert np.all(steps >= -(15.0 * 0.001 / PRESS_RISE_TIME + 50.0 * 0.1 * 0.001) - 1e-9)
+    assert np.count_nonzero(np.array(efforts)[:, 0] == -15.0) >= 100  # reached and held
+
+
+def test_a_pressing_finger_lets_go_when_the_target_moves_or_nothing_blocks_it() -> None:
+    """A pressing finger goes back to its spring-damper law when (each alone) its target
+    opens again (the reference moves), it moves toward the reference faster than the servo's
+    speed (the object gave way), or it comes within half CONTACT_GAP of its reference; a
+    finger moving too fast, or still within CONTACT_GAP of its reached reference, does not
+    start pressing."""
+    from ct_controllers.controllers.gripper import CONTACT_GAP
+
+    model = new_robot_model()
+    index = model.indices(FINGERS)
+    target = FINGER_LIMIT_MARGIN
+    # The target opens: the reference steps 0.1 mm back up, the spring's law, from 0.0006 m.
+    gripper, state, _, _ = _pressing_gripper(model)
+    gravity = model.gravity(state.q)[index]
+    effort = gripper.compute(state, np.full(2, 0.04), np.array([15.0, 15.0]), 0.001)
+    np.testing.assert_allclose(effort, 50.0 * (target + 0.0001 - 0.024) + gravity, atol=1e-9)
+    assert gripper.pressing == (False, False)
+    # Finger 0 closes at 0.2 m/s (the object gave way), finger 1 at 5 mm/s (still pressing:
+    # the limit less its damping, plus gravity).
+    gripper, state, _, _ = _pressing_gripper(model)
+    moving = _state(model, (0.024, 0.024), (-0.2, -0.005))
+    effort = gripper.compute(moving, np.zeros(2), np.array([15.0, 15.0]), 0.001)
+    assert gripper.pressing == (False, True)
+    expected_free = 50.0 * (target - 0.024) + 2.0 * 0.2 + gravity[0]
+    assert effort[0] == pytest.approx(expected_free, abs=1e-9)
+    assert effort[1] == pytest.approx(-15.0 + 2.0 * 0.005 + gravity[1], abs=1e-9)
+    # Within half the gap of the reference: free again.
+    gripper, state, _, _ = _pressing_gripper(model)
+    near = _state(model, (target + 0.4 * CONTACT_GAP, 0.024))
+    gripper.compute(near, np.zeros(2), np.array([15.0, 15.0]), 0.001)
+    assert gripper.pressing == (False, True)
+    # A fresh servo: finger 0 still 1.5 mm short of its reached reference (within the gap),
+    # finger 1 24 mm short but moving at 20 mm/s: neither presses.
+    fresh = GripperController(model, FINGERS, stiffness=50.0, damping=2.0, speed=0.1)
+    short = _state(model, (target + 0.75 * CONTACT_GAP, 0.024), (0.0, -0.02))
+    for _ in range(300):
+        fresh.compute(short, np.zeros(2), np.array([15.0, 15.0]), 0.001)
+    assert fresh.pressing == (False, False)
+
+
+def test_a_nan_state_gives_a_nan_effort_while_pressing() -> None:
+    """A NaN position or velocity measured while a finger presses gives that finger a NaN
+    effort (which the limiter refuses), not the force limit; reset() ends pressing."""
+    model = new_robot_model()
+    for q, v in (((np.nan, 0.024), (0.0, 0.0)), ((0.024, 0.024), (np.nan, 0.0))):
+        gripper, _, _, _ = _pressing_gripper(model)
+        effort = gripper.compute(_state(model, q, v), np.zeros(2), np.array([15.0, 15.0]), 0.001)
+        assert np.isnan(effort[0]) and effort[1] == pytest.approx(-15.0)
+    gripper.reset()
+    assert gripper.pressing == (False, False)
+
+
 def test_the_servo_reference_moves_at_the_set_speed() -> None:
     """The reference starts on the measured opening and moves toward the target by at most
     speed × dt per tick, so a free finger is pulled along at that speed, not slammed."""
@@ -179,37 +272,148 @@ def test_a_margin_leaving_no_range_is_refused() -> None:
         GripperController(new_robot_model(), FINGERS, margin=0.02)
 
 
-def _sampled_finger(stiffness: float, damping: float, mass: float, period: float) -> np.ndarray:
-    """A free finger surface of ``mass`` [kg] under the servo's spring-damper toward 0, sampled
-    every ``period`` [s] (the force held over the period, the motion integrated exactly in 100
-    sub-steps): its speed [m/s] at each sample over 200 periods, from 1 mm out at rest."""
+def _sampled_finger(
+    stiffness: float,
+    damping: float,
+    mass: float,
+    period: float,
+    delay: int,
+    periods: int = 400,
+    contact: tuple[float, float] = (0.0, 0.0),
+) -> np.ndarray:
+    """A finger surface of ``mass`` [kg] under the servo's spring-damper toward 0, sampled
+    every ``period`` [s] and applied ``delay`` periods later (the force held over the period,
+    the motion integrated in 50 semi-implicit sub-steps), ``contact`` (stiffness [N/m], damping
+    [N·s/m]) a spring-damper on it acting continuously (an object it presses; 0: free): its
+    speed [m/s] at each sample over ``periods`` periods, from 1 mm out at rest."""
     x, v, speeds = 1e-3, 0.0, []
-    step = period / 100
-    for _ in range(200):
-        force = -stiffness * x - damping * v
-        for _ in range(100):
-            v += force / mass * step
+    samples = [(x, v)] * (delay + 1)
+    step = period / 50
+    for _ in range(periods):
+        measured_x, measured_v = samples[0]
+        force = -stiffness * measured_x - damping * measured_v
+        for _ in range(50):
+            v += (force - contact[0] * x - contact[1] * v) / mass * step
             x += v * step
+        samples = [*samples[1:], (x, v)]
         speeds.append(abs(v))
     return np.array(speeds)
 
 
-@pytest.mark.parametrize("mass", [0.05, 0.03, 0.00323], ids=["bundled", "panda", "so101_jaw"])
-def test_finger_gains_sampled_at_the_loop_rate_hold_the_finger(mass: float) -> None:
-    """sampled_finger_gains keeps the servo's defaults where the finger's mass holds them at
-    1 kHz (the bundled arm's 50 g, the Panda's 30 g) and lowers them for a light jaw (the
-    SO-101's 3.2 g at its fingertip). Checked by simulating the sampled loop, not by the
-    formula: with the gains it returns the finger settles (its speed after 200 ms below a
-    thousandth of its peak); with the defaults the light jaw's motion grows instead."""
+def _grows(speeds: np.ndarray) -> bool:
+    """The motion grew: ten times its first five periods' peak, or past what floats hold."""
+    return bool(not np.all(np.isfinite(speeds)) or speeds[-1] > 10 * speeds[:5].max())
+
+
+RIG_OBJECT = (2.0e4, 20.0)  # the plant rigs' object contact: [N/m], [N·s/m] per finger
+
+
+@pytest.mark.parametrize(
+    ("mass", "period", "friction"),
+    [
+        (0.05, 0.001, 0.0),
+        (0.03, 0.001, 0.0),
+        (0.00323, 0.001, 0.0),
+        (0.1326, 0.01, 0.66),
+        (1.05, 0.01, 0.5),
+    ],
+    ids=["bundled", "panda", "so101_jaw", "so101_jaw_on_rig", "bundled_on_rig"],
+)
+def test_finger_gains_sampled_at_the_loop_rate_hold_the_finger(
+    mass: float, period: float, friction: float
+) -> None:
+    """sampled_finger_gains keeps the servo's defaults where they hold the finger (the bundled
+    arm's 50 g fingers at 1 kHz) and lowers them, critically damped, for lighter fingers or a
+    slower loop (the Panda's 30 g, the SO-101's jaw: 3.2 g at its fingertip at 1 kHz, 133 g
+    with a drive's rotor at 100 Hz; the bundled fingers with theirs, 1.05 kg). Checked by
+    simulating the sampled loop, not by the formula: with the gains it returns the finger
+    settles — free, with and without a period of delay, and pressing the rigs' object
+    (2·10⁴ N/m, 20 N·s/m) with one (its speed after 1000 periods below a thousandth of its
+    peak); where lowered, the defaults grow, free × 2 or pressing the object, with a delay."""
     from ct_controllers.controllers.gripper import sampled_finger_gains
 
-    period = 0.001
-    stiffness, damping = sampled_finger_gains(2000.0, 20.0, mass, period)
-    speeds = _sampled_finger(stiffness, damping, mass, period)
-    assert speeds[-1] < 1e-3 * speeds.max()
-    if mass >= 0.03:
+    stiffness, damping = sampled_finger_gains(2000.0, 20.0, mass, period, friction)
+    for delay, (contact, contact_damping) in ((0, (0.0, 0.0)), (1, (0.0, 0.0)), (1, RIG_OBJECT)):
+        plant = (contact, contact_damping + friction)
+        speeds = _sampled_finger(stiffness, damping, mass, period, delay, 1000, plant)
+        assert speeds[-1] < 1e-3 * speeds.max(), (delay, contact)
+    if (mass, period) == (0.05, 0.001):
         assert (stiffness, damping) == (2000.0, 20.0)
+        return
+    assert stiffness < 2000.0
+    assert damping == pytest.approx(2.0 * np.sqrt(stiffness * mass), rel=1e-9)
+    free = _sampled_finger(4000.0, 40.0, mass, period, 1, 1000, (0.0, friction))
+    pressing = _sampled_finger(
+        2000.0, 20.0, mass, period, 1, 1000, (RIG_OBJECT[0], RIG_OBJECT[1] + friction)
+    )
+    assert _grows(free) or _grows(pressing)
+
+
+@pytest.mark.parametrize(
+    ("stiffness", "damping", "mass", "period", "plant"),
+    [
+        (4000.0, 40.0, 0.03, 0.001, (0.0, 0.0)),  # the Panda's defaults × 2: grows
+        (3246.0, 27.9, 0.03, 0.001, (0.0, 0.0)),  # its design × 2: on the edge
+        (567.0, 48.8, 1.05, 0.01, (2.0e4, 20.5)),  # critically damped, pressing: grows
+        (150.0, 25.1, 1.05, 0.01, (2.0e4, 20.5)),  # the design pressing: decays
+        (4000.0, 35.4, 1.6, 0.01, (0.0, 130.0)),  # a jaw's friction holding it: decays
+        (4000.0, 35.4, 1.6, 0.01, (0.0, 0.0)),  # and without: grows
+    ],
+)
+def test_the_finger_loop_radius_says_what_the_simulated_loop_does(
+    stiffness: float, damping: float, mass: float, period: float, plant: tuple[float, float]
+) -> None:
+    """finger_loop_radius (one period of delay; a contact spring and damping acting
+    continuously) against the loop simulated by sub-steps: a radius above 1.01 and the motion
+    grows over 1000 periods by more than the radius⁵⁰⁰ would leave of it; below 0.99 and it
+    decays below a thousandth of its peak; the edge in between, neither far."""
+    from ct_controllers.controllers.gripper import finger_loop_radius
+
+    radius = finger_loop_radius(stiffness, damping, mass, period, plant[1], plant[0], (1,))
+    speeds = _sampled_finger(stiffness, damping, mass, period, 1, 1000, plant)
+    if radius > 1.01:
+        assert _grows(speeds), radius
+    elif radius < 0.99:
+        assert speeds[-1] < 1e-3 * speeds.max(), radius
     else:
-        assert damping < 20.0 and stiffness <= damping**2 / (4 * mass) + 1e-9
-        diverging = _sampled_finger(2000.0, 20.0, mass, period)
-        assert diverging[-1] > 10 * diverging[:5].max()
+        assert 1e-3 * speeds.max() < speeds[-1] < 1e3 * speeds.max(), radius
+
+
+@pytest.mark.parametrize(
+    ("mass", "period", "friction"), [(0.03, 0.001, 0.0), (1.05, 0.01, 0.5), (0.1326, 0.01, 0.66)]
+)
+def test_designed_finger_gains_are_the_largest_the_checks_allow(
+    mass: float, period: float, friction: float
+) -> None:
+    """Critically damped at 1 % more bandwidth than sampled_finger_gains found, one of its two
+    checks fails (the free loop × 2, or pressing an object): it did not stop short."""
+    from ct_controllers.controllers.gripper import (
+        finger_loop_radius,
+        pressed_loop_radius,
+        sampled_finger_gains,
+    )
+
+    stiffness, _ = sampled_finger_gains(2000.0, 20.0, mass, period, friction)
+    omega = 1.01 * np.sqrt(stiffness / mass)
+    k, d = mass * omega**2, 2.0 * mass * omega
+    free = finger_loop_radius(2 * k, 2 * d, mass, period, friction)
+    pressed = pressed_loop_radius(k, d, mass, period, friction)
+    assert max(free, pressed) > 1.0
+
+
+def test_a_finger_with_its_own_friction_keeps_gains_a_bare_one_could_not() -> None:
+    """A heavy jaw (1.6 kg at its tip, 100 Hz: the Z1's on a drive rig) whose drive has
+    130 N·s/m of viscous friction at the tip keeps the given 2000 N/m, 17.7 N·s/m: simulated
+    with that friction acting continuously, twice them settle with a period of delay, and so
+    do they pressing the rigs' object; without
+    the friction they grow, and sampled_finger_gains, told none, lowers them."""
+    from ct_controllers.controllers.gripper import sampled_finger_gains
+
+    mass, period, friction = 1.6, 0.01, 130.0
+    assert sampled_finger_gains(2000.0, 17.7, mass, period, friction) == (2000.0, 17.7)
+    held = _sampled_finger(4000.0, 35.4, mass, period, 1, 1000, (0.0, friction))
+    assert held[-1] < 1e-3 * held.max()
+    pressing = _sampled_finger(2000.0, 17.7, mass, period, 1, 1000, (2.0e4, 20.0 + friction))
+    assert pressing[-1] < 1e-3 * pressing.max()
+    assert _grows(_sampled_finger(4000.0, 35.4, mass, period, 1))
+    assert sampled_finger_gains(2000.0, 17.7, mass, period)[0] < 2000.0

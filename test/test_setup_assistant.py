@@ -27,6 +27,7 @@ import pytest
 from ct_controllers.bench.robots import example_robot_path
 from ct_controllers.config import StackConfig, load_config, load_parameters
 from ct_controllers.controllers.controller import Controller
+from ct_controllers.controllers.gripper import finger_loop_radius, pressed_loop_radius
 from ct_controllers.model.description import (
     RobotDescription,
     default_description_path,
@@ -896,16 +897,24 @@ def test_a_lone_jaw_gets_fingertip_frames_and_its_width_is_the_tip_chord(
     closed = grip.closed[0]
     assert closed == pytest.approx(closes_at)
     # The finger servo: the defaults where the jaw's mass at its tip holds them at update_rate,
-    # else lowered to D · period / mass ≤ 1 (the SO-101's 3 g jaw tip); the Grasp's servo runs
-    # the configured gains.
+    # else lowered (the SO-101's 3 g jaw tip) so that twice the gains is still a stable sampled
+    # loop with a period of delay and the gains pressing a stiff object too (radii of the
+    # finger's own 1-DOF loop, its URDF damping counted); the Grasp's servo runs the configured
+    # gains.
     from ct_controllers.chains.grasp_runner import grasp_gripper
 
     servo = grasp_gripper(model, config, grip)
     mass = float(servo.finger_masses.min())
+    friction = float(model.joint_damping[model.v_index(jaw)] / servo.levers[0] ** 2)
     assert (servo.stiffness, servo.damping) == (config.gripper_stiffness, config.gripper_damping)
-    assert config.gripper_damping * config.period / mass <= 1.0 + 1e-3
-    lowered = 20.0 * config.period / mass > 1.0
-    assert (config.gripper_damping < 20.0) == lowered
+    k, d, period = config.gripper_stiffness, config.gripper_damping, config.period
+    assert finger_loop_radius(2 * k, 2 * d, mass, period, friction) <= 1.0 + 1e-3
+    assert pressed_loop_radius(k, d, mass, period, friction) <= 1.0 + 1e-3
+    lowered = (
+        finger_loop_radius(4000.0, 40.0, mass, period, friction) > 1.0
+        or pressed_loop_radius(2000.0, 20.0, mass, period, friction) > 1.0
+    )
+    assert (config.gripper_stiffness < 2000.0) == lowered
     assert ("finger servo:" in printed) == lowered
     for theta in (grip.opened[0], 0.5 * (grip.opened[0] + closed), closed):
         q = np.zeros(model.nq)

@@ -1,13 +1,29 @@
 """Parallel gripper: a position servo per finger whose force saturates at the requested limit,
-as a gripper drive does for a grasp (Franka's "grasp with force").
+and that pushes with exactly that limit once the finger is blocked, as a gripper drive does for
+a grasp (Franka's "grasp with force").
 
-    τ_i = clip(K (r_i − q_i) − D q̇_i + g_i(q), −F_i, F_i)
+    free:     τ_i = clip(K (r_i − q_i) − D q̇_i + g_i(q), −F_i, F_i)
+    pressing: τ_i = clip(s_i P_i − D q̇_i + g_i(q), −F_i, F_i)
 
 where the servo reference r_i moves toward the finger target q*_i at no more than ``speed``
 [m/s] (as a gripper drive closes at a set speed: fingers that slam into an object at full force
-dent soft contacts by centimetres). K [N/m] is high so that a finger blocked by the object pushes
-with the full limit F_i [N] (the grasp force) once r_i has run past it; D [N·s/m] damps. g_i is
-the gravity force on the finger from the controller's model.
+dent soft contacts by centimetres). K [N/m] and D [N·s/m] are the free finger's spring and
+damper; g_i is the gravity force on the finger from the controller's model.
+
+A finger presses (s_i = the sign of r_i − q_i) once it is blocked: held more than
+:data:`CONTACT_GAP` short of its reference and still (surface speed at most
+:data:`STALL_FRACTION` of ``speed``) for two of the free servo's time constants, 2 D / K (a free
+finger whose reference starts moving is still at first, and moving at 0.9 ``speed`` by then,
+critically damped). It stops pressing when its reference moves back toward it (the target
+opens), when it comes within half the gap of its reference or when it moves toward it faster
+than ``speed`` (what blocked it gave way). Its force P_i starts at the spring's, K |r_i − q_i|, and
+rises to F_i at F_i / :data:`PRESS_RISE_TIME` per second. Why a force mode: without it the
+spring must reach F_i through r − q, and r stays inside the finger's range, so K ≥ F_i / (what
+is left of the range past the object) — 300 N/m at the fingertip for 15 N on a 5 cm object —
+while the free finger sampled at the loop's rate with a period of delay is stable only below a K
+set by its mass and that rate (:func:`sampled_finger_gains`; a one-jaw arm's jaw on a 100 Hz
+drive rig: about 200 N/m; measured there: 808 N/m rang at 50-60 rad/s between its end stop and
+the object).
 
 The reference stays inside the finger's URDF range [lower, upper] whatever the measured state
 and the target: it starts from the measured opening clipped into the range (a finger pushed past
@@ -37,11 +53,40 @@ from collections.abc import Sequence
 
 import numpy as np
 import pinocchio as pin
+from scipy.linalg import expm
 
-from ct_controllers.controllers.controller import FloatArray, JointReference, JointState
+from ct_controllers.controllers.controller import (
+    FloatArray,
+    JointReference,
+    JointState,
+    sampled_loop_radius,
+)
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.limit_approach import FINGER_LIMIT_MARGIN
+
+# [m] of finger surface: a finger held still this far or farther short of its reference for
+# 2 D / K is blocked (it presses).
+CONTACT_GAP = 0.002
+# A finger moving at most this fraction of the servo's speed counts as still (stalled).
+STALL_FRACTION = 0.1
+# [s] a pressing finger's force rises from the spring's to the limit over at most this long:
+# stepped, it bounced off a stiff object (the SO-101's jaw on a 100 Hz drive rig: 2 N → 15 N in
+# one period threw it open at 3 rad/s, and once kept CLOSE past its 2 s).
+PRESS_RISE_TIME = 0.1
+
+
+class _Press:
+    """One finger's force mode: ``sign`` 0.0 free, else ±1.0, the direction it presses in;
+    ``level`` P [N | N·m] its force, rising to the limit; ``stalled`` [s] how long it has been
+    still and short of its reference, while free."""
+
+    __slots__ = ("level", "sign", "stalled")
+
+    def __init__(self) -> None:
+        self.sign = 0.0
+        self.level = 0.0
+        self.stalled = 0.0
 
 
 class GripperController:
@@ -121,6 +166,7 @@ class GripperController:
         # own lists, replaced each tick, never handed out).
         self._reference: list[float] | None = None
         self._reference_velocity = [0.0] * len(self.joint_names)
+        self._press = [_Press() for _ in self.joint_names]  # per finger (module docstring)
         self.model_state = ModelState(model)
 
     @property
@@ -155,6 +201,13 @@ class GripperController:
         """Restart the servo reference from the measured opening on the next tick."""
         self._reference = None
         self._reference_velocity = [0.0] * len(self.joint_names)
+        self._press = [_Press() for _ in self.joint_names]
+
+    @property
+    def pressing(self) -> tuple[bool, ...]:
+        """Per finger (``joint_names`` order), whether it pressed with its force limit on the
+        last :meth:`compute` or :meth:`compute_into` (blocked short of its reference)."""
+        return tuple(press.sign != 0.0 for press in self._press)
 
     @property
     def reference(self) -> FloatArray | None:
@@ -229,10 +282,15 @@ class GripperController:
         # keeps a NaN x. A NaN target or state gives a NaN effort, which the limiter refuses.
         stiffness, damping = self.stiffness, self.damping
         surface_step = self.speed * dt  # [m] of finger surface
+        surface_stall = STALL_FRACTION * self.speed  # [m/s]
+        surface_gap, surface_near = CONTACT_GAP, 0.5 * CONTACT_GAP  # [m]
+        # [s] still and short of the reference for this long: blocked (2 D / K).
+        settle = 2.0 * damping / stiffness if stiffness > 0.0 else 0.0
         moving = dt > 0
         references: list[float] = []
         velocities: list[float] = []
-        for index, target, force, maximum, r, (lower, upper), lever, force_lever in zip(
+        rise = dt / PRESS_RISE_TIME if moving else 0.0  # of the limit, this tick
+        for index, target, force, maximum, r, (lower, upper), lever, force_lever, press in zip(
             self._index_list,
             targets,
             effort_limits,
@@ -241,6 +299,7 @@ class GripperController:
             self._target_range_list,
             self._lever_list,
             self._force_lever_list,
+            self._press,
             strict=True,
         ):
             # The finger surface's units into the joint's (lever 1: unchanged).
@@ -262,13 +321,39 @@ class GripperController:
             rate = change / dt if moving else 0.0
             references.append(r)
             velocities.append(rate)
-            # τ = K (r − q) − D q̇ + g, clipped at ±bound; a NaN or negative limit gives 0 N.
-            tau = squared * (
-                stiffness * (r - q.item(index)) - damping * v.item(index)
-            ) + gravity.item(index)
-            bound = limit if limit > 0.0 else 0.0
+            speed = v.item(index)
+            error = r - q.item(index)
+            bound = limit if limit > 0.0 else 0.0  # a NaN or negative limit gives 0 N
             if maximum < bound:
                 bound = maximum
+            # Pressing or free (module docstring), on the finger surface: the conditions to
+            # stay written so that a NaN target, error or speed ends pressing (the spring then
+            # gives the NaN effort the limiter refuses).
+            surface_error, surface_speed = lever * error, lever * speed
+            sign = press.sign
+            if sign != 0.0:
+                if not (
+                    sign * change >= 0.0
+                    and sign * surface_error >= surface_near
+                    and sign * surface_speed <= self.speed
+                ):
+                    press.sign = sign = 0.0
+            elif abs(surface_error) > surface_gap and abs(surface_speed) <= surface_stall:
+                press.stalled += dt
+                if press.stalled > 0.0 and press.stalled >= settle:
+                    press.sign = sign = 1.0 if surface_error > 0.0 else -1.0
+                    press.level = squared * stiffness * abs(error)  # from the spring's force
+                    press.stalled = 0.0
+            else:
+                press.stalled = 0.0
+            if sign != 0.0:  # τ = s P − D q̇ + g, P rising to the limit, clipped at ±bound
+                level = press.level + rise * bound
+                if bound < level:
+                    level = bound
+                press.level = level
+                tau = sign * level - squared * damping * speed + gravity.item(index)
+            else:  # τ = K (r − q) − D q̇ + g, clipped at ±bound
+                tau = squared * (stiffness * error - damping * speed) + gravity.item(index)
             if bound < tau:
                 tau = bound
             if -bound > tau:
@@ -281,22 +366,108 @@ class GripperController:
         self._reference, self._reference_velocity = references, velocities
 
 
-# The largest D T / m the finger servo is designed to: sampled every T, a finger of mass m under
-# damping D loses the fraction D T / m of its velocity per period (the measured velocity is held
-# over the period): below 1 it settles without overshoot, past 1 it rings, past 2 it grows.
-SAMPLED_DAMPING = 1.0
+# The finger servo's gains are designed as the arm's are (setup_assistant.gains): these gains ×
+# FINGER_GAIN_MARGIN still stable at the loop's rate, with no delay (MuJoCo steps after the
+# write) and with one period of delay (a bus cycle, a DDS round trip).
+FINGER_GAIN_MARGIN = 2.0
+FINGER_DELAYS = (0, 1)
+# And the finger pressing a stiff object stable, a period of delay late: the object a contact
+# spring of each of these stiffnesses [N/m] with this damping [N·s/m] (the plant rigs' object,
+# sim/object_contact.py, is 2·10⁴ N/m and 20 N·s/m). The servo's damping, delayed, drives that
+# contact's mode rather than damps it: critically damped, 570 N/m and 49 N·s/m, the bundled
+# fingers on a 100 Hz drive rig (1.05 kg with the rotor) rang on the rigs' object at ±4 cm/s
+# (radius 1.09) and CLOSE timed out; no contact is stable without damping of its own.
+PRESSED_STIFFNESSES = tuple(float(k) for k in np.geomspace(1.0e3, 1.0e5, 9))
+PRESSED_DAMPING = 20.0
+
+
+def finger_loop_radius(
+    stiffness: float,
+    damping: float,
+    mass: float,
+    period: float,
+    plant_damping: float = 0.0,
+    contact_stiffness: float = 0.0,
+    delays: Sequence[int] = FINGER_DELAYS,
+) -> float:
+    """The largest spectral radius of a finger surface of ``mass`` [kg] under the servo's spring
+    ``stiffness`` [N/m] and damper ``damping`` [N·s/m], sampled every ``period`` [s] and applied
+    each of ``delays`` periods later (zero-order hold); ``plant_damping`` [N·s/m] acts on it
+    continuously (its joint's ``<dynamics damping>``, a drive's friction, a contact's damping),
+    and so does ``contact_stiffness`` [N/m] (an object it presses; 0: free). Below 1 its motion
+    decays. The plant over a period is exact (one matrix exponential); the state is
+    [x_k, …, x_k−delay], x = (q, v), as in :func:`~ct_controllers.controllers.controller.
+    sampled_loop_radius`."""
+    if contact_stiffness == 0.0:
+        one = np.ones((1, 1))
+        plant = None if plant_damping == 0.0 else np.array([plant_damping])
+        return max(
+            sampled_loop_radius(mass * one, stiffness * one, damping * one, period, d, plant)
+            for d in delays
+        )
+    augmented = np.zeros((3, 3))
+    augmented[0, 1] = 1.0
+    augmented[1] = [-contact_stiffness / mass, -plant_damping / mass, 1.0 / mass]
+    exponential = expm(augmented * period)
+    transition, gain = exponential[:2, :2], exponential[:2, 2:]
+    feedback = -gain @ np.array([[stiffness, damping]])
+    worst = 0.0
+    for delay in delays:
+        size = 2 * (delay + 1)
+        closed = np.zeros((size, size))
+        closed[:2, :2] = transition
+        closed[:2, 2 * delay :] += feedback
+        for i in range(1, delay + 1):
+            closed[2 * i : 2 * i + 2, 2 * i - 2 : 2 * i] = np.eye(2)
+        worst = max(worst, float(np.abs(np.linalg.eigvals(closed)).max()))
+    return worst
+
+
+def pressed_loop_radius(
+    stiffness: float, damping: float, mass: float, period: float, plant_damping: float = 0.0
+) -> float:
+    """:func:`finger_loop_radius` of the finger pressing an object, one period of delay late:
+    the largest over :data:`PRESSED_STIFFNESSES`, the contact's damping
+    :data:`PRESSED_DAMPING` added to ``plant_damping``."""
+    return max(
+        finger_loop_radius(
+            stiffness, damping, mass, period, plant_damping + PRESSED_DAMPING, contact, (1,)
+        )
+        for contact in PRESSED_STIFFNESSES
+    )
 
 
 def sampled_finger_gains(
-    stiffness: float, damping: float, mass: float, period: float
+    stiffness: float, damping: float, mass: float, period: float, plant_damping: float = 0.0
 ) -> tuple[float, float]:
-    """(K [N/m], D [N·s/m]) for a finger surface carrying ``mass`` [kg] servoed every ``period``
-    [s]: the given gains where D T / m ≤ :data:`SAMPLED_DAMPING`, else D at that bound and K at
-    most critically damped with it, D² / (4 m). The defaults (2000 N/m, 20 N·s/m) stay on the
-    bundled arm's 50 g fingers (0.4 at 1 kHz) and the Panda's 30 g (0.67); the SO-101's jaw,
-    3.2 g at its fingertip (6.2), ran away at 20-40 rad/s under them (measured: ``ct-bench
-    grasp`` of its ct-setup output, the runaway check latching in APPROACH)."""
-    bound = SAMPLED_DAMPING * mass / period
-    if damping <= bound:
+    """(K [N/m], D [N·s/m]) for a finger surface carrying ``mass`` [kg] servoed every
+    ``period`` [s], ``plant_damping`` [N·s/m] its own viscous friction: the given gains where,
+    × :data:`FINGER_GAIN_MARGIN`, the free finger is stable (:func:`finger_loop_radius` ≤ 1)
+    and, as they are, the pressing one (:func:`pressed_loop_radius` ≤ 1); else critically
+    damped ones, K = m ω², D = 2 m ω, with the largest ω [rad/s] (bisected to 0.1 %) for which
+    both still are, K at most the given.
+
+    The defaults (2000 N/m, 20 N·s/m) stay on the bundled arm's 50 g fingers at 1 kHz; the
+    Panda's 30 g get 1.6 kN/m, 14 N·s/m, the SO-101's jaw (3.2 g at its fingertip) 175 N/m,
+    1.5 N·s/m; on a 100 Hz drive rig, with the drives' rotors and friction, the bundled fingers
+    (1.05 kg) 150 N/m, 25 N·s/m, the SO-101's jaw (133 g) 76 N/m, 6.4 N·s/m, and the Z1's jaw
+    (1.6 kg, 130 N·s/m of friction at its tip) keeps its 2000 N/m, 17.7 N·s/m. The force mode,
+    not K, sets the grip."""
+    margin = FINGER_GAIN_MARGIN
+
+    def stable(k: float, d: float) -> bool:
+        return (
+            finger_loop_radius(margin * k, margin * d, mass, period, plant_damping) <= 1.0
+            and pressed_loop_radius(k, d, mass, period, plant_damping) <= 1.0
+        )
+
+    if stable(stiffness, damping):
         return stiffness, damping
-    return min(stiffness, bound * bound / (4.0 * mass)), bound
+    low, high = 0.0, float(np.sqrt(stiffness / mass))
+    while high - low > 1e-3 * high:
+        middle = 0.5 * (low + high)
+        if stable(mass * middle * middle, 2.0 * mass * middle):
+            low = middle
+        else:
+            high = middle
+    return mass * low * low, 2.0 * mass * low

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ct_controllers.controllers.gripper import (
-    SAMPLED_DAMPING,
+    FINGER_GAIN_MARGIN,
     GripperController,
     sampled_finger_gains,
 )
@@ -312,20 +312,32 @@ def _finger_servo(
 ) -> tuple[tuple[float, float] | None, str | None]:
     """The finger servo's (stiffness [N/m], damping [N·s/m]) at the finger surface: its
     defaults, lowered where the lightest finger (its mass M_ii / lever²) sampled at
-    ``update_rate`` needs it (:func:`sampled_finger_gains`); and the line saying so. (None,
-    None) without a gripper."""
+    ``update_rate`` needs it (:func:`sampled_finger_gains`: stable × 2 with and without a
+    period of delay, its URDF damping counted); and the line saying so. (None, None) without
+    a gripper."""
     fingers = chain.gripper_joints
     if not fingers:
         return None, None
     servo = GripperController(design.model, fingers, levers=None if grip is None else grip.levers)
-    mass = float(np.min(servo.finger_masses))
-    gains = sampled_finger_gains(servo.stiffness, servo.damping, mass, 1.0 / update_rate)
+    lightest = int(np.argmin(servo.finger_masses))
+    mass = float(servo.finger_masses[lightest])
+    # The URDF's <dynamics damping> on that finger, at its surface (MuJoCo simulates it).
+    friction = design.model.joint_damping[design.model.v_index(fingers[lightest])]
+    gains = sampled_finger_gains(
+        servo.stiffness,
+        servo.damping,
+        mass,
+        1.0 / update_rate,
+        float(friction / servo.levers[lightest] ** 2),
+    )
     if gains == (servo.stiffness, servo.damping):
         return gains, None
     return gains, (
         f"finger servo: {gains[0]:.3g} N/m, {gains[1]:.3g} N·s/m at the finger surface "
         f"(lowered from {servo.stiffness:g}, {servo.damping:g}: the lightest finger carries "
-        f"{mass * 1000:.3g} g, and D · period / mass ≤ {SAMPLED_DAMPING} at {update_rate:g} Hz)"
+        f"{mass * 1000:.3g} g: critically damped, stable ×{FINGER_GAIN_MARGIN:g} at "
+        f"{update_rate:g} Hz with a period of delay, and pressing a stiff object; the grip's "
+        "force is its force mode's)"
     )
 
 

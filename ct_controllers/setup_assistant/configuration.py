@@ -140,8 +140,8 @@ def entries(choices: Choices) -> list[Entry]:
         "robot_description": "written by ct-setup",
         "gripper.width_frames": "ct-setup: found from the gripper joints, or as given",
         "gripper.stiffness": "ct-setup: the default, or lowered with the damping",
-        "gripper.damping": "ct-setup: the default, or what the lightest finger holds at "
-        "update_rate (D · period / mass ≤ 1)",
+        "gripper.damping": "ct-setup: the default, or critically damped where the lightest "
+        "finger needs it: stable ×2 at update_rate with a period of delay, and pressing",
         "references.max_acceleration": "ct-setup: half the effort left after gravity, and "
         "about 0.05 rad of tracking error",
         "references.max_jerk": "ct-setup: 10 × max_acceleration per second",

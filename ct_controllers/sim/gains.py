@@ -13,6 +13,14 @@ inertia as armature (:func:`with_drive_armature`), as a user gives a real arm's 
 make_rig`), so its own gain check at bring-up agrees. Designed on the bare URDF, a robot of
 gram-light links (the SO-101: rotors 40× its links) got gains its drives' friction overwhelmed:
 joint motions ended 0.107 rad short on both plant rigs.
+
+The finger servo's gains (``gripper.stiffness``, ``gripper.damping``) are designed at the rig's
+rate for every arm, the bundled one included (:func:`~ct_controllers.controllers.gripper.
+sampled_finger_gains` on the finger's mass with the drive's rotor, and the drive's viscous
+friction): the configured ones are
+for 1 kHz, and at 100 Hz with a period of delay they rang — the bundled fingers (1.05 kg with
+the rotor) swung ±2 cm at ±40 N on the simulated drives, the SO-101's jaw (133 g at its tip)
+at 50-60 rad/s between its end stop and the object.
 """
 
 from __future__ import annotations
@@ -25,13 +33,15 @@ from typing import Any
 import numpy as np
 
 from ct_controllers.config import StackConfig
+from ct_controllers.controllers.gripper import GripperController, sampled_finger_gains
 from ct_controllers.model.description import load_description
+from ct_controllers.model.grip_geometry import gripper_geometry
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.setup_assistant.chain import discover_chain
 from ct_controllers.setup_assistant.design_model import design_model
 from ct_controllers.setup_assistant.gains import COMPUTED_TORQUE, JOINT_IMPEDANCE, design_gains
 from ct_controllers.setup_assistant.urdf_tree import parse_robot
-from ct_controllers.sim.drives import rotor_inertia
+from ct_controllers.sim.drives import drive_friction, rotor_inertia
 
 # Gains for the 100 Hz backends. The bundled ones are tuned for 1 kHz; at 100 Hz with a period
 # of delay from measurement to applied effort (a bus cycle, a DDS round trip) the impedance's
@@ -58,10 +68,24 @@ def slow_loop_gains(config: StackConfig, bundled: bool, rate: float) -> dict[str
     """The ``rate`` [Hz] rigs' gain overrides for ``config``: :data:`SLOW_LOOP_GAINS` on the
     bundled arm (``bundled``), else ct-setup's design for the configured robot at ``rate``:
     every controller instance of the configuration that the design covers, the safe hold's
-    damping and the default controller (the design's choice at that rate)."""
+    damping and the default controller (the design's choice at that rate); and for both, the
+    finger servo's gains at that rate (module docstring)."""
+    finger = dict(
+        _finger_servo(
+            config.robot_description,
+            config.backend,
+            config.tcp_frame,
+            config.base_frame,
+            config.gripper_joints,
+            config.grip_width_frames,
+            config.gripper_stiffness,
+            config.gripper_damping,
+            float(rate),
+        )
+    )
     if bundled:
-        return dict(SLOW_LOOP_GAINS)
-    return dict(
+        return dict(SLOW_LOOP_GAINS) | finger
+    return finger | dict(
         _designed(
             config.robot_description,
             config.backend,
@@ -95,6 +119,40 @@ def with_drive_armature(urdf: str) -> str:
         if dynamics.get("damping") is None and dynamics.get("friction") is None:
             dynamics.set("damping", "0")  # urdfdom refuses a <dynamics> with neither
     return ET.tostring(root, encoding="unicode")
+
+
+@functools.lru_cache(maxsize=8)
+def _finger_servo(
+    description: str,
+    backend: str,
+    tcp: str,
+    base: str,
+    gripper: tuple[str, ...],
+    width_frames: tuple[str, ...],
+    stiffness: float,
+    damping: float,
+    rate: float,
+) -> tuple[tuple[str, float], ...]:
+    """``gripper.stiffness`` and ``gripper.damping`` for the rigs' arm (the configured ones
+    lowered where its lightest finger, rotor and drive friction included, needs it at
+    ``rate``); () without a gripper."""
+    if not gripper:
+        return ()
+    urdf = load_description(description or None, mappings={"backend": backend}).urdf
+    model = RobotModel(with_drive_armature(urdf), tcp_frame=tcp, base_frame=base)
+    grip = gripper_geometry(model, gripper, width_frames)
+    servo = GripperController(model, gripper, levers=None if grip is None else grip.levers)
+    lightest = int(np.argmin(servo.finger_masses))
+    # The drives' viscous friction on that finger, at its surface (the plant's, as its rotor).
+    friction = drive_friction(RobotModel(urdf))[model.v_index(gripper[lightest])]
+    found = sampled_finger_gains(
+        stiffness,
+        damping,
+        float(servo.finger_masses[lightest]),
+        1.0 / rate,
+        float(friction / servo.levers[lightest] ** 2),
+    )
+    return (("gripper.stiffness", float(found[0])), ("gripper.damping", float(found[1])))
 
 
 @functools.lru_cache(maxsize=8)  # a design costs seconds; rigs of one robot share it
