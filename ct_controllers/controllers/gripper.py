@@ -395,32 +395,22 @@ def finger_loop_radius(
     each of ``delays`` periods later (zero-order hold); ``plant_damping`` [N·s/m] acts on it
     continuously (its joint's ``<dynamics damping>``, a drive's friction, a contact's damping),
     and so does ``contact_stiffness`` [N/m] (an object it presses; 0: free). Below 1 its motion
-    decays. The plant over a period is exact (one matrix exponential); the state is
-    [x_k, …, x_k−delay], x = (q, v), as in :func:`~ct_controllers.controllers.controller.
-    sampled_loop_radius`."""
-    if contact_stiffness == 0.0:
-        one = np.ones((1, 1))
-        plant = None if plant_damping == 0.0 else np.array([plant_damping])
-        return max(
-            sampled_loop_radius(mass * one, stiffness * one, damping * one, period, d, plant)
-            for d in delays
-        )
-    augmented = np.zeros((3, 3))
-    augmented[0, 1] = 1.0
-    augmented[1] = [-contact_stiffness / mass, -plant_damping / mass, 1.0 / mass]
-    exponential = expm(augmented * period)
-    transition, gain = exponential[:2, :2], exponential[:2, 2:]
-    feedback = -gain @ np.array([[stiffness, damping]])
-    worst = 0.0
-    for delay in delays:
-        size = 2 * (delay + 1)
-        closed = np.zeros((size, size))
-        closed[:2, :2] = transition
-        closed[:2, 2 * delay :] += feedback
-        for i in range(1, delay + 1):
-            closed[2 * i : 2 * i + 2, 2 * i - 2 : 2 * i] = np.eye(2)
-        worst = max(worst, float(np.abs(np.linalg.eigvals(closed)).max()))
-    return worst
+    decays. With a contact, the plant over a period is its exact (Φ, Γ) (one matrix
+    exponential), handed to :func:`~ct_controllers.controllers.controller.sampled_loop_radius`,
+    which builds the delayed loop as for the arm."""
+    one = np.ones((1, 1))
+    plant = None
+    if contact_stiffness != 0.0:  # the contact spring in the plant over a period, exactly
+        augmented = np.zeros((3, 3))
+        augmented[0, 1] = 1.0
+        augmented[1] = [-contact_stiffness / mass, -plant_damping / mass, 1.0 / mass]
+        exponential = expm(augmented * period)
+        plant = (exponential[:2, :2], exponential[:2, 2:])
+    damped = None if plant_damping == 0.0 else np.array([plant_damping])
+    return max(
+        sampled_loop_radius(mass * one, stiffness * one, damping * one, period, d, damped, plant)
+        for d in delays
+    )
 
 
 def pressed_loop_radius(
