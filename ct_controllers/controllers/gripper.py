@@ -177,6 +177,16 @@ class GripperController:
         diagonal = np.diag(self.model.mass_matrix(self.model.neutral()))[self.indices]
         return np.asarray(diagonal / self.levers**2, dtype=float)
 
+    def lightest_finger(self, joint_damping: FloatArray) -> tuple[float, float]:
+        """(mass [kg], viscous damping [N·s/m]) at the surface of the finger carrying the least
+        mass (:attr:`finger_masses`): what its servo gains are designed for
+        (:func:`sampled_finger_gains`). ``joint_damping`` [N·m·s/rad | N·s/m] per joint, model
+        order: the joints' own (URDF ``<dynamics damping>``, a drive's friction)."""
+        masses = self.finger_masses
+        lightest = int(np.argmin(masses))
+        damping = float(joint_damping[self.indices[lightest]])
+        return float(masses[lightest]), damping / float(self.levers[lightest]) ** 2
+
     @property
     def finger_weight(self) -> FloatArray:
         """[N] per finger: the largest gravity force on it, m_i |g| (m_i the mass its joint

@@ -319,17 +319,9 @@ def _finger_servo(
     if not fingers:
         return None, None
     servo = GripperController(design.model, fingers, levers=None if grip is None else grip.levers)
-    lightest = int(np.argmin(servo.finger_masses))
-    mass = float(servo.finger_masses[lightest])
-    # The URDF's <dynamics damping> on that finger, at its surface (MuJoCo simulates it).
-    friction = design.model.joint_damping[design.model.v_index(fingers[lightest])]
-    gains = sampled_finger_gains(
-        servo.stiffness,
-        servo.damping,
-        mass,
-        1.0 / update_rate,
-        float(friction / servo.levers[lightest] ** 2),
-    )
+    # The URDF's <dynamics damping> counted (MuJoCo simulates it).
+    mass, friction = servo.lightest_finger(design.model.joint_damping)
+    gains = sampled_finger_gains(servo.stiffness, servo.damping, mass, 1.0 / update_rate, friction)
     if gains == (servo.stiffness, servo.damping):
         return gains, None
     return gains, (

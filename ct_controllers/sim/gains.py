@@ -142,16 +142,9 @@ def _finger_servo(
     model = RobotModel(with_drive_armature(urdf), tcp_frame=tcp, base_frame=base)
     grip = gripper_geometry(model, gripper, width_frames)
     servo = GripperController(model, gripper, levers=None if grip is None else grip.levers)
-    lightest = int(np.argmin(servo.finger_masses))
-    # The drives' viscous friction on that finger, at its surface (the plant's, as its rotor).
-    friction = drive_friction(RobotModel(urdf))[model.v_index(gripper[lightest])]
-    found = sampled_finger_gains(
-        stiffness,
-        damping,
-        float(servo.finger_masses[lightest]),
-        1.0 / rate,
-        float(friction / servo.levers[lightest] ** 2),
-    )
+    # The drives' viscous friction counted (the plant's, as its rotor).
+    mass, friction = servo.lightest_finger(drive_friction(RobotModel(urdf)))
+    found = sampled_finger_gains(stiffness, damping, mass, 1.0 / rate, friction)
     return (("gripper.stiffness", float(found[0])), ("gripper.damping", float(found[1])))
 
 
