@@ -10,6 +10,7 @@ from helpers import bundled_description, new_robot_model
 
 from ct_controllers.controllers.controller import JointReference, JointState
 from ct_controllers.controllers.gripper import GripperController
+from ct_controllers.model.grip_geometry import gripper_geometry
 from ct_controllers.references.limit_approach import FINGER_LIMIT_MARGIN
 
 FINGERS = ("left_finger_joint", "right_finger_joint")
@@ -140,6 +141,19 @@ def test_the_servo_reference_moves_at_the_set_speed() -> None:
     for tick in range(1, 6):
         effort = gripper.compute(state, np.zeros(2), np.array([40.0, 40.0]), 0.002)
         np.testing.assert_allclose(effort, -2000.0 * 0.05 * 0.002 * tick + gravity)
+
+
+def test_the_stroke_time_is_each_fingers_travel_between_its_fk_widths_at_the_speed() -> None:
+    """Two prismatic fingers of the bundled arm: the stroke time is half the distance the two
+    width frames (found from the finger joints) move apart between closed and open (FK), at the
+    servo's speed — 0.4 s at 0.1 m/s for its 4 cm fingers; 0 without fingers."""
+    model = new_robot_model()
+    grip = gripper_geometry(model, FINGERS)
+    assert grip is not None
+    gripper = GripperController(model, FINGERS, speed=0.05, levers=grip.levers)
+    assert gripper.stroke_time == pytest.approx(grip.open_width / 2 / 0.05, rel=1e-9)
+    assert GripperController(model, FINGERS).stroke_time == pytest.approx(0.4, rel=1e-9)
+    assert GripperController(model, ()).stroke_time == 0.0
 
 
 def test_near_the_target_it_is_a_spring_damper_plus_gravity() -> None:

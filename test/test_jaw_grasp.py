@@ -18,6 +18,7 @@ import pytest
 
 from ct_controllers.bench.grasp import robot_scene, run_trial, trial_cube
 from ct_controllers.bench.robots import example_robot_path
+from ct_controllers.chains.grasp_runner import grasp_gripper
 from ct_controllers.config import StackConfig, load_config
 from ct_controllers.hardware.grasp_scene import CUBE_MAX_SIZE, cube_size
 from ct_controllers.hardware.jaw_grasp import FIXED_JAW_GAP, JawGrasp, robot_jaw_grasp
@@ -165,6 +166,21 @@ def test_the_z1s_cube_is_pinched_within_the_friction_cone_as_mujoco_collides_it(
     assert forces, "no contact between the jaw and the cube"
     y, z = np.mean(forces, axis=0)[1:]
     assert math.atan2(-z, -y) == pytest.approx(grasp.angles[1], abs=math.radians(5.0))
+
+
+def test_the_z1s_jaw_closes_its_whole_stroke_in_its_fk_width_at_the_servo_speed(
+    z1: StackConfig,
+) -> None:
+    """One revolute jaw moves the whole width: the grasp servo's stroke time is the distance
+    the jaw frames move apart between closed and open (FK) over the servo's speed (0.1 m/s of
+    jaw surface): over twice the bundled fingers' 0.4 s."""
+    description, _ = _description(z1)
+    model = RobotModel(description.urdf, tcp_frame=z1.tcp_frame, base_frame=z1.base_frame)
+    grip = gripper_geometry(model, z1.gripper_joints, z1.grip_width_frames)
+    assert grip is not None and len(grip.joints) == 1
+    gripper = grasp_gripper(model, z1, grip)
+    assert gripper.stroke_time == pytest.approx(grip.open_width / 0.1, rel=1e-9)
+    assert gripper.stroke_time > 0.8
 
 
 def test_the_z1_picks_the_derived_cube_through_the_whole_stack(z1: StackConfig) -> None:

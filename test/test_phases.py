@@ -47,6 +47,7 @@ class World:
     cube_in_tcp: np.ndarray | None = None
     senses_object: bool = True  # an object sensor: the cube's pose and finger contact forces
     measures_effort: bool = True  # the backend measures finger efforts
+    finger_speed_limit: float = 0.1  # [m/s] how fast a finger closes or opens
 
     def step(self, tcp_target: np.ndarray | None, finger_target: float, effort: float) -> None:
         self.time += DT
@@ -64,7 +65,8 @@ class World:
                 )
         if not math.isnan(finger_target):
             stop = self._finger_stop()
-            step = np.clip(finger_target - self.fingers, -0.1 * DT, 0.1 * DT)
+            most = self.finger_speed_limit * DT
+            step = np.clip(finger_target - self.fingers, -most, most)
             before = self.fingers
             self.fingers = np.maximum(self.fingers + step, stop)
             self.finger_speed = (self.fingers - before) / DT
@@ -168,6 +170,26 @@ def test_unreachable_target_fails_in_approach_on_timeout_and_holds() -> None:
     assert task.failure is not None and task.failure.source == Phase.APPROACH
     assert "timed out" in task.failure.reason
     assert outputs[-1].tcp_target is None
+
+
+def test_closes_timeout_counts_beyond_the_grippers_stroke_time() -> None:
+    """A gripper closing at 5 mm/s over its 4 cm (stroke_time 8 s) reaches the cube (1.6 cm
+    away) 3.2 s into CLOSE: with CLOSE's 2 s timeout as given it fails there, timed out after
+    2 s; told its stroke time, the same grasp closes on the cube within 2 s + 8 s and goes on to
+    DONE."""
+    slow = 0.005  # [m/s]
+    task, world = GraspTask(), World(finger_speed_limit=slow)
+    task.start(GOAL)
+    run(task, world, 30.0)
+    assert task.phase == Phase.FAILED and task.failure is not None
+    assert task.failure.source == Phase.CLOSE and "timed out after 2.0 s" in task.failure.reason
+
+    task = GraspTask(GraspParameters(stroke_time=0.04 / slow))
+    world = World(finger_speed_limit=slow)
+    task.start(GOAL)
+    run(task, world, 40.0)
+    assert task.phase == Phase.DONE, task.failure
+    assert 3.2 < task.phase_durations[Phase.CLOSE] < 10.0
 
 
 def test_cube_removed_before_closing_fails_in_close() -> None:

@@ -46,7 +46,12 @@ import numpy as np
 
 from ct_controllers.bench.grasp_reach import SOLVE_RESTARTS, GraspReach, grasp_reach
 from ct_controllers.chains.grasp_goal import grasp_goal_ik, no_gripper_refusal, unreachable_pose
-from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
+from ct_controllers.chains.grasp_runner import (
+    GraspRunner,
+    ObjectReading,
+    build_grasp_runner,
+    grasp_parameters,
+)
 from ct_controllers.config import ConfigError, StackConfig, load_config
 from ct_controllers.hardware.grasp_scene import (
     GraspScene,
@@ -234,7 +239,7 @@ def grasp_setup(
     reader: Callable[[], ObjectReading] | None = None  # "joints": no object sensor
     if sensing == "full":
         reader = sensor.observe if sense is None else functools.partial(sense, sensor)
-    task = GraspTask()
+    task = GraspTask(grasp_parameters(stack))
     runner = build_grasp_runner(
         stack, stack.controllers["computed_torque"], task, record, sense_object=reader
     )

@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -58,7 +58,13 @@ from ct_controllers.model.grip_geometry import GripGeometry
 from ct_controllers.model.model_state import ModelState
 from ct_controllers.model.robot import RobotModel
 from ct_controllers.runtime.stack import Stack, to_model_order
-from ct_controllers.tasks.phases import GraspObservation, GraspTask, Phase, TaskOutput
+from ct_controllers.tasks.phases import (
+    GraspObservation,
+    GraspParameters,
+    GraspTask,
+    Phase,
+    TaskOutput,
+)
 
 # What the runner reads from an object sensor: stamp [s]; pose 4x4 (base frame) or None;
 # per-finger contact normal forces [N] or None — the hardware interface's own type, handed
@@ -368,7 +374,7 @@ def build_grasp_runner(
         reader = sense_object
     return GraspRunner(
         model=model,
-        task=task or GraspTask(),
+        task=task or GraspTask(grasp_parameters(stack)),
         # Its first target (the identity) is never tracked: prepare() replaces it with the
         # task's first one, or the measured TCP pose (a task not started).
         arm=tcp_target_chain(
@@ -399,6 +405,15 @@ def grasp_gripper(
         levers=None if grip is None else grip.levers,
         force_levers=None if grip is None else grip.force_levers,
     )
+
+
+def grasp_parameters(stack: Stack, **fields: Any) -> GraspParameters:
+    """The phase machine's parameters for this stack's gripper: ``fields`` as given
+    (:class:`GraspParameters`' own names), ``stroke_time`` the grasp's finger servo's
+    (:attr:`GripperController.stroke_time`), so that CLOSE's timeout counts beyond the
+    fingers' travel over the gripper's whole stroke."""
+    gripper = grasp_gripper(stack.model, stack.config, stack.grip)
+    return GraspParameters(**{"stroke_time": gripper.stroke_time, **fields})
 
 
 def finger_force_limit(stack: Stack) -> float:

@@ -49,6 +49,7 @@ less is refused at the goal check (``ros/grasp_action.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -197,6 +198,16 @@ class GripperController:
         gravity = float(np.linalg.norm(pin_model.gravity.linear))
         joints = [pin_model.getJointId(name) for name in self.joint_names]
         return np.array([data.mass[joint] * gravity for joint in joints])
+
+    @property
+    def stroke_time(self) -> float:
+        """[s] how long the servo's reference takes over the longest finger's whole range at
+        ``speed``: (upper − lower) · l / speed, of finger surface; 0 where that is not a finite
+        time (no fingers, an unbounded joint, speed 0)."""
+        if not self.joint_names or self.speed == 0:
+            return 0.0
+        stroke = float(np.max((self.upper - self.lower) * self.levers))  # [m] of surface
+        return stroke / self.speed if math.isfinite(stroke) else 0.0
 
     @property
     def minimum_effort(self) -> float:

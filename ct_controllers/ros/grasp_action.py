@@ -32,6 +32,7 @@ from ct_controllers.chains.grasp_runner import (
     GraspRunner,
     build_grasp_runner,
     finger_force_limit,
+    grasp_parameters,
     grip_force_refusal,
     minimum_grasp_effort,
 )
@@ -46,7 +47,6 @@ from ct_controllers.runtime.grasp_payload import NOT_RUN, GraspPayload, GraspPay
 from ct_controllers.tasks.phases import (
     ACTIVE_PHASES,
     GraspGoal,
-    GraspParameters,
     GraspTask,
     Phase,
 )
@@ -201,7 +201,7 @@ class GraspServer:
         return build_grasp_runner(
             self.stack,
             self.stack.controllers[self.manager.selected],
-            task=GraspTask(GraspParameters(identify_payload=self.identify)),
+            task=GraspTask(grasp_parameters(self.stack, identify_payload=self.identify)),
         )
 
     def _follow(

@@ -13,7 +13,8 @@ Phase by phase, what it writes and the observed condition that ends it:
 - CLOSE: hold the TCP, fingers → closed with effort ≤ grasp_effort; ends on contact on both
   fingers (where a contact sensor exists), or on a stall: fingers still, above the empty-gripper
   minimum, pressing with ≥ 0.8 grasp_effort (measured effort) or, where no effort is measured,
-  blocked short of their closed target.
+  blocked short of their closed target. Its timeout counts beyond the time the finger servo
+  takes over the gripper's whole stroke (``stroke_time``).
 - HOLD: lift (carry to the place pose if any), hold, put down; every stage needs the gripper to
   keep its grip — the grip width (measured between the gripper's two width frames, the same on
   every gripper; without it the fingers' openings summed: the object may shift between
@@ -179,6 +180,12 @@ class GraspParameters:
     # timeout grows by. False: no such stage.
     identify_payload: bool = False
     identify_timeout: float = 4.0
+    # [s] the gripper servo's travel over the gripper's whole stroke at its speed
+    # (:attr:`~ct_controllers.controllers.gripper.GripperController.stroke_time`): CLOSE's
+    # timeout counts beyond it, so that a wide or slow gripper keeps the margin the default 2 s
+    # gives the bundled fingers' 4 cm at 0.1 m/s (0.4 s; the SO-101's 13.6 cm jaw: 1.4 s, and it
+    # closed on its cube in 1.5-1.8 s). 0: the timeout as given.
+    stroke_time: float = 0.0
 
 
 class GraspObservation(NamedTuple):
@@ -398,6 +405,8 @@ class GraspTask:
         limit = p.timeouts[self.phase]
         if self.phase == Phase.HOLD and p.identify_payload:
             limit += p.identify_timeout  # the identify stage's own time
+        elif self.phase == Phase.CLOSE:
+            limit += p.stroke_time  # the fingers' travel at the servo's speed
         if elapsed > limit:
             return self._fail(
                 now, f"{self.phase.value} timed out after {limit} s", {"elapsed": elapsed}
