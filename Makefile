@@ -44,8 +44,9 @@ typecheck: setup
 # three fresh-clone runs in session 10 each had 1-4 failures of real-time rig tests (CANopen
 # and bridge deadlines of 200 ms against threads of the test process on this 2-core VM), each
 # passing alone and in the other runs; a deterministic failure still fails both times.
+# tools/run_tests.sh: the realtime tests in a session of their own, the rest in two workers.
 unit: setup
-	$(BIN)/python -m pytest -q --durations=30 --reruns 1
+	bash tools/run_tests.sh
 
 test: lint typecheck unit
 

@@ -19,6 +19,15 @@ os.environ.update(loopback_environment())
 # A domain of our own, so that parallel sessions on this machine do not see each other.
 os.environ.setdefault("ROS_DOMAIN_ID", str(10 + os.getpid() % 90))
 _ros_home = tempfile.mkdtemp(prefix="ct_ros_home_")
+# pytest-xdist's workers ("gw0", "gw1", ...) inherit the environment this file set in the
+# session's controller: each takes the next domain (and a ROS home) of its own, or one worker's
+# nodes would answer the other's clients.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker.startswith("gw"):
+    _controller_domain = int(os.environ["ROS_DOMAIN_ID"])
+    os.environ["ROS_DOMAIN_ID"] = str(10 + (_controller_domain - 10 + 1 + int(_worker[2:])) % 90)
+    os.environ["ROS_HOME"] = _ros_home
+    os.environ["ROS_LOG_DIR"] = os.path.join(_ros_home, "log")
 os.environ.setdefault("ROS_HOME", _ros_home)
 os.environ.setdefault("ROS_LOG_DIR", os.path.join(_ros_home, "log"))
 # The nodes the tests start run alone in that domain: their start-up check for another node of
@@ -50,6 +59,18 @@ def frozen_module_heap() -> Iterator[None]:
     gc.freeze()
     yield
     gc.unfreeze()
+
+
+# Fixtures that say their test has wall-clock deadlines against threads of this process.
+_DEADLINE_FIXTURES = frozenset({"frozen_heap", "frozen_module_heap"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test using :func:`frozen_heap` or :func:`frozen_module_heap` is a ``realtime`` one
+    (pyproject.toml), whether or not its module says so."""
+    for item in items:
+        if _DEADLINE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.realtime)
 
 
 # --- fixtures shared by several modules (each module gets its own instance) ------------------

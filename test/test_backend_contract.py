@@ -22,6 +22,8 @@ from ct_controllers.hardware.interface import (
     LifecycleState,
 )
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def rig(request, frozen_module_heap) -> Iterator[Rig]:

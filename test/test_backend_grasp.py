@@ -21,6 +21,8 @@ from ct_controllers.chains.grasp_runner import build_grasp_runner, grip_force_re
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 GRASP_EFFORT = 15.0  # [N] per finger: not the task's default 20 N, nor the URDF's 40 N
 FINGERS = ("left_finger_joint", "right_finger_joint")
 # (backend, mode): every backend and interface whose grip force can be enforced.

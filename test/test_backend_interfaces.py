@@ -38,6 +38,8 @@ from ct_controllers.model.robot import RobotModel
 from ct_controllers.references.spline_trajectory import Waypoint
 from ct_controllers.runtime.trajectory_motion import ToleranceArrays, TrajectoryPlan
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 # (backend, mode, configuration overrides): every backend and interface of the rigs.
 MODES: list[tuple[str, str, dict[str, Any]]] = [(b, m, o) for (b, m), o in RIG_MODES.items()]
 OFFSET = np.array([0.03, -0.03, 0.0287])  # [m] base frame: the target, 5.0 cm from the TCP

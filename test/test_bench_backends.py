@@ -12,6 +12,8 @@ import pytest
 
 from ct_controllers.bench.backends import GRASP_EFFORT, main
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 
 def test_the_json_report_has_one_ok_row_per_backend_mode_and_scenario(
     capsys: pytest.CaptureFixture[str],

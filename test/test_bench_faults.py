@@ -13,6 +13,7 @@ from ct_controllers.bench import cli
 from ct_controllers.bench.faults import FAULTS, Bench, busy_core, loop_scheduling, main
 
 
+@pytest.mark.realtime
 def test_json_report_has_every_backend_and_fault_within_its_limit(capsys):
     """One injection per class on all three backends: the JSON lists each (backend, fault) once
     with p50 ≤ max and limit = detection deadline + one period (4 ms at MuJoCo's 1 kHz, 40 ms

@@ -25,6 +25,8 @@ from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.drives import SimulatedDrives, simulated_drives_for
 from ct_controllers.sim.gains import SLOW_LOOP_GAINS
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 _channels = itertools.count()
 RATE = 100.0  # [Hz]: 10 ms SYNC cycles keep the pure-Python bus simulation far from its limits
 PERIOD = 1.0 / RATE

@@ -22,6 +22,8 @@ from ct_controllers.runtime.control_loop import RUNNING
 from ct_controllers.sim.drives_process import DrivesProcess
 from ct_controllers.sim.rigs import MODES, Rig, make_rig
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 FINGERS = ("left_finger_joint", "right_finger_joint")
 GRIP = 10.0  # [N] per finger: 250 ‰ of the finger drives' rated 40 N
 # canopen's SDO client waits RESPONSE_TIMEOUT = 0.3 s for a response (and tries once more): a

@@ -33,6 +33,8 @@ from ct_controllers.runtime.stack import Stack, build_stack
 from ct_controllers.sim.can_link import VirtualChannelLink
 from ct_controllers.sim.drives import WATCH_PERIOD, SimulatedDrives, simulated_drives_for
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 _channels = itertools.count()
 RATE = 100.0  # [Hz], as the other CANopen tests (a pure-Python bus)
 PERIOD = 1.0 / RATE

@@ -196,6 +196,7 @@ def test_pdo_packing_matches_canopens_own_variables() -> None:
             assert codec.unpack(pdo.data) == mine
 
 
+@pytest.mark.realtime
 def test_drives_in_a_process_of_their_own_serve_the_stack() -> None:
     """make_rig(drives_process=True): the drives run in another process (its pid is not ours),
     the stack comes up against them over the linked virtual channel, a joint motion there

@@ -506,6 +506,7 @@ def test_on_mujoco_through_the_loop_a_push_is_held_at_the_compliance() -> None:
 SLOW_LOOP = SLOW_LOOP_CARTESIAN_IMPEDANCE
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("backend", ["ros2_control_bridge", "canopen"])
 def test_on_the_real_backends_a_target_3_cm_away_is_reached(backend) -> None:
     """The same law on the effort interfaces of the real backends' rigs (the ros2_control bridge

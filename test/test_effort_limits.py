@@ -88,6 +88,7 @@ def move_fingers(rig: Rig, opening: float, settle: float) -> None:
     assert loop.fault is None, loop.fault
 
 
+@pytest.mark.realtime
 def test_canopen_max_torque_bounds_the_grip_of_position_fingers(canopen_rig: Rig) -> None:
     """CANopen, fingers in CSP: a 10 N limit reaches each finger drive's max torque 6072h
     (250 ‰ of its 40 N rated force, read back from the simulated drive's own dictionary); the

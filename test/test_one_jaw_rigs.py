@@ -30,6 +30,8 @@ from ct_controllers.setup_assistant.cli import main as setup_main
 from ct_controllers.sim.rigs import MODES, REAL_RATE, Rig, make_rig
 from ct_controllers.tasks.phases import GraspGoal, Phase
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 GRASP_EFFORT = 15.0  # [N] the jaw's grip force asked
 WIDTH = 0.025  # [m] the object: 0.625 of the jaw's 4 cm stroke, as the MuJoCo scene's cube
 # (backend, mode) whose grip force can be enforced (the bridge cannot limit a position jaw).

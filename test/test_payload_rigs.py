@@ -11,6 +11,8 @@ import pytest
 
 from ct_controllers.bench.payload import COM, through_stack
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 MASS = 1.0  # [kg]
 # Refusals a stall of this machine causes (a hold's motion ended by a fault, a hold disturbed):
 # the run is repeated once. Any other refusal, or a second stall, fails the test.

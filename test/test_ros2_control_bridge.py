@@ -21,6 +21,8 @@ from ct_controllers.hardware.interface import LifecycleState, NotArmedError
 from ct_controllers.hardware.ros2_control_bridge import BridgeConfig, Ros2ControlBridge
 from ct_controllers.runtime.stack import Stack, build_stack
 
+pytestmark = pytest.mark.realtime  # plant rigs in this process (pyproject.toml)
+
 RATE = 100.0  # [Hz] control loop
 PERIOD = 1.0 / RATE
 # Generous deadlines (20 periods): two Python processes and DDS on a shared 2-core machine see

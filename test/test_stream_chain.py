@@ -116,6 +116,7 @@ def test_on_mujoco_a_moving_stream_is_followed_and_halted(law) -> None:
         rig.close()
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize(
     "backend, interface, law",
     [
@@ -237,6 +238,7 @@ def test_on_mujoco_a_joint_jog_moves_the_joint_and_halts(law) -> None:
         rig.close()
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize(
     "backend, interface",
     [

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test suite as `make test` runs it, in two pytest sessions one after the other:
+#
+# 1. the `realtime` tests (pyproject.toml: plant rigs with wall-clock deadlines in the test
+#    process), one at a time, the machine to themselves;
+# 2. everything else in two pytest-xdist workers (a module's tests on one worker: its module
+#    fixtures start once), each in a ROS domain of its own (test/conftest.py).
+#
+# Why not everything in two workers: a rig beside another test misses its deadlines on this
+# 2-core machine (measured: a CANopen rig's 200 ms state watchdog tripped at 205 ms, a drive's
+# PDO not yet applied, failing twice in a row; also with the other tests at nice 10).
+# Both sessions run whatever the first gives; the exit code is nonzero if either failed.
+# Usage: tools/run_tests.sh [extra pytest arguments for both sessions]
+set -u
+cd "$(dirname "$0")/.."
+python=.venv/bin/python
+# The two sessions' domains apart (the second's workers take the next two): conftest.py keeps
+# what is set here.
+base=$((10 + $$ % 80))
+
+ROS_DOMAIN_ID=$base "$python" -m pytest -q -m realtime --durations=10 --reruns 1 "$@"
+realtime=$?
+ROS_DOMAIN_ID=$((base + 1)) "$python" -m pytest -q -m "not realtime" \
+    -n 2 --dist loadfile --durations=20 --reruns 1 "$@"
+rest=$?
+echo "exit codes: the realtime tests $realtime, the rest $rest"
+[ "$realtime" -eq 0 ] && [ "$rest" -eq 0 ]
