@@ -7,8 +7,10 @@
 #    fixtures start once), each in a ROS domain of its own (test/conftest.py).
 #
 # Why not everything in two workers: a rig beside another test misses its deadlines on this
-# 2-core machine (measured: a CANopen rig's 200 ms state watchdog tripped at 205 ms, a drive's
-# PDO not yet applied, failing twice in a row; also with the other tests at nice 10).
+# 2-core machine. Measured: every test in two workers, a CANopen rig's 200 ms state watchdog
+# tripped at 205 ms (and again on the rerun); the rigs' session beside the rest run at nice 10,
+# a drive's max torque PDO not yet applied and a one-jaw rig's speed-limit fault, each on the
+# rerun too. Alone, the same tests passed.
 # Both sessions run whatever the first gives; the exit code is nonzero if either failed.
 # Usage: tools/run_tests.sh [extra pytest arguments for both sessions]
 set -u
