@@ -20,10 +20,10 @@ python=.venv/bin/python
 # what is set here.
 base=$((10 + $$ % 80))
 
-ROS_DOMAIN_ID=$base "$python" -m pytest -q -m realtime --durations=10 --reruns 1 "$@"
+ROS_DOMAIN_ID=$base "$python" -m pytest -q -m realtime --durations=10 --reruns 1 -r aR "$@"
 realtime=$?
 ROS_DOMAIN_ID=$((base + 1)) "$python" -m pytest -q -m "not realtime" \
-    -n 2 --dist loadfile --durations=20 --reruns 1 "$@"
+    -n 2 --dist loadfile --durations=20 --reruns 1 -r aR "$@"
 rest=$?
 echo "exit codes: the realtime tests $realtime, the rest $rest"
 [ "$realtime" -eq 0 ] && [ "$rest" -eq 0 ]
