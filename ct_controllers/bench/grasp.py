@@ -46,12 +46,7 @@ import numpy as np
 
 from ct_controllers.bench.grasp_reach import SOLVE_RESTARTS, GraspReach, grasp_reach
 from ct_controllers.chains.grasp_goal import grasp_goal_ik, no_gripper_refusal, unreachable_pose
-from ct_controllers.chains.grasp_runner import (
-    GraspRunner,
-    ObjectReading,
-    build_grasp_runner,
-    grasp_parameters,
-)
+from ct_controllers.chains.grasp_runner import GraspRunner, ObjectReading, build_grasp_runner
 from ct_controllers.config import ConfigError, StackConfig, load_config
 from ct_controllers.hardware.grasp_scene import (
     GraspScene,
@@ -239,13 +234,12 @@ def grasp_setup(
     reader: Callable[[], ObjectReading] | None = None  # "joints": no object sensor
     if sensing == "full":
         reader = sensor.observe if sense is None else functools.partial(sense, sensor)
-    task = GraspTask(grasp_parameters(stack))
     runner = build_grasp_runner(
-        stack, stack.controllers["computed_torque"], task, record, sense_object=reader
+        stack, stack.controllers["computed_torque"], record=record, sense_object=reader
     )
     if install:
         stack.loop.switch_controller(runner)
-    return GraspSetup(stack, task, runner, sensor, fingertip_scene(config, hardware, sensor))
+    return GraspSetup(stack, runner.task, runner, sensor, fingertip_scene(config, hardware, sensor))
 
 
 def fingertip_scene(

@@ -361,7 +361,8 @@ def build_grasp_runner(
     data of its own (shared with ``arm_controller`` when that one's is the stack's, and so the
     per-tick model state), QP differential IK for the arm at the Cartesian rate,
     ``arm_controller`` (one of ``stack.controllers``) for the arm, the gripper servo for the
-    fingers, and ``sense_object``: by default the backend's object sensor where it offers one
+    fingers, ``task`` (None: one with :func:`grasp_parameters` of ``stack``), and
+    ``sense_object``: by default the backend's object sensor where it offers one
     (else the task judges by the joint state alone); a reader of one's own, or None for
     none."""
     config = stack.config
